@@ -1,0 +1,3 @@
+"""ipcbench: measure CUDA IPC bandwidth and latency between the processes of one node."""
+
+__version__ = "0.1.0"
