@@ -216,3 +216,138 @@ def find_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 def row_dict(row: Row) -> dict:
     return dataclasses.asdict(row)
+
+
+# --- fast loader for report/compare -------------------------------------------------------------------
+# read_rows() above builds one Row per record; fine for a run, too slow for a fleet of them. load_frame()
+# applies the same rules to a whole file at once with pandas and numpy, and on the first bad record still
+# names the file and the line (the message comes from parse_row, so both loaders word errors alike).
+
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+def _line_table(data: bytes, path: Path, n_header: int):
+    """Physical line number (1-based) of every non-blank data record, after checking field counts.
+
+    Without quote characters a record is a line, and fields are counted with numpy; with quotes (a note
+    holding a comma or a newline) the csv module does the counting, as read_rows does.
+    """
+    import numpy as np
+
+    if b'"' in data:
+        text = data.decode("utf-8", errors="replace")
+        reader = csv.reader(text.splitlines(keepends=True))
+        next(reader, None)
+        lines = []
+        for record in reader:
+            if not record:
+                continue
+            if len(record) != n_header:
+                raise ResultsError(f"{path}:{reader.line_num}: {len(record)} fields, header has {n_header} "
+                                   "(truncated or malformed line)")
+            lines.append(reader.line_num)
+        return np.asarray(lines, dtype=np.int64)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    if len(buf) and buf[-1] != 10:
+        ends = np.append(ends, len(buf))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    length = ends - starts
+    cr = np.zeros(len(ends), dtype=bool)
+    nonempty = length > 0
+    cr[nonempty] = buf[ends[nonempty] - 1] == 13
+    blank = (length - cr) <= 0
+    commas = np.flatnonzero(buf == 44)
+    fields = np.searchsorted(commas, ends) - np.searchsorted(commas, starts) + 1
+    lineno = np.arange(1, len(ends) + 1)
+    data_lines = (lineno > 1) & ~blank
+    bad = data_lines & (fields != n_header)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ResultsError(f"{path}:{lineno[i]}: {fields[i]} fields, header has {n_header} "
+                           "(truncated or malformed line)")
+    return lineno[data_lines]
+
+
+def load_frame(csv_path: str | os.PathLike):
+    """Read and validate a results.csv into a pandas DataFrame (the columns of COLUMNS, typed, plus any
+    extra columns as text). Same rules as read_rows; ResultsError names the file and line of the first
+    problem. Integer columns are int64, float columns float64 (NaN where empty), booleans bool."""
+    import io
+
+    import numpy as np
+    import pandas as pd
+
+    path = Path(csv_path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot open ({e.strerror or e})") from None
+    first_nl = data.find(b"\n")
+    header_text = (data if first_nl < 0 else data[:first_nl]).decode("utf-8", errors="replace").strip()
+    if not header_text:
+        raise ResultsError(f"{path}: empty file (no header)")
+    header = next(csv.reader([header_text]))
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise ResultsError(f"{path}:1: header lacks column(s) {', '.join(missing)}")
+    lines = _line_table(data, path, len(header))
+    try:
+        raw = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False,
+                          encoding_errors="replace")
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise ResultsError(f"{path}: cannot parse ({str(e).splitlines()[0]})") from None
+    if len(raw) != len(lines):  # the two readers disagree about records: trust the strict one
+        read_rows(path)
+        raise ResultsError(f"{path}: cannot parse (record count mismatch)")
+
+    out = {}
+    bad = np.zeros(len(raw), dtype=bool)
+    for c in raw.columns:
+        s = raw[c]
+        if c in _INT_COLS:
+            v = pd.to_numeric(s, errors="coerce")
+            if v.dtype.kind != "i":
+                ok = s.str.fullmatch(r"\s*[-+]?\d+\s*").fillna(False).to_numpy(dtype=bool)
+                bad |= ~ok
+                v = pd.to_numeric(s.where(ok, "0"), errors="coerce").astype("int64")
+            out[c] = v.astype("int64")
+        elif c in _FLOAT_COLS:
+            v = pd.to_numeric(s, errors="coerce")
+            if v.dtype.kind not in "fi" or v.isna().any():
+                v = pd.to_numeric(s, errors="coerce").astype("float64")
+                empty = (s.str.strip() == "").to_numpy(dtype=bool)
+                bad |= v.isna().to_numpy() & ~empty
+            out[c] = v.astype("float64")
+        elif c in _BOOL_COLS:
+            t = s.str.strip().str.lower()
+            is_true = t.isin(_TRUE).to_numpy()
+            bad |= ~(is_true | t.isin(_FALSE).to_numpy())
+            out[c] = is_true
+        else:
+            out[c] = s
+    frame = pd.DataFrame(out, index=raw.index)
+    bad |= ~frame["direction"].isin(DIRECTIONS).to_numpy()
+    bad |= frame["bytes"].to_numpy() < 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        record = {c: raw[c].iat[i] for c in raw.columns}
+        try:
+            parse_row(record)
+            reason = "invalid value"
+        except ValueError as e:
+            reason = str(e)
+        raise ResultsError(f"{path}:{int(lines[i])}: {reason}")
+    cols = list(COLUMNS) + [c for c in frame.columns if c not in COLUMNS]
+    return frame[cols]
+
+
+def read_meta_optional(run_dir: str | os.PathLike) -> dict | None:
+    """meta.json of a run, or None when there is none; invalid JSON still raises ResultsError (file:line)."""
+    if not (Path(run_dir) / META_NAME).exists():
+        return None
+    meta = read_meta(run_dir)
+    if not isinstance(meta, dict):
+        raise ResultsError(f"{Path(run_dir) / META_NAME}:1: not a JSON object")
+    return meta

@@ -1,0 +1,194 @@
+"""Per-rank GPU context: the device, its streams, kernels from kernels/*.cu, the gate, fill/verify.
+
+Everything that launches a kernel or owns device memory goes through here, so that the rest of the
+code deals in raw device pointers (ints) and never in framework arrays. CuPy is imported lazily by the
+caller's first use of this module (cli.py must stay CUDA-free at import).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import cupy
+from cupy.cuda import runtime
+
+GATE_TIMEOUT_S = 10.0
+THREADS = 512
+
+
+class GpuError(RuntimeError):
+    """A CUDA-side failure with the context (call, rank) needed to act on it."""
+
+
+def kernel_source(name: str) -> tuple[str, str]:
+    """(source text, include dir) of kernels/<name>.cu, found as package data (works from a wheel too)."""
+    root = resources.files("ipcbench.kernels")
+    src = (root / f"{name}.cu").read_text()
+    return src, str(root)
+
+
+@dataclass
+class GpuInfo:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    sm_count: int
+    memory_bytes: int
+    cc: str
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def device_count() -> int:
+    try:
+        return runtime.getDeviceCount()
+    except runtime.CUDARuntimeError:
+        return 0
+
+
+def describe(index: int) -> GpuInfo:
+    p = runtime.getDeviceProperties(index)
+    raw = p.get("uuid", b"")
+    if isinstance(raw, (bytes, bytearray)) and len(raw) == 16:
+        h = raw.hex()
+        uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    else:
+        uuid = f"GPU-unknown-{index}"
+    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+    pci = f"{p['pciDomainID']:08x}:{p['pciBusID']:02x}:{p['pciDeviceID']:02x}.0"
+    return GpuInfo(index, name, uuid, pci, int(p["multiProcessorCount"]), int(p["totalGlobalMem"]),
+                   f"{p['major']}.{p['minor']}")
+
+
+class Gpu:
+    """The device this rank drives, with a work stream, a host-mapped gate flag and loaded kernels."""
+
+    def __init__(self, index: int, copy_unroll: int = 8):
+        self.index = index
+        self.device = cupy.cuda.Device(index)
+        self.device.use()
+        self.info = describe(index)
+        self.sm_count = self.info.sm_count
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._modules: dict[str, cupy.RawModule] = {}
+        self.copy_unroll = copy_unroll
+        # Host-mapped words: [0] gate release counter, [1] gate timeout status, [2..] scratch.
+        self._host_ptr = runtime.hostAlloc(4096, runtime.hostAllocMapped)
+        self.host_words = (ctypes.c_uint * 1024).from_address(self._host_ptr)
+        ctypes.memset(self._host_ptr, 0, 4096)
+        self._gate_target = 0
+        self._counter = runtime.malloc(256)
+        self.allocations: list[int] = [self._counter]
+
+    # ---- kernels -------------------------------------------------------------------------------
+    def module(self, name: str, defines: tuple[str, ...] = ()) -> cupy.RawModule:
+        key = name + "|" + ",".join(defines)
+        mod = self._modules.get(key)
+        if mod is None:
+            src, inc = kernel_source(name)
+            opts = ("-std=c++17", f"-I{inc}") + tuple(f"-D{d}" for d in defines)
+            mod = cupy.RawModule(code=src, options=opts)
+            mod.compile()
+            self._modules[key] = mod
+        return mod
+
+    def function(self, module: str, fn: str, defines: tuple[str, ...] = ()):
+        return self.module(module, defines).get_function(fn)
+
+    def blocks_for(self, nbytes: int, bytes_per_thread: int, per_sm: int = 4) -> int:
+        need = -(-max(nbytes, 1) // (THREADS * bytes_per_thread))
+        return int(max(1, min(self.sm_count * per_sm, need)))
+
+    # ---- memory --------------------------------------------------------------------------------
+    def malloc(self, nbytes: int) -> int:
+        try:
+            ptr = runtime.malloc(nbytes)
+        except runtime.CUDARuntimeError as e:
+            raise GpuError(f"cudaMalloc({nbytes}) on GPU {self.index} failed: {e}") from None
+        self.allocations.append(ptr)
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        if ptr in self.allocations:
+            self.allocations.remove(ptr)
+            runtime.free(ptr)
+
+    def free_memory(self) -> int:
+        return runtime.memGetInfo()[0]
+
+    # ---- launches ------------------------------------------------------------------------------
+    def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
+        fn = self.function("copy", "copy_v16", (f"UNROLL={self.copy_unroll}",))
+        blocks = self.blocks_for(nbytes, 16 * self.copy_unroll)
+        s = stream or self.stream
+        with s:
+            fn((blocks,), (THREADS,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.int32(loops)))
+
+    def fill(self, ptr: int, nbytes: int, seed: int, stream=None) -> None:
+        fn = self.function("pattern", "fill")
+        s = stream or self.stream
+        with s:
+            fn((self.blocks_for(nbytes, 16),), (THREADS,), (np.uint64(ptr), np.uint64(nbytes), np.uint32(seed)))
+
+    def verify(self, ptr: int, nbytes: int, seed: int, stream=None) -> int:
+        """Count words of ptr[0:nbytes] that differ from pattern(seed); waits for the result."""
+        fn = self.function("pattern", "verify")
+        s = stream or self.stream
+        runtime.memsetAsync(self._counter, 0, 8, s.ptr)
+        with s:
+            fn((self.blocks_for(nbytes, 16),), (THREADS,),
+               (np.uint64(ptr), np.uint64(nbytes), np.uint32(seed), np.uint64(self._counter)))
+        out = np.zeros(1, dtype=np.uint64)
+        runtime.memcpyAsync(out.ctypes.data, self._counter, 8, runtime.memcpyDeviceToHost, s.ptr)
+        self.wait(s, what="verify kernel")
+        return int(out[0])
+
+    def gate(self, stream=None) -> int:
+        """Enqueue a gate kernel; returns the ticket to pass to release()."""
+        self._gate_target += 1
+        fn = self.function("gate", "gate")
+        s = stream or self.stream
+        with s:
+            fn((1,), (32,), (np.uint64(self._host_ptr), np.uint32(self._gate_target),
+                             np.uint64(self._host_ptr + 4), np.uint64(int(GATE_TIMEOUT_S * 1e9))))
+        return self._gate_target
+
+    def release(self, ticket: int) -> None:
+        self.host_words[0] = ticket
+
+    def gate_timed_out(self, ticket: int) -> bool:
+        return self.host_words[1] == ticket
+
+    def stamp(self, dev_ptr: int, stream=None) -> None:
+        fn = self.function("gate", "stamp")
+        s = stream or self.stream
+        with s:
+            fn((1,), (32,), (np.uint64(dev_ptr),))
+
+    def wait(self, stream=None, timeout: float = 60.0, what: str = "GPU work") -> None:
+        """Synchronize a stream, but give up with an error after `timeout` seconds instead of hanging."""
+        s = stream or self.stream
+        ev = cupy.cuda.Event(disable_timing=True)
+        ev.record(s)
+        deadline = time.monotonic() + timeout
+        delay = 1e-5
+        while not ev.done:
+            if time.monotonic() > deadline:
+                raise GpuError(f"{what} on GPU {self.index} did not finish within {timeout:.0f} s")
+            time.sleep(delay)
+            delay = min(delay * 2, 1e-3)
+
+    def close(self) -> None:
+        try:
+            self.device.synchronize()
+        finally:
+            for ptr in list(self.allocations):
+                runtime.free(ptr)
+            self.allocations.clear()
+            runtime.freeHost(self._host_ptr)

@@ -1,0 +1,125 @@
+"""`ipcbench info`: one process, no MPI. GPUs, NVML topology, P2P matrix, IPC feature checks, versions."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _features(index: int) -> dict:
+    """What this GPU supports for sharing memory across processes (device attributes + a real probe)."""
+    from cupy.cuda import runtime
+
+    feats = {}
+    attr = {
+        "unified_addressing": getattr(runtime, "cudaDevAttrUnifiedAddressing", 41),
+        "memory_pools": getattr(runtime, "cudaDevAttrMemoryPoolsSupported", 115),
+        "pool_handle_types": getattr(runtime, "cudaDevAttrMemoryPoolSupportedHandleTypes", 119),
+    }
+    for k, a in attr.items():
+        try:
+            feats[k] = runtime.deviceGetAttribute(a, index)
+        except runtime.CUDARuntimeError:
+            feats[k] = None
+    ht = feats.get("pool_handle_types") or 0
+    feats["pool_posix_fd"] = bool(ht & 0x1)
+    runtime.setDevice(index)
+    try:
+        ptr = runtime.malloc(1 << 20)
+        try:
+            runtime.ipcGetMemHandle(ptr)
+            feats["legacy_ipc"] = True
+        except runtime.CUDARuntimeError as e:
+            feats["legacy_ipc"] = f"no ({e})"
+        finally:
+            runtime.free(ptr)
+        ev = runtime.eventCreateWithFlags(runtime.eventInterprocess | runtime.eventDisableTiming)
+        try:
+            runtime.ipcGetEventHandle(ev)
+            feats["event_ipc"] = True
+        except runtime.CUDARuntimeError as e:
+            feats["event_ipc"] = f"no ({e})"
+        finally:
+            runtime.eventDestroy(ev)
+    except runtime.CUDARuntimeError as e:
+        feats["legacy_ipc"] = f"no ({e})"
+    return feats
+
+
+def collect() -> dict:
+    from . import gpu as gpumod
+    from .meta import cuda_versions, library_versions
+    from .topology import gpu_links
+
+    n = gpumod.device_count()
+    if n == 0:
+        return {"gpus": []}
+    from cupy.cuda import runtime
+
+    gpus = [gpumod.describe(i).as_dict() for i in range(n)]
+    for g in gpus:
+        g["features"] = _features(g["index"])
+    p2p = [[1 if i == j else int(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
+    links = gpu_links([g["pci_bus_id"] for g in gpus])
+    return {"gpus": gpus, "p2p_matrix": p2p, "topology": links,
+            "versions": {**cuda_versions(), **library_versions()}}
+
+
+def run(args) -> int:
+    try:
+        import cupy  # noqa: F401
+        from . import gpu as gpumod
+
+        n = gpumod.device_count()
+    except Exception as e:  # no cupy / no driver
+        print(f"ipcbench info: no usable CUDA GPU here ({type(e).__name__}: {str(e).splitlines()[0]})",
+              file=sys.stderr)
+        return 2
+    if n == 0:
+        print("ipcbench info: no CUDA GPU visible (CUDA_VISIBLE_DEVICES, driver?)", file=sys.stderr)
+        return 2
+    data = collect()
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    v = data["versions"]
+    print(f"driver {v.get('driver')}  CUDA driver API {v.get('cuda_driver')}  runtime {v.get('cuda_runtime')}  "
+          f"cupy {v.get('cupy')}  cuda-python {v.get('cuda_python')}  mpi4py {v.get('mpi4py')}")
+    print(f"MPI: {v.get('mpi_library', 'unknown')}")
+    print()
+    print(f"{'GPU':>3s}  {'name':24s} {'cc':4s} {'SMs':>4s} {'memory':>9s}  {'PCI':16s} uuid")
+    for g in data["gpus"]:
+        print(f"{g['index']:>3d}  {g['name'][:24]:24s} {g['cc']:4s} {g['sm_count']:>4d} "
+              f"{g['memory_bytes'] / 2**30:7.1f}Gi  {g['pci_bus_id']:16s} {g['uuid']}")
+    print()
+    print("IPC features: legacy (cudaIpcMemHandle), event handles, memory pools, POSIX-fd pool handles")
+    for g in data["gpus"]:
+        f = g["features"]
+        yn = lambda x: "yes" if x is True or (isinstance(x, int) and x > 0 and x is not False) else (x or "no")  # noqa: E731
+        print(f"  GPU {g['index']}: legacy {yn(f.get('legacy_ipc'))}, events {yn(f.get('event_ipc'))}, "
+              f"pools {yn(f.get('memory_pools'))}, posix-fd {yn(f.get('pool_posix_fd'))}, "
+              f"UVA {yn(f.get('unified_addressing'))}")
+    print()
+    n = len(data["gpus"])
+    print("P2P access (cudaDeviceCanAccessPeer), row -> column")
+    print("      " + "".join(f"{j:>5d}" for j in range(n)))
+    for i, row in enumerate(data["p2p_matrix"]):
+        print(f"{i:>5d} " + "".join(f"{'-' if i == j else ('yes' if x else 'NO'):>5s}" for j, x in enumerate(row)))
+    print()
+    topo = data["topology"]
+    if not topo.get("nvml"):
+        print(f"NVML not available: {topo.get('error')}")
+        return 0
+    print("Links (NVML), theoretical peak per direction")
+    for link in topo["links"]:
+        if link["kind"] in ("nvlink", "nvswitch"):
+            desc = f"{link['kind']} {link['nvlink_count']} x {link['per_link_gbps']:.3f} GB/s"
+        else:
+            desc = f"PCIe gen{link.get('pcie_gen')} x{link.get('pcie_width')}"
+        peak = link.get("peak_gbps")
+        print(f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: {desc:28s} peak "
+              f"{peak:.1f} GB/s" if peak else f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: {desc}")
+    for i, pg in enumerate(topo.get("per_gpu", [])):
+        print(f"  GPU {i}: {pg['active']} active NVLinks (v{pg['version']}), PCIe gen{pg['pcie_gen']} "
+              f"x{pg['pcie_width']} (max gen{pg['pcie_max_gen']} x{pg['pcie_max_width']})")
+    return 0

@@ -1,0 +1,99 @@
+"""Transfer methods: what moves the bytes, and which buffers it moves them between.
+
+A method = an engine (copy engine or SM kernel) + the buffer kind it runs on (legacy IPC or pool) +
+the directions it supports. An engine knows how to enqueue one transfer of n bytes from a source
+pointer to a destination pointer on a stream; `GraphBatch` turns that into a batch of `count`
+transfers that is enqueued as a few CUDA graph launches, so enqueuing never runs Python per transfer.
+
+Directions (from the point of view of the ordered pair src -> dst):
+  push  the source rank drives: its local buffer -> the peer's memory (a P2P write)
+  pull  the destination rank drives: the peer's memory -> its local buffer (a P2P read)
+  bidir both ranks drive at once, each in the method's one-way style
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cupy.cuda import runtime
+
+GRAPH_MAX_NODES = 256
+
+
+class CopyEngine:
+    """cudaMemcpyAsync: the GPU's DMA copy engines, the path NCCL/cudaMemcpyPeer take for large copies."""
+
+    name = "ce"
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int) -> None:
+        runtime.memcpyAsync(dst, src, nbytes, runtime.memcpyDefault, stream.ptr)
+
+
+class SmEngine:
+    """An SM copy kernel (kernels/copy.cu) doing 16-byte loads and stores straight to/from peer memory."""
+
+    name = "sm"
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int) -> None:
+        gpu.launch_copy(src, dst, nbytes, 1, stream)
+
+
+ENGINES = {"ce": CopyEngine(), "sm": SmEngine()}
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    engine: str
+    style: str  # the one-way direction this method drives: "push" (P2P write) or "pull" (P2P read)
+    buffers: str  # "legacy" or "pool"
+    directions: tuple[str, ...]
+    about: str
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int) -> None:
+        ENGINES[self.engine].enqueue(gpu, stream, src, dst, nbytes)
+
+
+def _m(name, engine, style, buffers, directions, about):
+    return Method(name, engine, style, buffers, directions, about)
+
+
+METHODS: dict[str, Method] = {m.name: m for m in (
+    _m("ce", "ce", "push", "legacy", ("push", "pull", "bidir"),
+       "cudaMemcpyAsync between a local buffer and a peer's legacy-IPC buffer"),
+    _m("sm_read", "sm", "pull", "legacy", ("pull", "bidir"),
+       "SM kernel on the destination GPU loading from the peer's legacy-IPC buffer"),
+    _m("sm_write", "sm", "push", "legacy", ("push", "bidir"),
+       "SM kernel on the source GPU storing into the peer's legacy-IPC buffer"),
+    _m("pool_ce", "ce", "push", "pool", ("push", "pull", "bidir"),
+       "cudaMemcpyAsync to/from a pointer imported from the peer's IPC memory pool"),
+    _m("pool_sm_read", "sm", "pull", "pool", ("pull", "bidir"),
+       "SM kernel loading from a pointer imported from the peer's memory pool"),
+    _m("pool_sm_write", "sm", "push", "pool", ("push", "bidir"),
+       "SM kernel storing into a pointer imported from the peer's memory pool"),
+)}
+
+
+class GraphBatch:
+    """`count` transfers as `reps` launches of a CUDA graph of `k` transfers (count = reps * k).
+
+    Graph launches keep the host out of the timed region and keep the number of stream entries behind
+    the gate small, so the gate can never be starved by a full launch queue.
+    """
+
+    def __init__(self, gpu, method: Method, src: int, dst: int, nbytes: int, count: int, stream=None):
+        self.stream = stream or gpu.stream
+        self.k = max(1, min(count, GRAPH_MAX_NODES))
+        self.reps = -(-count // self.k)
+        self.count = self.k * self.reps
+        s = self.stream
+        s.begin_capture()
+        try:
+            for _ in range(self.k):
+                method.enqueue(gpu, s, src, dst, nbytes)
+        finally:
+            self.graph = s.end_capture()
+
+    def enqueue(self) -> None:
+        for _ in range(self.reps):
+            self.graph.launch(self.stream)

@@ -1,0 +1,180 @@
+"""The MPI world: communicators, node grouping, rank -> GPU, the pair schedule, and waits that time out.
+
+IPC is node-local, so everything that pairs ranks works on the node communicator; the world
+communicator is only for gathering results and metadata. Every blocking wait here polls with a
+deadline so that a dead or stuck rank turns into an error message instead of a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import zlib
+from dataclasses import dataclass
+from itertools import permutations, combinations
+
+NODE_KEY_ENV = "IPCBENCH_NODE_KEY"  # test-only: pretend ranks with different keys are on different nodes
+
+
+class WorldError(RuntimeError):
+    """A problem of the job as a whole (rank layout, binding, a peer that stopped answering)."""
+
+
+def launcher_rank() -> int | None:
+    """This process's world rank as the launcher's environment tells it, before MPI is initialised."""
+    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"):
+        v = os.environ.get(var)
+        if v is not None and v.isdigit():
+            return int(v)
+    return None
+
+
+def node_key() -> str:
+    return os.environ.get(NODE_KEY_ENV) or socket.gethostname().split(".")[0]
+
+
+def gpu_for_local_rank(local_rank: int, visible: int) -> int:
+    """Rank -> GPU: local rank modulo the devices this process sees (more ranks than GPUs share GPUs)."""
+    if visible <= 0:
+        raise WorldError("no CUDA device visible to this rank")
+    return local_rank % visible
+
+
+def binding_problem(uuids_by_local_rank: list[str], visible_counts: list[int]) -> str | None:
+    """Explain per-rank GPU binding (each rank sees one, different GPU), which makes cross-GPU IPC impossible."""
+    if len(uuids_by_local_rank) < 2:
+        return None
+    if all(c == 1 for c in visible_counts) and len(set(uuids_by_local_rank)) > 1:
+        return ("each rank sees exactly one GPU and they are different GPUs: the launcher or scheduler binds "
+                "one GPU per task (CUDA_VISIBLE_DEVICES per rank, Slurm --gpus-per-task/--gpu-bind, cgroup "
+                "ConstrainDevices), so a rank cannot open another GPU's memory through CUDA IPC. Give every "
+                "rank all GPUs of the node (e.g. --gpus-per-node / --gres=gpu:N without per-task binding) "
+                "and ipcbench picks one per local rank.")
+    return None
+
+
+def ordered_pairs(n: int) -> list[tuple[int, int]]:
+    """Every ordered (src, dst) pair of n local ranks, in a fixed order all ranks agree on."""
+    return list(permutations(range(n), 2))
+
+
+def unordered_pairs(n: int) -> list[tuple[int, int]]:
+    return list(combinations(range(n), 2))
+
+
+@dataclass
+class World:
+    """This process's place in the job. `comm` is COMM_WORLD; `node` the ranks of its (pretend) node."""
+
+    comm: object
+    node: object
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    host: str
+    node_index: int
+    n_nodes: int
+    hosts: list[str]
+    timeout: float = 300.0
+
+    @classmethod
+    def create(cls, timeout: float = 300.0) -> "World":
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        key = node_key()
+        if os.environ.get(NODE_KEY_ENV):
+            node = comm.Split(color=zlib.crc32(key.encode()) & 0x7FFFFFFF, key=comm.rank)
+        else:
+            node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+        # Nodes are numbered by the world rank of their first rank, so every rank agrees.
+        leaders = comm.allgather((node.rank == 0, comm.rank, key))
+        hosts = [k for is_leader, _, k in sorted(leaders, key=lambda t: t[1]) if is_leader]
+        return cls(comm=comm, node=node, rank=comm.rank, size=comm.size, local_rank=node.rank,
+                   local_size=node.size, host=key, node_index=hosts.index(key), n_nodes=len(hosts),
+                   hosts=hosts, timeout=timeout)
+
+    # ---- waits with a deadline ----------------------------------------------------------------
+    def _poll(self, req, what: str, timeout: float | None = None):
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        delay = 2e-6
+        while True:
+            done, value = req.test()
+            if done:
+                return value
+            if time.monotonic() > deadline:
+                raise WorldError(f"rank {self.rank} ({self.host}): timed out after "
+                                 f"{self.timeout if timeout is None else timeout:.0f} s waiting for {what}")
+            time.sleep(delay)
+            delay = min(delay * 2, 5e-4)
+
+    def barrier(self, comm=None, what: str = "the other ranks", timeout: float | None = None) -> None:
+        comm = comm or self.node
+        self._poll(comm.Ibarrier(), what, timeout)
+
+    def node_barrier(self, what: str = "the other ranks of this node") -> None:
+        self.barrier(self.node, what)
+
+    def world_barrier(self, what: str = "all ranks") -> None:
+        self.barrier(self.comm, what)
+
+    def node_allgather(self, value, what: str = "a node-wide exchange"):
+        self.barrier(self.node, what)
+        return self.node.allgather(value)
+
+    def node_gather(self, value, what: str = "a node-wide gather"):
+        self.barrier(self.node, what)
+        return self.node.gather(value, root=0)
+
+    def node_bcast(self, value, root: int = 0, what: str = "a node-wide broadcast"):
+        self.barrier(self.node, what)
+        return self.node.bcast(value, root=root)
+
+    def world_gather(self, value, what: str = "the final gather"):
+        self.barrier(self.comm, what)
+        return self.comm.gather(value, root=0)
+
+    def world_allreduce_max(self, value, what: str = "an agreement between ranks"):
+        from mpi4py import MPI
+
+        self.barrier(self.comm, what)
+        return self.comm.allreduce(value, op=MPI.MAX)
+
+    def send(self, value, peer: int, tag: int = 7) -> None:
+        """Send to a node-local peer without blocking on a matching receive (the message is small)."""
+        req = self.node.isend(value, dest=peer, tag=tag)
+        self._poll(req, f"node-local rank {peer} to take a message (tag {tag})")
+
+    def recv(self, peer: int, tag: int = 7, what: str | None = None):
+        from mpi4py import MPI
+
+        deadline = time.monotonic() + self.timeout
+        delay = 2e-6
+        status = MPI.Status()
+        while not self.node.Iprobe(source=peer, tag=tag, status=status):
+            if time.monotonic() > deadline:
+                raise WorldError(f"rank {self.rank} ({self.host}): timed out after {self.timeout:.0f} s "
+                                 f"waiting for {what or f'a message from node-local rank {peer}'}")
+            time.sleep(delay)
+            delay = min(delay * 2, 5e-4)
+        return self.node.recv(source=peer, tag=tag)
+
+    def exchange(self, value, peer: int, tag: int = 9):
+        """Swap a small value with a peer: a pair barrier that also carries data."""
+        req = self.node.isend(value, dest=peer, tag=tag)
+        other = self.recv(peer, tag)
+        self._poll(req, f"node-local rank {peer} to take a message (tag {tag})")
+        return other
+
+    def pair_barrier(self, peer: int, tag: int = 11) -> None:
+        self.exchange(None, peer, tag)
+
+    def abort(self, message: str, code: int = 1) -> None:
+        """Print the message with this rank's identity and take the whole job down (no hang)."""
+        sys.stdout.flush()
+        sys.stderr.write(f"ipcbench: rank {self.rank} ({self.host}): {message}\n")
+        sys.stderr.flush()
+        self.comm.Abort(code)
