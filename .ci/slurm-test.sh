@@ -215,7 +215,9 @@ EOF
 
 CLUSTER_UP=0
 CTLD_UP=0
-if t 20 slurmctld -f "$SLURM_CONF"; then
+if ((EUID != 0)); then
+    echo "not root: slurmd must run as root here (SlurmdUser=root); not starting the cluster"
+elif t 20 slurmctld -f "$SLURM_CONF"; then
     for _ in $(seq 1 50); do
         t 5 scontrol ping 2>/dev/null | grep -q 'is UP' && {
             CTLD_UP=1
@@ -351,16 +353,15 @@ PY
     fi
 else
     # Fallback when no cluster could be started: what can still be checked without one.
+    # The cluster failure is already counted; sbatch --test-only (which needs slurmctld) is shown for
+    # information: without a registered node it cannot say much.
     say "fallback checks (no cluster)"
     for spec in "${JOBS[@]}"; do
         IFS='|' read -r name _ _ _ opts _ <<<"$spec"
         read -r -a opt_array <<<"$opts"
         if ((CTLD_UP)); then
-            if out=$(t 30 sbatch --test-only "${opt_array[@]}" 2>&1); then
-                pass "$name: sbatch --test-only $opts: $out"
-            else
-                fail "$name: sbatch --test-only $opts: $out"
-            fi
+            out=$(t 30 sbatch --test-only "${opt_array[@]}" 2>&1 || true)
+            echo "info: $name: sbatch --test-only $opts: $out"
         fi
     done
     for f in jobs/*.sbatch jobs/common.sh; do
