@@ -6,7 +6,7 @@
 #   IPCBENCH_MODULES    modules to `module load` first, space separated (default: none)
 #   IPCBENCH_VENV       virtual environment to activate (default: $IPCBENCH_HOME/.venv if it exists; "none": skip)
 #   IPCBENCH_PYTHON     run `$IPCBENCH_PYTHON -m ipcbench` instead of the `ipcbench` command on PATH
-#   IPCBENCH_SUITES     what to run: `all` (default) or suite names, space separated, run one after another
+#   IPCBENCH_SUITES     what to run: `all` (default) or suite names, space separated (one ipcbench run)
 #   IPCBENCH_ARGS       extra arguments for every ipcbench suite run, e.g. "--quick --sizes 4K:64M"
 #   IPCBENCH_RESULTS    where run directories go (default: $SLURM_SUBMIT_DIR/results)
 #   IPCBENCH_LAUNCHER   mpirun (default) | mpiexec | srun
@@ -151,7 +151,7 @@ ipcb_launch_cmd() {
 
 # The whole job. $1: node (one node, its own run) or fleet (every node, one run, gathered by rank 0).
 ipcb_main() {
-    local mode=$1 host nodes ppn np run_id run_dir suites=() args=() suite rc=0 per
+    local mode=$1 host nodes ppn np run_id run_dir suites=() args=() rc=0 per
     [[ $mode == node || $mode == fleet ]] || ipcb_die "ipcb_main: mode must be node or fleet"
     [[ -n ${SLURM_JOB_ID:-} ]] || ipcb_die "not inside a Slurm job: submit with 'sbatch jobs/$mode.sbatch'"
     host=$(hostname -s)
@@ -196,13 +196,11 @@ ipcb_main() {
     ipcb_log "mode=$mode job=$SLURM_JOB_ID nodes=$nodes (${SLURM_JOB_NODELIST:-$host}) ranks/node=$ppn (from $IPCB_PPN_FROM) ranks=$np"
     ipcb_log "run dir: $run_dir"
     mkdir -p "$(dirname "$run_dir")"
-    for suite in "${suites[@]}"; do
-        ipcb_log "run: ${IPCB_LAUNCH[*]}${wrap[*]:+ (pretend-node wrapper)} ${IPCB_EXE[*]} $suite --out $run_dir ${args[*]}"
-        "${IPCB_LAUNCH[@]}" "${wrap[@]}" "${IPCB_EXE[@]}" "$suite" --out "$run_dir" "${args[@]}" || {
-            rc=$?
-            ipcb_warn "ipcbench $suite exited with status $rc"
-        }
-    done
+    ipcb_log "run: ${IPCB_LAUNCH[*]}${wrap[*]:+ (pretend-node wrapper)} ${IPCB_EXE[*]} ${suites[*]} --out $run_dir ${args[*]}"
+    "${IPCB_LAUNCH[@]}" "${wrap[@]}" "${IPCB_EXE[@]}" "${suites[@]}" --out "$run_dir" "${args[@]}" || {
+        rc=$?
+        ipcb_warn "ipcbench ${suites[*]} exited with status $rc"
+    }
 
     if [[ ${IPCBENCH_DRY_RUN:-0} == 1 ]]; then
         ipcb_log "dry run: no report"
