@@ -6,14 +6,14 @@
 #
 #   bash .ci/slurm-test.sh          (as root, after `pip install -e '.[mpi,test]'` into .venv)
 #
-# Environment: SLURM_TEST_JOB_TIMEOUT (s, default 150) bounds the wait for the jobs; SLURM_TEST_KEEP=1 keeps
+# Environment: SLURM_TEST_JOB_TIMEOUT (s, default 120) bounds the wait for the jobs; SLURM_TEST_KEEP=1 keeps
 # the temporary directory (config, logs, job outputs). The last line is always `slurm: N passed, M failed`;
 # the exit status is non-zero when anything failed.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
-JOB_TIMEOUT=${SLURM_TEST_JOB_TIMEOUT:-150}
+JOB_TIMEOUT=${SLURM_TEST_JOB_TIMEOUT:-120}
 HOST=$(hostname -s)
 WORK=""
 PASSED=0
@@ -110,8 +110,8 @@ elif ((EUID != 0)); then
 else
     start=$SECONDS
     export DEBIAN_FRONTEND=noninteractive
-    if t 120 apt-get update -q >"${TMPDIR:-/tmp}/slurm-test-apt.log" 2>&1 &&
-        t 240 apt-get install -y -q --no-install-recommends slurm-wlm munge >>"${TMPDIR:-/tmp}/slurm-test-apt.log" 2>&1; then
+    if t 60 apt-get update -q >"${TMPDIR:-/tmp}/slurm-test-apt.log" 2>&1 &&
+        t 120 apt-get install -y -q --no-install-recommends slurm-wlm munge >>"${TMPDIR:-/tmp}/slurm-test-apt.log" 2>&1; then
         echo "installed slurm-wlm + munge in $((SECONDS - start)) s: $(slurmctld -V 2>&1 | head -1)"
     else
         tail -20 "${TMPDIR:-/tmp}/slurm-test-apt.log"
@@ -382,7 +382,7 @@ fi
 # ---------------------------------------------------------------------------------------------------------
 say "shutdown"
 cleanup
-if pgrep -f "$SLURM_CONF" >/dev/null 2>&1; then
+if command -v pgrep >/dev/null && pgrep -f "$SLURM_CONF" >/dev/null 2>&1; then
     fail "shutdown: a daemon started with $SLURM_CONF is still running"
 else
     echo "slurmctld and slurmd stopped$( ((STARTED_MUNGED)) && echo ", munged stopped")"
