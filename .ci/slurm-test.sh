@@ -141,6 +141,8 @@ mkdir -p "$WORK/state" "$WORK/spool" "$WORK/log" "$WORK/out" "$WORK/results"
 
 if t 10 munge -n 2>/dev/null | t 10 unmunge >/dev/null 2>&1; then
     echo "munged: already running"
+elif ((EUID != 0)); then
+    echo "munged is not running and this is not root: cannot start it"
 else
     if [[ ! -s /etc/munge/munge.key ]]; then
         echo "munge: creating /etc/munge/munge.key"
