@@ -293,46 +293,52 @@ def load_frame(csv_path: str | os.PathLike):
     if missing:
         raise ResultsError(f"{path}:1: header lacks column(s) {', '.join(missing)}")
     lines = _line_table(data, path, len(header))
+    text_cols = [c for c in COLUMNS if c not in _INT_COLS and c not in _FLOAT_COLS]
     try:
-        raw = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False,
-                          encoding_errors="replace")
+        # numbers are parsed by pandas' C parser; a column with anything unparsable comes back as text
+        raw = pd.read_csv(io.BytesIO(data), dtype={c: str for c in text_cols}, keep_default_na=False,
+                          na_values=[""], encoding_errors="replace", low_memory=False)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
         raise ResultsError(f"{path}: cannot parse ({str(e).splitlines()[0]})") from None
-    if len(raw) != len(lines):  # the two readers disagree about records: trust the strict one
+    if len(raw) != len(lines):  # the two readers disagree about records: let the strict one speak
         read_rows(path)
         raise ResultsError(f"{path}: cannot parse (record count mismatch)")
 
+    n = len(raw)
     out = {}
-    bad = np.zeros(len(raw), dtype=bool)
+    bad = np.zeros(n, dtype=bool)
     for c in raw.columns:
         s = raw[c]
         if c in _INT_COLS:
-            v = pd.to_numeric(s, errors="coerce")
-            if v.dtype.kind != "i":
-                ok = s.str.fullmatch(r"\s*[-+]?\d+\s*").fillna(False).to_numpy(dtype=bool)
-                bad |= ~ok
-                v = pd.to_numeric(s.where(ok, "0"), errors="coerce").astype("int64")
-            out[c] = v.astype("int64")
-        elif c in _FLOAT_COLS:
-            v = pd.to_numeric(s, errors="coerce")
-            if v.dtype.kind not in "fi" or v.isna().any():
+            if s.dtype.kind != "i":
                 v = pd.to_numeric(s, errors="coerce").astype("float64")
-                empty = (s.str.strip() == "").to_numpy(dtype=bool)
-                bad |= v.isna().to_numpy() & ~empty
-            out[c] = v.astype("float64")
+                ok = v.notna().to_numpy() & (v.fillna(0) % 1 == 0).to_numpy()
+                bad |= ~ok
+                s = v.where(ok, 0)
+            out[c] = s.astype("int64")
+        elif c in _FLOAT_COLS:
+            if s.dtype.kind not in "fi":
+                v = pd.to_numeric(s, errors="coerce").astype("float64")
+                bad |= (v.isna() & s.notna() & (s.astype(str).str.strip() != "")).to_numpy()
+                s = v
+            out[c] = s.astype("float64")
         elif c in _BOOL_COLS:
-            t = s.str.strip().str.lower()
+            t = s.fillna("")
+            if not t.isin(("true", "false")).all():
+                t = t.str.strip().str.lower()
             is_true = t.isin(_TRUE).to_numpy()
             bad |= ~(is_true | t.isin(_FALSE).to_numpy())
             out[c] = is_true
         else:
-            out[c] = s
+            out[c] = s.fillna("") if s.dtype.kind in "OUT" or str(s.dtype) == "str" else s
     frame = pd.DataFrame(out, index=raw.index)
     bad |= ~frame["direction"].isin(DIRECTIONS).to_numpy()
     bad |= frame["bytes"].to_numpy() < 0
     if bad.any():
         i = int(np.argmax(bad))
-        record = {c: raw[c].iat[i] for c in raw.columns}
+        text = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False,
+                           encoding_errors="replace")
+        record = {c: text[c].iat[i] for c in text.columns}
         try:
             parse_row(record)
             reason = "invalid value"
