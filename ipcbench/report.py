@@ -20,8 +20,8 @@ from pathlib import Path
 from .results import CSV_NAME, META_NAME, ResultsError, find_runs, load_frame, read_meta_optional
 from .sizes import fmt_size
 
-MAX_FIGURE_RUNS = 3  # runs that get the detailed figures (curves, speedup, handles, peak)
-MAX_HEATMAP_HOSTS = 4  # (run, host) units that get heatmaps, over the whole report
+MAX_FIGURE_RUNS = 2  # runs that get the detailed figures (curves, speedup, handles, peak)
+MAX_HEATMAP_HOSTS = 2  # (run, host) units that get heatmaps, over the whole report
 MAX_FLAG_ROWS = 40  # rows listed per kind of flag in the report (all are counted)
 MAX_TERMINAL_FLAGS = 10
 MAX_FLEET_PANELS = 6
@@ -286,19 +286,32 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
         if figures and run.label in fig_runs:
             doc.append(Heading(3, "Figures"))
             figs, heat_budget = _run_figures(run, rdf, sp, pk, handles, out_dir, heat_budget)
-            doc += [Figure(t, f) for t, f in figs]
+            doc += figs
         elif figures:
             doc.append(Para(f"Figures are drawn for the first {MAX_FIGURE_RUNS} runs only."))
 
     if len(hosts) > 1:
         doc += _fleet_blocks(df, out_dir, figures)
     doc += _flag_blocks(weak, noisy, unver, cv_threshold)
-    return doc
+    if figures:
+        from .report_figures import draw_all
+
+        pending = [b for b in doc if isinstance(b, Figure) and b.job is not None]
+        for b, name in zip(pending, draw_all([b.job for b in pending])):
+            b.file, b.job = name, None
+    return [b for b in doc if not (isinstance(b, Figure) and b.file is None)]
+
+
+def _fig(title: str, fn: str, *args, **kwargs):
+    from .report_render import Figure
+
+    return Figure(title, None, job=(fn, args, kwargs))
 
 
 def _run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int):
-    from . import report_figures as F
+    """Figure blocks (not drawn yet) of one run; heatmaps only while heat_budget lasts."""
     from . import report_tables as T
+    from .report_render import Para
 
     figs = []
     slug = _slug(run.label)
@@ -306,61 +319,58 @@ def _run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int
     # heatmaps: one figure per (host, suite, method), one panel per direction
     for host, hdf in bw.groupby("host", sort=True):
         if heat_budget <= 0:
-            figs.append(("(heatmaps of further hosts left out)", None))
+            figs.append(Para(f"Heatmaps are drawn for the first {MAX_HEATMAP_HOSTS} hosts only."))
             break
         heat_budget -= 1
         for (suite, method), mdf in _method_sort(hdf).groupby(["suite", "method"], sort=False):
             panels = [(d, T.heatmap_matrix(mdf[mdf["direction"] == d]))
                       for d in sorted(mdf["direction"].unique(), key=lambda d: _DIR_ORDER.get(d, 9))]
             size = _size(mdf["bytes"].max())
-            name = F.heatmap(panels, f"{_label(suite, method)} at {size}, {host} (source row → destination column)",
-                             out_dir, f"{slug}-{_slug(host)}-heatmap-{_slug(suite)}-{_slug(method)}.png")
-            if name:
-                figs.append((f"Heatmap {_label(suite, method)} at {size} ({host})", name))
+            figs.append(_fig(f"Heatmap {_label(suite, method)} at {size} ({host})", "heatmap", panels,
+                             f"{_label(suite, method)} at {size}, {host} (source row → destination column)",
+                             out_dir, f"{slug}-{_slug(host)}-heatmap-{_slug(suite)}-{_slug(method)}.png"))
     curves = T.size_curves(rdf)
     for d in ("push", "pull", "bidir"):
         c = curves[curves["direction"] == d]
         if c.empty:
             continue
         c = c.assign(label=[_label(s, m) for s, m in zip(c["suite"], c["method"])])
-        name = F.lines_vs_size(c, "median", f"Bandwidth vs size, {d} (median over cross-GPU pairs)",
-                               "GB/s", out_dir, f"{slug}-bw-vs-size-{d}.png", band=False)
-        figs.append((f"Bandwidth vs message size ({d})", name))
+        figs.append(_fig(f"Bandwidth vs message size ({d})", "lines_vs_size", c, "median",
+                         f"Bandwidth vs size, {d} (median over cross-GPU pairs)", "GB/s", out_dir,
+                         f"{slug}-bw-vs-size-{d}.png", band=False))
     lat = T.latency_curves(rdf)
     if not lat.empty:
         lat = lat.assign(label=[_label(s, m, d) for s, m, d in zip(lat["suite"], lat["method"], lat["direction"])])
-        name = F.lines_vs_size(lat, "median", "Time per transfer, messages ≤ 64K (median over pairs)", "µs",
-                               out_dir, f"{slug}-latency.png", logy=True, band=False)
-        figs.append(("Latency vs message size (≤ 64K)", name))
+        figs.append(_fig("Latency vs message size (≤ 64K)", "lines_vs_size", lat, "median",
+                         "Time per transfer, messages ≤ 64K (median over pairs)", "µs", out_dir,
+                         f"{slug}-latency.png", logy=True, band=False))
     rsp = sp[sp["run"] == run.label]
     if not rsp.empty:
         c = T.speedup_curves(rsp)
         c = c.assign(label=[_label(s, m, d) for s, m, d in zip(c["suite"], c["method"], c["direction"])],
                      median=c["speedup"])
-        name = F.lines_vs_size(c, "median", "Speedup over the best host-staged path (median over pairs)",
-                               "× staged", out_dir, f"{slug}-speedup.png", logy=True, band=False)
-        figs.append(("Speedup of each IPC method over the best host-staged path", name))
+        figs.append(_fig("Speedup of each IPC method over the best host-staged path", "lines_vs_size", c,
+                         "median", "Speedup over the best host-staged path (median over pairs)", "× staged",
+                         out_dir, f"{slug}-speedup.png", logy=True, band=False))
     h = handles[handles["run"] == run.label]
     if not h.empty:
         h = h.assign(label=[m if s == "handles" else _label(s, m) for s, m in zip(h["suite"], h["method"])],
                      gpus=h["same_gpu"].map({True: "same GPU", False: "cross-GPU"}))
-        name = F.bars(h, "label", "time_us", "gpus", "Handle and import costs (median)", "µs", out_dir,
-                      f"{slug}-handles.png", logy=True)
-        figs.append(("Handle and import costs", name))
+        figs.append(_fig("Handle and import costs", "bars", h, "label", "time_us", "gpus",
+                         "Handle and import costs (median)", "µs", out_dir, f"{slug}-handles.png", logy=True))
     rpk = pk[pk["run"] == run.label]
     if not rpk.empty:
         rpk = _method_sort(rpk)
         rpk = rpk.assign(label=[_label(s, m, d) for s, m, d in zip(rpk["suite"], rpk["method"], rpk["direction"])])
-        name = F.strip(rpk, "label", "pct", "% of theoretical link peak at the largest size (dot: a pair)",
-                       "% of peak", out_dir, f"{slug}-peak.png", hline=100.0)
-        figs.append(("% of theoretical link peak per pair", name))
-    return [(t, f) for t, f in figs if f], heat_budget
+        figs.append(_fig("% of theoretical link peak per pair", "strip", rpk, "label", "pct",
+                         "% of theoretical link peak at the largest size (dot: a pair)", "% of peak", out_dir,
+                         f"{slug}-peak.png", hline=100.0))
+    return figs, heat_budget
 
 
 def _fleet_blocks(df, out_dir: Path, figures: bool):
-    from . import report_figures as F
     from . import report_tables as T
-    from .report_render import Figure, Heading, Para, Table
+    from .report_render import Heading, Para, Table
 
     hm = _method_sort(T.host_method_table(df))
     blocks = [Heading(2, "Fleet: hosts compared", terminal=True)]
@@ -390,9 +400,8 @@ def _fleet_blocks(df, out_dir: Path, figures: bool):
     if figures:
         box = T.fleet_box_data(df)
         box = box.assign(label=[_label(s, m, d) for s, m, d in zip(box["suite"], box["method"], box["direction"])])
-        name = F.host_boxes(box, short, "Per-host distribution of pair bandwidth", out_dir, "fleet-hosts.png")
-        if name:
-            blocks.append(Figure("Per-host distribution of the largest-size bandwidth", name))
+        blocks.append(_fig("Per-host distribution of the largest-size bandwidth", "host_boxes", box, short,
+                           "Per-host distribution of pair bandwidth", out_dir, "fleet-hosts.png"))
     return blocks
 
 

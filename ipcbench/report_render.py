@@ -40,9 +40,10 @@ class Table:
 @dataclass
 class Figure:
     title: str
-    file: str
+    file: str | None
     terminal: bool = False
     files: bool = True
+    job: object = None  # (report_figures function name, args, kwargs) until drawn
 
 
 def _md_cell(s: str) -> str:
