@@ -1,0 +1,158 @@
+"""A realistic synthetic run directory (results.csv + meta.json) for report/compare tests.
+
+Numbers follow a 4x H200 node with NVLink 4 (18 links x 26.562 GB/s = 478 GB/s per direction): the copy
+engine reaches ~394 GB/s one way at 256M, SM copies ~372, host-staged paths ~50, small-message latency
+~2 us. Rows are written with the project's own ResultsWriter, so the file looks exactly like a real one.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+from ipcbench.results import ResultsWriter, Row, write_meta
+
+K, M = 1 << 10, 1 << 20
+DEFAULT_SIZES = [4 * K << i for i in range(17)]  # 4K .. 256M
+LATENCY_SIZES = [8 << (3 * i) for i in range(5)] + [64 * K]  # 8 B .. 32K, 64K
+
+# (suite, method, directions, peak GB/s one way at large size, latency floor us)
+BW_METHODS = [
+    ("copy", "ce", ("push", "pull", "bidir"), 394.0, 2.2),
+    ("copy", "ce_alltoall", ("push",), 360.0, 2.6),
+    ("kernel", "sm_read", ("pull", "bidir"), 372.0, 1.8),
+    ("kernel", "sm_write", ("push", "bidir"), 380.0, 1.8),
+    ("pool", "pool_ce", ("push", "pull"), 393.0, 2.3),
+    ("pool", "pool_sm_read", ("pull",), 370.0, 1.9),
+    ("pool", "pool_sm_write", ("push",), 378.0, 1.9),
+    ("staged", "mpi_staged", ("push", "bidir"), 48.0, 9.0),
+    ("staged", "shm_staged", ("push", "bidir"), 52.0, 7.0),
+    ("pipeline", "ring_ce", ("push",), 385.0, 3.0),
+]
+LAT_METHODS = [("latency", "ce", 2.1), ("latency", "sm_pingpong", 1.6), ("latency", "event_pingpong", 4.5)]
+HANDLE_OPS = [("ipc_get_handle", 1.5), ("ipc_open_first", 180.0), ("ipc_open_cached", 0.8),
+              ("ipc_close", 40.0), ("event_get_handle", 1.0), ("event_open", 9.0)]
+SAME_GPU_FACTOR = 2.2  # same-GPU IPC copies are device-local: much faster than NVLink
+
+
+def _bw(size: int, peak: float, lat_us: float) -> float:
+    """GB/s for a transfer of `size` bytes: a fixed cost plus size / peak."""
+    t_us = lat_us + size / (peak * 1e3)
+    return size / (t_us * 1e3)
+
+
+def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("hostA",), n_gpus: int = 4,
+             sizes=None, seed: int = 1, same_gpu: bool = True, weak_pair=None, noisy=None,
+             unverified=None, host_scale=None, suites=None, meta: bool = True, links: bool = True,
+             uuid_prefix: str = "GPU-synth") -> Path:
+    """Write a run into root/run_id and return that directory.
+
+    weak_pair: (host, src_gpu, dst_gpu, factor) multiplies that pair's bandwidth by factor (all methods).
+    noisy: list of (suite, method, direction, src_gpu, dst_gpu, bytes) rows given cv 0.2.
+    unverified: list of the same keys written with verified=false.
+    host_scale: {host: factor} scales all bandwidth of a host (fleet outliers).
+    suites: subset of suites to write (default: all).
+    """
+    rng = random.Random(seed)
+    sizes = list(sizes or DEFAULT_SIZES)
+    noisy = set(map(tuple, noisy or ()))
+    unverified = set(map(tuple, unverified or ()))
+    host_scale = host_scale or {}
+    want = set(suites) if suites else None
+    run_dir = Path(root) / run_id
+    rows: list[Row] = []
+    pairs = [(s, d) for s in range(n_gpus) for d in range(n_gpus) if s != d]
+
+    def add(host, suite, method, direction, s, d, size, t_us, bw, src_rank=None, dst_rank=None, note=""):
+        key = (suite, method, direction, s, d, size)
+        cv = 0.2 if key in noisy else rng.uniform(0.001, 0.02)
+        spread = 1.0 + 2 * cv
+        rows.append(Row(
+            run_id=run_id, host=host, suite=suite, method=method, direction=direction,
+            src_rank=s if src_rank is None else src_rank, dst_rank=d if dst_rank is None else dst_rank,
+            src_gpu=s, dst_gpu=d, same_gpu=(s == d), bytes=size,
+            iterations=max(1, int(10_000 / (1 + t_us))), samples=5,
+            time_us_median=t_us, time_us_min=t_us / spread, time_us_max=t_us * spread,
+            bw_gbps_median=bw, bw_gbps_max=None if bw is None else bw * spread,
+            cv=cv, verified=key not in unverified, note=note))
+
+    for hi, host in enumerate(hosts):
+        hscale = host_scale.get(host, 1.0)
+        for suite, method, directions, peak, lat in BW_METHODS:
+            if want and suite not in want:
+                continue
+            for direction in directions:
+                for s, d in pairs:
+                    f = hscale * rng.uniform(0.985, 1.01)
+                    if weak_pair and weak_pair[0] == host and (s, d) == tuple(weak_pair[1:3]):
+                        f *= weak_pair[3]
+                    for size in sizes:
+                        total = size * (2 if direction == "bidir" else 1)
+                        bw = _bw(size, peak * f, lat) * (2 if direction == "bidir" else 1)
+                        t_us = total / (bw * 1e3)
+                        note = "ring=4 p99_us=%.1f" % (t_us * 1.3) if suite == "pipeline" else ""
+                        add(host, suite, method, direction, s, d, size, t_us, bw, note=note)
+                if same_gpu and suite == "copy" and method == "ce" and direction != "bidir":
+                    for g in range(n_gpus):  # ranks g and g + n_gpus share GPU g
+                        for size in sizes:
+                            bw = _bw(size, peak * SAME_GPU_FACTOR * hscale, lat)
+                            add(host, suite, method, direction, g, g, size, size / (bw * 1e3), bw,
+                                src_rank=g, dst_rank=g + n_gpus)
+        if not want or "latency" in want:
+            for suite, method, lat in LAT_METHODS:
+                for s, d in pairs:
+                    for size in LATENCY_SIZES:
+                        t = (lat + size / 300e3) * rng.uniform(0.98, 1.03)
+                        add(host, suite, method, "oneway", s, d, size, t, None)
+        if not want or "handles" in want:
+            for op, t in HANDLE_OPS:
+                for s, d in pairs[: n_gpus - 1]:
+                    add(host, "handles", op, "op", s, d, 64 * M, t * rng.uniform(0.95, 1.05), None)
+                if same_gpu:
+                    add(host, "handles", op, "op", 0, 0, 64 * M, t * 0.9, None, src_rank=0, dst_rank=n_gpus)
+
+    with ResultsWriter(run_dir) as w:
+        w.write(rows)
+    if meta:
+        write_meta(run_dir, make_meta(run_id, hosts, n_gpus, sizes, links=links, uuid_prefix=uuid_prefix,
+                                      same_gpu=same_gpu))
+    return run_dir
+
+
+def make_meta(run_id, hosts, n_gpus, sizes, links=True, uuid_prefix="GPU-synth", same_gpu=True) -> dict:
+    nranks = n_gpus * (2 if same_gpu else 1)
+    meta = {
+        "run_id": run_id, "ipcbench_version": "0.1.0", "git_commit": "abc123",
+        "command": ["ipcbench", "all"], "start": "2026-11-22T19:00:00+00:00", "end": "2026-11-22T19:20:00+00:00",
+        "hosts": list(hosts),
+        "ranks": [{"rank": r + i * nranks, "host": h, "local_rank": r, "gpu": r % n_gpus}
+                  for i, h in enumerate(hosts) for r in range(nranks)],
+        "gpus": {h: [{"index": g, "name": "NVIDIA H200", "uuid": f"{uuid_prefix}-{h}-{g:04d}",
+                      "pci_bus_id": f"00000000:{g + 6:02X}:00.0", "sm_count": 132,
+                      "memory_bytes": 150_754_820_096, "cc": "9.0"} for g in range(n_gpus)] for h in hosts},
+        "versions": {"driver": "580.159.04", "cuda_driver": 13000, "cuda_runtime": 13000, "cupy": "14.2.0",
+                     "cuda_python": "13.3.1", "mpi4py": "4.1.2", "mpi_library": "Open MPI v4.1.6",
+                     "python": "3.12.3"},
+        "suites": ["copy", "kernel", "pool", "staged", "latency", "handles", "pipeline"],
+        "sizes": list(sizes), "options": {"samples": 5, "min_time_ms": 10, "verify": True},
+    }
+    if links:
+        meta["topology"] = {h: {
+            "p2p_matrix": [[1] * n_gpus for _ in range(n_gpus)],
+            "links": [{"src_gpu": s, "dst_gpu": d, "kind": "nvlink", "nvlink_count": 18, "per_link_gbps": 26.562,
+                       "peak_gbps": round(18 * 26.562, 1), "pcie_gen": 5, "pcie_width": 16}
+                      for s in range(n_gpus) for d in range(n_gpus) if s != d]} for h in hosts}
+    return meta
+
+
+def fleet_sizes() -> list[int]:
+    """Coarse sizes used for the 200k-row fleet benchmark."""
+    return [4 * K, 64 * K, 1 * M, 16 * M, 256 * M]
+
+
+if __name__ == "__main__":  # python tests/synth.py OUTDIR
+    import sys
+
+    print(make_run(sys.argv[1] if len(sys.argv) > 1 else "synth-results"))
+    assert math.isclose(_bw(256 * M, 394.0, 2.2), 394.0, rel_tol=0.01)
