@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import __version__
 from .results import ResultsWriter, write_meta
 from .sizes import fmt_size
 from .world import World, WorldError, binding_problem, gpu_for_local_rank
@@ -132,18 +133,18 @@ def run(args, argv: list[str]) -> int:
         write_meta(run_dir, meta)
     writer = ResultsWriter(run_dir) if world.rank == 0 else None
     t0 = time.monotonic()
-    try:
-        _setup_buffers(ctx, steps, sizes)
-        say(world, f"ipcbench {meta['ipcbench_version']}: {world.size} ranks on {world.n_nodes} node(s), "
-                   f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(args.suites_resolved)}; "
-                   f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; "
-                   f"estimated {estimate_seconds(steps, opts):.0f} s")
-        say(world, f"results: {Path(run_dir) / 'results.csv'}")
-        all_rows = _walk(ctx, steps, writer, quiet=args.quiet)
-        unverified = world.world_allreduce_max(ctx.unverified, "the verification tally")
-    finally:
-        for bs in ctx.buffers.values():
-            bs.destroy(world)
+    # No try/finally here: on an error the caller aborts the whole job, and a collective cleanup
+    # would only wait for a rank that is gone.
+    _setup_buffers(ctx, steps, sizes)
+    say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
+               f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(args.suites_resolved)}; "
+               f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; "
+               f"estimated {estimate_seconds(steps, opts):.0f} s")
+    say(world, f"results: {Path(run_dir) / 'results.csv'}")
+    all_rows = _walk(ctx, steps, writer, quiet=args.quiet)
+    unverified = world.world_allreduce_max(ctx.unverified, "the verification tally")
+    for bs in ctx.buffers.values():
+        bs.destroy(world)
     if world.rank == 0:
         meta["end"] = _now()
         meta["status"] = "complete"
