@@ -215,7 +215,7 @@ class FdExchange:
         self._seq_recv: dict[int, int] = {}
         self._atexit = None
         self._entered = False
-        self.timeout_used = self.timeout
+        self._timeout_used = self.timeout
 
     # ------------------------------------------------------------------ setup
     def __enter__(self) -> "FdExchange":
@@ -387,13 +387,13 @@ class FdExchange:
         """Accept one connection, read its message and file it in the inbox."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(f"{self._err_prefix()} timed out after {self.timeout_used:.3g}s waiting for {what()}")
+            raise TimeoutError(f"{self._err_prefix()} timed out after {self._timeout_used:.3g}s waiting for {what()}")
         self._listener.settimeout(remaining)
         try:
             conn, _ = self._listener.accept()
         except socket.timeout:
             raise TimeoutError(
-                f"{self._err_prefix()} timed out after {self.timeout_used:.3g}s waiting for {what()}"
+                f"{self._err_prefix()} timed out after {self._timeout_used:.3g}s waiting for {what()}"
             ) from None
         fds: list[int] = []
         try:
@@ -449,7 +449,7 @@ class FdExchange:
         else:
             plist = sorted({self._check_rank(r) for r in peers} - {self.rank})
         t = self.timeout if timeout is None else float(timeout)
-        self.timeout_used = t
+        self._timeout_used = t
         deadline = time.monotonic() + t
         # Send first, starting after ourselves so that not everybody hits rank 0 at once.
         for dest in sorted(plist, key=lambda r: (r - self.rank) % self.size):
@@ -485,7 +485,7 @@ class FdExchange:
         self._check_open()
         dest = self._check_rank(dest_local_rank)
         t = self.timeout if timeout is None else float(timeout)
-        self.timeout_used = t
+        self._timeout_used = t
         self._send(dest, _KIND_P2P, int(tag), None if fd is None else int(fd), time.monotonic() + t)
 
     def recv_fd(self, src_local_rank: int, tag: int = 0, *, timeout: float | None = None) -> int | None:
@@ -498,7 +498,7 @@ class FdExchange:
         src = self._check_rank(src_local_rank)
         key = (_KIND_P2P, src, int(tag))
         t = self.timeout if timeout is None else float(timeout)
-        self.timeout_used = t
+        self._timeout_used = t
         deadline = time.monotonic() + t
         while not self._inbox.get(key):
             self._receive_one(deadline, lambda: f"an fd from local rank {src} with tag {tag}")
