@@ -1,0 +1,402 @@
+"""`ipcbench report`: tables hold the right numbers (checked against an independent pandas groupby), every
+figure is written, the HTML is self-contained, malformed inputs give file:line errors and the other runs
+are still reported, fleets name their outlier hosts.
+
+Tests marked "real" run on every real run committed under results/*/ (or $IPCBENCH_RESULTS_DIR); they
+fail, saying so, while there is none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import synth  # noqa: E402
+from ipcbench import report  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = Path(os.environ.get("IPCBENCH_RESULTS_DIR", REPO / "results"))
+BW_DIRS = ("push", "pull", "bidir")
+
+
+def real_runs() -> list[Path]:
+    return sorted(p.parent for p in RESULTS.glob("*/results.csv") if (p.parent / "meta.json").is_file())
+
+
+def run_report(capsys, *argv) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    rc = report.run(parser.parse_args([str(a) for a in argv]))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+def md_table(md: str, heading: str, after: str | None = None) -> pd.DataFrame:
+    """The first markdown table under `heading` (a heading line's text), optionally searched only after
+    the line `after`."""
+    lines = md.splitlines()
+    start = lines.index(after) if after else 0
+    i = next(k for k in range(start, len(lines)) if lines[k].lstrip("#").strip() == heading)
+    while not lines[i].startswith("|"):
+        i += 1
+    rows = []
+    while i < len(lines) and lines[i].startswith("|"):
+        rows.append([c.strip() for c in lines[i].strip("|").split(" | ")])
+        i += 1
+    return pd.DataFrame(rows[2:], columns=[c.strip() for c in rows[0]])
+
+
+def independent_frame(run_dir: Path) -> pd.DataFrame:
+    """The run's rows read with plain pandas (not the project's loader)."""
+    df = pd.read_csv(run_dir / "results.csv", keep_default_na=False, na_values=[""])
+    for c in ("same_gpu", "verified"):
+        df[c] = df[c].astype(str).str.lower().isin(("true", "1", "yes"))
+    return df
+
+
+def cross_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    return df[~df["same_gpu"] & (df["src_gpu"] >= 0) & (df["dst_gpu"] >= 0) & (df["src_rank"] >= 0)
+              & (df["dst_rank"] >= 0)]
+
+
+def num(s: str) -> float:
+    return float(s.rstrip("x%")) if s else float("nan")
+
+
+def check_summary_numbers(run_dir: Path, md: str) -> int:
+    """Compare the run's summary and handle-cost tables in report.md with a groupby computed here."""
+    df = independent_frame(run_dir)
+    pairs = cross_pairs(df)
+    table = md_table(md, "Summary (cross-GPU pairs)", after=f"## Run {run_dir.name}")
+    table = table.set_index(["suite", "method", "direction"])
+    checked = 0
+    for (suite, method, direction), g in pairs.groupby(["suite", "method", "direction"]):
+        row = table.loc[(suite, method, direction)]
+        bw = g[g["direction"].isin(BW_DIRS) & g["bw_gbps_median"].notna()]
+        if len(bw):
+            big = bw[bw["bytes"] == bw["bytes"].max()]["bw_gbps_median"]
+            assert num(row["GB/s median"]) == pytest.approx(big.median(), abs=0.051), (suite, method, direction)
+            assert num(row["GB/s min"]) == pytest.approx(big.min(), abs=0.051)
+            assert num(row["GB/s max"]) == pytest.approx(big.max(), abs=0.051)
+            assert int(row["pairs"]) == len(big)
+            checked += 1
+        timed = g[g["time_us_median"].notna()]
+        if len(timed):
+            small = timed[timed["bytes"] == timed["bytes"].min()]["time_us_median"]
+            assert num(row["µs at smallest"]) == pytest.approx(small.median(), rel=0.006, abs=0.0051)
+            checked += 1
+    ops = df[(df["direction"] == "op") & df["time_us_median"].notna()]
+    if len(ops):
+        ht = md_table(md, "Handle and import costs", after=f"## Run {run_dir.name}")
+        for (suite, method, same), g in ops.groupby(["suite", "method", "same_gpu"]):
+            sel = ht[(ht["suite"] == suite) & (ht["method"] == method)
+                     & (ht["GPUs"] == ("same GPU" if same else "cross-GPU"))]
+            assert len(sel) == 1, (suite, method, same)
+            assert num(sel.iloc[0]["µs median"]) == pytest.approx(g["time_us_median"].median(), rel=0.006)
+            assert int(sel.iloc[0]["rows"]) == len(g)
+            checked += 1
+    return checked
+
+
+def check_speedup_numbers(run_dir: Path, md: str) -> None:
+    """Speedup at the largest size: IPC bandwidth over the best *_staged bandwidth of the same pair, size
+    and kind of direction (bidir or one-way)."""
+    df = cross_pairs(independent_frame(run_dir))
+    bw = df[df["direction"].isin(BW_DIRS) & df["bw_gbps_median"].notna()].copy()
+    bw["kind"] = (bw["direction"] == "bidir").map({True: "bidir", False: "oneway"})
+    staged = bw[bw["method"].str.endswith("_staged")]
+    ipc = bw[~bw["method"].str.endswith("_staged")]
+    if staged.empty or ipc.empty:
+        return
+    best = staged.groupby(["kind", "bytes", "src_gpu", "dst_gpu", "host"])["bw_gbps_median"].max()
+    table = md_table(md, "Speedup over the best host-staged path", after=f"## Run {run_dir.name}")
+    table = table.set_index(["suite", "method", "direction"])
+    for (suite, method, direction), g in ipc.groupby(["suite", "method", "direction"]):
+        big = g[g["bytes"] == g["bytes"].max()]
+        keys = list(zip(big["kind"], big["bytes"], big["src_gpu"], big["dst_gpu"], big["host"]))
+        base = best.reindex(keys).to_numpy()
+        if pd.isna(base).any():
+            continue  # the fallback (all pairs) is covered by the synthetic tests
+        sp = big["bw_gbps_median"].to_numpy() / base
+        row = table.loc[(suite, method, direction)]
+        assert num(row["speedup median"]) == pytest.approx(pd.Series(sp).median(), abs=0.0051)
+        assert num(row["min"]) == pytest.approx(sp.min(), abs=0.0051)
+        assert num(row["max"]) == pytest.approx(sp.max(), abs=0.0051)
+
+
+def check_self_contained_html(html: str) -> None:
+    assert "http://" not in html and "https://" not in html
+    assert "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html
+    assert "url(" not in html
+    srcs = re.findall(r"""\b(?:src|href)\s*=\s*["']([^"']*)""", html, flags=re.I)
+    assert all(s.startswith("data:image/png;base64,") for s in srcs), [s[:40] for s in srcs]
+
+
+def check_figures(out: Path, md: str, html: str) -> list[str]:
+    figs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert figs, "no figure in report.md"
+    for f in figs:
+        p = out / f
+        assert p.parent == out and p.is_file() and p.stat().st_size > 1000, f
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert html.count("data:image/png;base64,") == len(figs)
+    return figs
+
+
+# ------------------------------------------------------------------------------------------ synthetic
+
+@pytest.fixture(scope="module")
+def synth_report(tmp_path_factory):
+    """One realistic run with a weak pair, a noisy row and an unverified row, reported once."""
+    root = tmp_path_factory.mktemp("synth")
+    run_dir = synth.make_run(root / "results", weak_pair=("hostA", 1, 2, 0.7),
+                             noisy=[("copy", "ce", "push", 0, 1, 4096)],
+                             unverified=[("kernel", "sm_read", "pull", 2, 3, 1 << 20)])
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = report.run(parser.parse_args([str(root / "results")]))
+    rep = root / "results" / "report"
+    return dict(rc=rc, out=out.getvalue(), err=err.getvalue(), run_dir=run_dir, rep=rep,
+                md=(rep / "report.md").read_text(), html=(rep / "report.html").read_text())
+
+
+def test_synthetic_exit_and_default_out(synth_report):
+    assert synth_report["rc"] == 0, synth_report["err"]
+    assert synth_report["err"] == ""
+    assert (synth_report["rep"] / "report.html").is_file()
+
+
+def test_synthetic_tables_hold_the_right_numbers(synth_report):
+    assert check_summary_numbers(synth_report["run_dir"], synth_report["md"]) > 20
+    check_speedup_numbers(synth_report["run_dir"], synth_report["md"])
+
+
+def test_synthetic_every_figure_written(synth_report):
+    figs = check_figures(synth_report["rep"], synth_report["md"], synth_report["html"])
+    names = " ".join(figs)
+    for method in ("copy-ce", "copy-ce_alltoall", "kernel-sm_read", "kernel-sm_write", "pool-pool_ce",
+                   "staged-mpi_staged", "staged-shm_staged", "pipeline-ring_ce"):
+        assert f"heatmap-{method}.png" in names, method
+    for kind in ("bw-vs-size-push", "bw-vs-size-pull", "bw-vs-size-bidir", "latency", "speedup", "handles",
+                 "peak"):
+        assert f"-{kind}.png" in names, kind
+
+
+def test_synthetic_html_self_contained(synth_report):
+    check_self_contained_html(synth_report["html"])
+    for png in synth_report["rep"].glob("*.png"):
+        assert b"http" not in png.read_bytes(), png.name  # no software URL in PNG metadata
+
+
+def test_synthetic_flags(synth_report):
+    md, out = synth_report["md"], synth_report["out"]
+    weak = md_table(md, "Weak links (pairs more than 10% below their method's median): 17")
+    assert set(weak["pair"]) == {"1→2"}
+    assert "kernel/sm_read pull" in set(weak["method"]) and "copy/ce push" in set(weak["method"])
+    noisy = md_table(md, "Noisy rows (CV above 0.05): 1")
+    assert list(noisy["method"]) == ["copy/ce push"] and list(noisy["pair"]) == ["0→1"]
+    unver = md_table(md, "Unverified rows (destination did not match the source): 1")
+    assert list(unver["method"]) == ["kernel/sm_read pull"] and list(unver["size"]) == ["1M"]
+    assert "Weak links (pairs more than 10% below their method's median): 17" in out
+    summ = md_table(md, "Summary (cross-GPU pairs)")
+    flags = dict(zip(summ["method"] + " " + summ["direction"], summ["flags"]))
+    assert flags["sm_read pull"] == "weak 1, unverified 1"
+    assert flags["ce push"] == "weak 1, noisy 1"
+
+
+def test_synthetic_same_gpu_and_peak_tables(synth_report):
+    md = synth_report["md"]
+    same = md_table(md, "Same-GPU IPC (ranks sharing a GPU)")
+    assert {"ce"} <= set(same["method"]) and set(same["pairs"]) <= {"1", "4"}
+    peak = md_table(md, "Share of the theoretical link peak")
+    assert len(peak) == 12 and set(peak["link"]) == {"nvlink"}
+    df = independent_frame(synth_report["run_dir"])
+    big = cross_pairs(df)
+    big = big[big["direction"].isin(("push", "pull")) & (big["bytes"] == big["bytes"].max())]
+    best = big.groupby(["src_gpu", "dst_gpu"])["bw_gbps_median"].max()
+    for r in peak.itertuples():
+        s, d = map(int, r.pair.split("→"))
+        assert num(r._6) == pytest.approx(best[(s, d)], abs=0.051)
+        assert num(r._7) == pytest.approx(100 * best[(s, d)] / 478.1, abs=0.051)
+
+
+def test_terminal_summary(synth_report):
+    out = synth_report["out"]
+    assert "Run 20261122-190000-synth" in out and "NVIDIA H200" in out
+    assert re.search(r"copy\s+ce\s+push\s+12\s+256M\s+\d+\.\d", out)
+    assert "report.html" in out
+
+
+def test_quiet_and_no_figures(tmp_path, capsys):
+    synth.make_run(tmp_path / "results", suites=["copy", "latency"])
+    rc, out, err = run_report(capsys, tmp_path / "results", "--quiet", "--no-figures", "--out", tmp_path / "r")
+    assert rc == 0 and err == ""
+    assert "Summary" not in out and "report.md" in out
+    assert not list((tmp_path / "r").glob("*.png"))
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "<img" not in html
+    check_self_contained_html(html)
+
+
+def test_missing_link_table_is_a_note(tmp_path, capsys):
+    synth.make_run(tmp_path / "results", links=False, suites=["copy"])
+    rc, out, err = run_report(capsys, tmp_path / "results", "--out", tmp_path / "r")
+    assert rc == 0
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "% of peak skipped" in md
+    assert not list((tmp_path / "r").glob("*-peak.png"))
+    check_figures(tmp_path / "r", md, (tmp_path / "r" / "report.html").read_text())
+
+
+def test_cv_threshold_option(tmp_path, capsys):
+    synth.make_run(tmp_path / "results", suites=["copy"], same_gpu=False)
+    rc, out, _ = run_report(capsys, tmp_path / "results", "--no-figures", "--cv-threshold", "0.001")
+    df = independent_frame(next((tmp_path / "results").glob("*/results.csv")).parent)
+    assert f"Noisy rows (CV above 0.001): {int((df['cv'] > 0.001).sum())}" in out
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+def test_malformed_run_skipped_others_reported(tmp_path, capsys):
+    good = synth.make_run(tmp_path / "results", run_id="20261122-190000-good", suites=["copy"])
+    bad = synth.make_run(tmp_path / "results", run_id="20261122-180000-bad", suites=["copy"])
+    csv = bad / "results.csv"
+    text = csv.read_text()
+    csv.write_text(text[: len(text) - 50])  # crash mid-row: the last line is truncated
+    nlines = text.count("\n")
+    rc, out, err = run_report(capsys, tmp_path / "results", "--no-figures")
+    assert rc == 0
+    assert f"{csv}:{nlines}:" in err and "truncated" in err and "skipped" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    md = (tmp_path / "results" / "report" / "report.md").read_text()
+    assert f"## Run {good.name}" in md and f"## Run {bad.name}" not in md
+    assert f"{csv}:{nlines}:" in md  # listed under Skipped inputs
+    assert check_summary_numbers(good, md) > 0
+
+
+def test_bad_value_names_file_and_line(tmp_path, capsys):
+    bad = synth.make_run(tmp_path / "results", suites=["copy"])
+    lines = (bad / "results.csv").read_text().splitlines()
+    lines[7] = lines[7].replace(",true,", ",perhaps,", 1)
+    (bad / "results.csv").write_text("\n".join(lines) + "\n")
+    rc, out, err = run_report(capsys, tmp_path / "results")
+    assert rc == 2
+    assert f"{bad / 'results.csv'}:8: column 'same_gpu'" in err or f"{bad / 'results.csv'}:8: column 'verified'" in err
+    assert "no usable run" in err and "Traceback" not in err
+
+
+def test_invalid_meta_skips_run(tmp_path, capsys):
+    good = synth.make_run(tmp_path / "results", run_id="a-good", suites=["copy"])
+    bad = synth.make_run(tmp_path / "results", run_id="b-bad", suites=["copy"])
+    (bad / "meta.json").write_text('{"run_id": "b",\n "hosts": [\n')
+    rc, out, err = run_report(capsys, tmp_path / "results", "--no-figures")
+    assert rc == 0
+    assert re.search(re.escape(str(bad / "meta.json")) + r":\d+: invalid JSON", err)
+    assert f"Run {good.name}" in out and f"Run {bad.name}" not in out
+
+
+def test_missing_meta_still_reported(tmp_path, capsys):
+    run_dir = synth.make_run(tmp_path / "results", suites=["copy"], meta=False)
+    rc, out, err = run_report(capsys, run_dir, "--no-figures")
+    assert rc == 0 and "no meta.json" in err
+    assert (run_dir / "report" / "report.md").is_file()
+    md = (run_dir / "report" / "report.md").read_text()
+    assert "% of peak skipped" in md and check_summary_numbers(run_dir, md) > 0
+
+
+def test_nothing_usable(tmp_path, capsys):
+    rc, _, err = run_report(capsys, tmp_path / "does-not-exist")
+    assert rc == 2 and "no such file" in err
+    (tmp_path / "empty").mkdir()
+    rc, _, err = run_report(capsys, tmp_path / "empty")
+    assert rc == 2 and "no usable run" in err and len(err.strip().splitlines()) == 1
+    run_dir = tmp_path / "hdr"
+    run_dir.mkdir()
+    (run_dir / "results.csv").write_text("run_id,host\n")
+    rc, _, err = run_report(capsys, run_dir)
+    assert rc == 2 and f"{run_dir / 'results.csv'}:1: header lacks" in err
+
+
+# ------------------------------------------------------------------------------------------ fleet
+
+def test_fleet_outlier_host(tmp_path, capsys):
+    hosts = ["n1", "n2", "n3", "n4"]
+    synth.make_run(tmp_path / "results", run_id="job-1", hosts=hosts[:2], suites=["copy", "staged"],
+                   same_gpu=False)
+    synth.make_run(tmp_path / "results", run_id="job-2", hosts=hosts[2:], suites=["copy", "staged"],
+                   same_gpu=False, host_scale={"n3": 0.8}, seed=5)
+    rc, out, err = run_report(capsys, tmp_path / "results")
+    assert rc == 0, err
+    md = (tmp_path / "results" / "report" / "report.md").read_text()
+    outl = md_table(md, "Outlier hosts (more than 10% below the fleet median)")
+    assert set(outl["host"]) == {"n3"}
+    assert "copy/ce push" in set(outl["method"])
+    hm = md_table(md, "Fleet: hosts compared")
+    assert list(hm["host"]) == hosts + ["fleet median"]
+    # host x method numbers: median over the host's cross-GPU pairs at the largest size
+    df = pd.concat([independent_frame(d) for d in sorted((tmp_path / "results").glob("job-*"))])
+    big = cross_pairs(df)
+    big = big[(big["method"] == "ce") & (big["direction"] == "push") & (big["bytes"] == big["bytes"].max())]
+    want = big.groupby("host")["bw_gbps_median"].median()
+    for h in hosts:
+        assert num(hm.set_index("host").loc[h, "copy/ce push"]) == pytest.approx(want[h], abs=0.051)
+    assert "n3" in out and "Outlier hosts" in out
+    figs = check_figures(tmp_path / "results" / "report", md,
+                         (tmp_path / "results" / "report" / "report.html").read_text())
+    assert "fleet-hosts.png" in figs
+
+
+def test_figure_caps_for_many_runs(tmp_path, capsys):
+    for i in range(report.MAX_FIGURE_RUNS + 2):
+        synth.make_run(tmp_path / "results", run_id=f"run-{i}", hosts=(f"h{i}",), suites=["copy"],
+                       same_gpu=False, n_gpus=2, sizes=[4096, 1 << 20])
+    rc, out, err = run_report(capsys, tmp_path / "results")
+    assert rc == 0, err
+    pngs = {p.name for p in (tmp_path / "results" / "report").glob("*.png")}
+    heat_hosts = {n.split("-heatmap")[0] for n in pngs if "-heatmap-" in n}
+    assert len(heat_hosts) == report.MAX_HEATMAP_HOSTS
+    assert not any(n.startswith(f"run-{report.MAX_FIGURE_RUNS}") for n in pngs)
+    assert "fleet-hosts.png" in pngs
+
+
+def test_import_is_light():
+    import subprocess
+
+    code = "import sys, ipcbench.report, ipcbench.compare; print('pandas' in sys.modules, 'matplotlib' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.split() == ["False", "False"]
+
+
+# ------------------------------------------------------------------------------------------ real runs
+
+@pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")
+def test_real_run_report(run_dir, tmp_path, capsys):
+    if run_dir is None:
+        pytest.fail(f"no real run under {RESULTS}/*/ (results.csv + meta.json): commit one measured on the GPU "
+                    "machine, or point IPCBENCH_RESULTS_DIR at a results directory")
+    work = tmp_path / "results" / run_dir.name
+    shutil.copytree(run_dir, work, ignore=shutil.ignore_patterns("report"))
+    rc, out, err = run_report(capsys, work, "--out", tmp_path / "report")
+    assert rc == 0, err
+    md = (tmp_path / "report" / "report.md").read_text()
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert check_summary_numbers(work, md) > 0
+    check_speedup_numbers(work, md)
+    check_figures(tmp_path / "report", md, html)
+    check_self_contained_html(html)

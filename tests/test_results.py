@@ -1,0 +1,197 @@
+"""The result schema: writer/loader round trip, and malformed or truncated files named by file:line in both
+loaders (read_rows, row by row, and load_frame, vectorized)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from ipcbench.results import (COLUMNS, ResultsError, ResultsWriter, Row, find_runs, load_frame, read_meta,
+                              read_meta_optional, read_rows, write_meta)
+
+
+def _row(i: int = 0, **kw) -> Row:
+    base = dict(run_id="r1", host="hostA", suite="copy", method="ce", direction="push", src_rank=0, dst_rank=1,
+                src_gpu=0, dst_gpu=1, same_gpu=False, bytes=4096 << i, iterations=100 + i, samples=5,
+                time_us_median=2.5 + i, time_us_min=2.4 + i, time_us_max=2.7 + i, bw_gbps_median=1.6 * (i + 1),
+                bw_gbps_max=1.7 * (i + 1), cv=0.01, verified=True, note="")
+    base.update(kw)
+    return Row(**base)
+
+
+def _write(tmp_path, rows) -> "Path":  # noqa: F821
+    with ResultsWriter(tmp_path) as w:
+        w.write(rows)
+    return tmp_path / "results.csv"
+
+
+ROWS = [_row(0), _row(1, direction="bidir", note="ring=4 p99_us=3.1"),
+        _row(2, suite="latency", direction="oneway", bw_gbps_median=None, bw_gbps_max=None),
+        _row(3, suite="handles", method="ipc_open_first", direction="op", bw_gbps_median=None,
+             bw_gbps_max=None, same_gpu=True, dst_gpu=0, time_us_median=180.0),
+        _row(4, dst_rank=-1, verified=False, cv=None, note='has, a comma and "quotes"'),
+        _row(5, bytes=1 << 30, time_us_median=123456.7, bw_gbps_median=8.7)]
+
+
+def test_round_trip_read_rows(tmp_path):
+    path = _write(tmp_path, ROWS)
+    back = read_rows(path)
+    assert len(back) == len(ROWS)
+    for a, b in zip(ROWS, back):
+        for c in COLUMNS:
+            va, vb = getattr(a, c), getattr(b, c)
+            if isinstance(va, float):
+                assert math.isclose(va, vb, rel_tol=1e-5), c
+            else:
+                assert va == vb, c
+
+
+def test_round_trip_load_frame(tmp_path):
+    path = _write(tmp_path, ROWS)
+    df = load_frame(path)
+    assert list(df.columns) == list(COLUMNS)
+    assert len(df) == len(ROWS)
+    for c in ("src_rank", "dst_rank", "src_gpu", "dst_gpu", "bytes", "iterations", "samples"):
+        assert df[c].dtype.kind == "i", c
+    for c in ("time_us_median", "bw_gbps_median", "cv"):
+        assert df[c].dtype.kind == "f", c
+    assert df["same_gpu"].dtype == bool and df["verified"].dtype == bool
+    for a, (_, r) in zip(ROWS, df.iterrows()):
+        for c in COLUMNS:
+            va, vb = getattr(a, c), r[c]
+            if va is None:
+                assert isinstance(vb, float) and math.isnan(vb), c
+            elif isinstance(va, float):
+                assert math.isclose(va, vb, rel_tol=1e-5), c
+            else:
+                assert va == vb, c
+
+
+def test_load_frame_keeps_extra_columns(tmp_path):
+    path = _write(tmp_path, ROWS[:2])
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0] + ",extra"] + [ln + ",x" for ln in lines[1:]]) + "\n")
+    df = load_frame(path)
+    assert list(df.columns)[: len(COLUMNS)] == list(COLUMNS) and list(df["extra"]) == ["x", "x"]
+    assert len(read_rows(path)) == 2
+
+
+def test_header_only_is_empty(tmp_path):
+    with ResultsWriter(tmp_path):
+        pass
+    assert read_rows(tmp_path / "results.csv") == []
+    assert len(load_frame(tmp_path / "results.csv")) == 0
+
+
+def _both_fail(path, line: int, words: str = ""):
+    """Both loaders raise ResultsError naming path:line (and the same text)."""
+    msgs = []
+    for loader in (read_rows, load_frame):
+        with pytest.raises(ResultsError) as e:
+            loader(path)
+        msg = str(e.value)
+        assert msg.startswith(f"{path}:{line}:"), (loader.__name__, msg)
+        assert "\n" not in msg and "Traceback" not in msg
+        if words:
+            assert words in msg, (loader.__name__, msg)
+        msgs.append(msg)
+    assert msgs[0] == msgs[1]
+
+
+def test_truncated_last_line(tmp_path):
+    path = _write(tmp_path, ROWS)
+    text = path.read_text()
+    path.write_text(text[: len(text) - 40])  # a crash in the middle of the last row
+    _both_fail(path, len(ROWS) + 1, "truncated")
+
+
+def test_truncated_after_blank_lines_and_quoted_note(tmp_path):
+    path = _write(tmp_path, ROWS)
+    lines = path.read_text().splitlines()
+    # a blank line after row 2, and the last row cut short: line numbers count physical lines
+    text = "\n".join(lines[:3] + [""] + lines[3:]) + "\n"
+    path.write_text(text[:-30])
+    _both_fail(path, len(ROWS) + 2, "fields")
+
+
+def test_line_numbers_with_multiline_note(tmp_path):
+    rows = [_row(0, note="two\nlines"), _row(1), _row(2)]
+    path = _write(tmp_path, rows)
+    lines = path.read_text().split("\n")
+    # the record of rows[2] starts on physical line 5 (header, 2 lines of row 0, row 1)
+    lines[4] = lines[4].replace(",push,", ",sideways,")
+    path.write_text("\n".join(lines))
+    _both_fail(path, 5, "direction")
+
+
+@pytest.mark.parametrize("column,value,words", [
+    ("bytes", "4K", "'bytes'"),
+    ("bytes", "-1", "negative"),
+    ("src_gpu", "", "'src_gpu'"),
+    ("time_us_median", "fast", "'time_us_median'"),
+    ("verified", "maybe", "'verified'"),
+    ("same_gpu", "", "'same_gpu'"),
+    ("direction", "sideways", "direction"),
+])
+def test_bad_value_names_line_and_column(tmp_path, column, value, words):
+    path = _write(tmp_path, ROWS)
+    lines = path.read_text().splitlines()
+    fields = lines[3].split(",")
+    fields[COLUMNS.index(column)] = value
+    lines[3] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+    _both_fail(path, 4, words)
+
+
+def test_extra_field(tmp_path):
+    path = _write(tmp_path, ROWS)
+    lines = path.read_text().splitlines()
+    lines[2] += ",surplus"
+    path.write_text("\n".join(lines) + "\n")
+    _both_fail(path, 3, "22 fields")
+
+
+def test_crlf_line_endings(tmp_path):
+    path = _write(tmp_path, ROWS)
+    path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    assert len(load_frame(path)) == len(ROWS) == len(read_rows(path))
+
+
+def test_header_missing_column(tmp_path):
+    path = _write(tmp_path, ROWS)
+    text = path.read_text().replace("bw_gbps_median", "bandwidth", 1)
+    path.write_text(text)
+    _both_fail(path, 1, "bw_gbps_median")
+
+
+def test_empty_and_missing_files(tmp_path):
+    empty = tmp_path / "results.csv"
+    empty.write_text("")
+    for loader in (read_rows, load_frame):
+        with pytest.raises(ResultsError, match=re.escape(str(empty)) + ".*empty"):
+            loader(empty)
+        with pytest.raises(ResultsError, match="cannot open"):
+            loader(tmp_path / "nope.csv")
+
+
+def test_meta_round_trip_and_errors(tmp_path):
+    meta = {"run_id": "r1", "hosts": ["hostA"], "gpus": {"hostA": [{"index": 0, "uuid": "GPU-1"}]}}
+    write_meta(tmp_path, meta)
+    assert read_meta(tmp_path) == meta == read_meta_optional(tmp_path)
+    assert read_meta_optional(tmp_path / "sub") is None
+    (tmp_path / "meta.json").write_text('{\n  "run_id": "r1",\n  oops\n}\n')
+    with pytest.raises(ResultsError, match=re.escape(str(tmp_path / "meta.json")) + r":3: invalid JSON"):
+        read_meta(tmp_path)
+    (tmp_path / "meta.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(ResultsError, match="not a JSON object"):
+        read_meta_optional(tmp_path)
+
+
+def test_find_runs(tmp_path):
+    for name in ("a", "b/c"):
+        _write(tmp_path / name, ROWS[:1])
+    runs = find_runs([tmp_path, tmp_path / "a", tmp_path / "a" / "results.csv"])
+    assert runs == sorted({(tmp_path / "a").resolve(), (tmp_path / "b" / "c").resolve()})
