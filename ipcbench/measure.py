@@ -123,8 +123,11 @@ def _endpoints(bufs, style: str, me: int, peer: int) -> tuple[int, int]:
 
 
 def measure_pair(ctx: Ctx, suite: str, method: Method, direction: str, src: int, dst: int,
-                 sizes: list[int], tag_base: int = 100) -> list[Row]:
-    """Run one pair's size sweep. Both ranks of the pair call this; `src` returns the rows."""
+                 sizes: list[int], row_direction: str | None = None) -> list[Row]:
+    """Run one pair's size sweep. Both ranks of the pair call this; `src` returns the rows.
+
+    `row_direction` relabels the rows (the latency suite reports one-way push/pull times as `oneway`).
+    """
     w, gpu = ctx.world, ctx.gpu
     me = w.local_rank
     r = roles_for(method, direction, src, dst, me)
@@ -174,8 +177,9 @@ def measure_pair(ctx: Ctx, suite: str, method: Method, direction: str, src: int,
         else:
             per_us = [t * 1e3 / n for t in (times_ms or theirs[0])]
             moved = nbytes
-        rows.append(make_row(ctx, suite, method.name, direction, src, dst, nbytes, n, per_us, moved,
-                             total_bad, ctx.opts.verify))
+        note = "" if row_direction is None else f"{direction}: back-to-back transfers, time per transfer"
+        rows.append(make_row(ctx, suite, method.name, row_direction or direction, src, dst, nbytes, n, per_us,
+                             moved, total_bad, ctx.opts.verify, note))
     return rows
 
 

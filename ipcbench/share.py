@@ -162,3 +162,7 @@ class BufferSet:
         world.node_barrier(f"every rank to close the {self.sharer.name} IPC mappings")
         for ptr in (self.src, self.inbox, self.ctrl):
             self.sharer.free(ptr)
+        shutdown = getattr(self.sharer, "shutdown", None)
+        if shutdown is not None:
+            world.node_barrier(f"every rank to free its {self.sharer.name} buffers")
+            shutdown()

@@ -82,6 +82,35 @@ def kernel_steps(n: int, sizes: list[int]) -> list[Step]:
     return _pair_method_steps("kernel", ["sm_read", "sm_write"], n, sizes)
 
 
+def pool_steps(n: int, sizes: list[int]) -> list[Step]:
+    return _pair_method_steps("pool", ["pool_ce", "pool_sm_read", "pool_sm_write"], n, sizes)
+
+
+def latency_steps(n: int, sizes: list[int]) -> list[Step]:
+    from .latency import lat_sizes
+
+    small = lat_sizes(sizes)
+
+    def oneway(method, direction):
+        def run(ctx, src, dst, sizes):
+            from .latency import oneway_copy
+
+            return oneway_copy(ctx, method, direction, src, dst, sizes)
+
+        return Step("latency", f"{method} one-way", ordered_pairs(n), small, run, needs=("legacy",))
+
+    def pingpong(kind):
+        def run(ctx, src, dst, sizes):
+            from . import latency
+
+            return getattr(latency, kind)(ctx, src, dst, sizes)
+
+        return Step("latency", kind.replace("_", " "), unordered_pairs(n), [4], run, needs=("legacy",), cost=3.0)
+
+    return [oneway("ce", "push"), oneway("sm_write", "push"), oneway("sm_read", "pull"),
+            pingpong("sm_pingpong"), pingpong("event_pingpong")]
+
+
 SUITES: dict[str, SuiteSpec] = {}
 SUITE_ORDER: list[str] = []
 
@@ -95,6 +124,10 @@ def register(name: str, about: str, steps: Callable[[int, list[int]], list[Step]
 register("copy", "copy engine (cudaMemcpyAsync) into and out of a peer's legacy-IPC buffer: push, pull, "
          "bidir, and all pairs at once", copy_steps)
 register("kernel", "SM kernels reading (sm_read) and writing (sm_write) a peer's memory over P2P", kernel_steps)
+register("pool", "the copy and kernel methods on pointers imported from peers' IPC memory pools "
+         "(POSIX fds over a Unix socket)", pool_steps)
+register("latency", "small messages (4 B - 64 KiB) one way by ce/sm, a device-side P2P flag ping-pong, and "
+         "interprocess-event ping-pong", latency_steps)
 
 
 def resolve(names: list[str]) -> list[str]:
