@@ -78,7 +78,9 @@ def create_pool(device: int, rank: int):
     props.location.id = device
     pool = check(rt.cudaMemPoolCreate(props), "cudaMemPoolCreate", rank)
     # Keep freed memory in the pool: the run reuses it, and trimming would make timings noisy.
-    threshold = rt.cuuint64_t(0xFFFFFFFFFFFFFFFF)
+    from cuda.bindings import driver
+
+    threshold = driver.cuuint64_t(0xFFFFFFFFFFFFFFFF)
     check(rt.cudaMemPoolSetAttribute(pool, rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold, threshold),
           "cudaMemPoolSetAttribute(ReleaseThreshold)", rank)
     return pool

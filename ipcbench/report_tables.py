@@ -90,13 +90,15 @@ def heatmap_matrix(df: pd.DataFrame) -> pd.DataFrame:
 def size_curves(df: pd.DataFrame) -> pd.DataFrame:
     """Bandwidth vs size: per run, method and size the median, min and max over cross-GPU pairs."""
     rows = cross_gpu(bw_rows(df))
+    rows = rows[rows["bytes"] > 0]  # drawn on a log axis
     g = rows.groupby(["run"] + METHOD + ["bytes"], observed=True)["bw_gbps_median"]
     return g.agg(["median", "min", "max"]).reset_index()
 
 
 def latency_curves(df: pd.DataFrame) -> pd.DataFrame:
     """Time per transfer vs size for messages up to 64 KiB (every suite but op rows), median over pairs."""
-    rows = df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] <= SMALL_MAX)]
+    rows = df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] > 0)
+              & (df["bytes"] <= SMALL_MAX)]
     rows = cross_gpu(rows)
     g = rows.groupby(["run"] + METHOD + ["bytes"], observed=True)["time_us_median"]
     return g.agg(["median", "min", "max"]).reset_index()
@@ -147,6 +149,7 @@ def speedup_summary(sp: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedup_curves(sp: pd.DataFrame) -> pd.DataFrame:
+    sp = sp[sp["bytes"] > 0]
     g = sp.groupby(["run"] + METHOD + ["bytes"], observed=True)["speedup"]
     return g.median().reset_index()
 

@@ -22,7 +22,7 @@ def _row(i: int = 0, **kw) -> Row:
     return Row(**base)
 
 
-def _write(tmp_path, rows) -> "Path":  # noqa: F821
+def _write(tmp_path, rows):
     with ResultsWriter(tmp_path) as w:
         w.write(rows)
     return tmp_path / "results.csv"
