@@ -21,6 +21,21 @@ class ShareError(RuntimeError):
     """A failed export/import, with the rank and CUDA call named so the user can act on it."""
 
 
+def _hint(call: str, err: Exception) -> str:
+    """A short likely cause for the IPC errors people hit most (the CUDA text alone rarely says)."""
+    text = str(err)
+    if call == "export" and "cudaErrorInvalidValue" in text:
+        return (" (not the base of device memory from cudaMalloc: a host pointer passed as a device "
+                "pointer, or memory from a pool/managed allocator?)")
+    if call == "open":
+        if "cudaErrorDeviceUninitialized" in text or "cudaErrorInvalidContext" in text:
+            return " (a process cannot open a handle it exported itself: use its own pointer)"
+        if "cudaErrorInvalidValue" in text or "cudaErrorInvalidResourceHandle" in text:
+            return (" (the owner may have freed the buffer or exited before this open, or the handle "
+                    "comes from another node)")
+    return ""
+
+
 class LegacyIpc:
     """cudaIpcGetMemHandle / cudaIpcOpenMemHandle on base pointers of cudaMalloc allocations."""
 
@@ -41,16 +56,19 @@ class LegacyIpc:
         try:
             return bytes(runtime.ipcGetMemHandle(ptr))
         except runtime.CUDARuntimeError as e:
-            raise ShareError(f"rank {self.rank}: cudaIpcGetMemHandle(0x{ptr:x}) failed: {e}") from None
+            raise ShareError(f"rank {self.rank}: cudaIpcGetMemHandle(0x{ptr:x}) failed: {e}"
+                             f"{_hint('export', e)}") from None
 
-    def open(self, handle: bytes, owner: int) -> int:
+    def open(self, handle: bytes, owner) -> int:
+        """Map a peer's handle; `owner` names the exporter in messages (a rank number or a description)."""
         if handle in self._opened:
             return self._opened[handle]
+        who = f"rank {owner}" if isinstance(owner, int) else str(owner)
         try:
             ptr = runtime.ipcOpenMemHandle(handle, runtime.cudaIpcMemLazyEnablePeerAccess)
         except runtime.CUDARuntimeError as e:
-            raise ShareError(f"rank {self.rank}: cudaIpcOpenMemHandle of a buffer owned by rank {owner} "
-                             f"failed: {e}") from None
+            raise ShareError(f"rank {self.rank}: cudaIpcOpenMemHandle of a buffer owned by {who} "
+                             f"failed: {e}{_hint('open', e)}") from None
         self._opened[handle] = ptr
         return ptr
 
