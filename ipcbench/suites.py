@@ -149,3 +149,6 @@ def plan(names: list[str], n_local: int, sizes: list[int]) -> list[Step]:
     for name in resolve(names):
         steps.extend(SUITES[name].steps(n_local, sizes))
     return steps
+
+
+from . import handles, pipeline  # noqa: E402,F401

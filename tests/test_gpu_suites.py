@@ -1,0 +1,58 @@
+"""End-to-end `handles` and `pipeline` suites under MPI on a GPU machine (skipped without a GPU)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+def mpiexec_cmd(n: int) -> list[str]:
+    exe = os.environ.get("IPCBENCH_MPIEXEC") or shutil.which("mpirun") or shutil.which("mpiexec")
+    if not exe:
+        pytest.skip("no mpirun/mpiexec on PATH (set IPCBENCH_MPIEXEC)")
+    cmd = [exe, "-n", str(n)]
+    try:
+        ver = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        ver = ""
+    if "Open MPI" in ver and os.geteuid() == 0:
+        cmd += ["--allow-run-as-root", "--oversubscribe"]
+    return cmd
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(600)
+def test_handles_and_pipeline(tmp_path):
+    out = tmp_path / "run"
+    cmd = mpiexec_cmd(2) + [sys.executable, "-m", "ipcbench", "handles", "pipeline", "--sizes", "64K:4M:x4",
+                            "--samples", "3", "--timeout", "60", "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = list(csv.DictReader(open(out / "results.csv", newline="")))
+    by_method = {}
+    for r in rows:
+        by_method.setdefault((r["suite"], r["method"]), []).append(r)
+    for m in ("ipc_get_mem_handle", "ipc_open_mem_handle_first", "ipc_open_mem_handle_repeat",
+              "ipc_close_mem_handle", "ipc_get_event_handle", "ipc_open_event_handle",
+              "err_open_freed_handle", "err_open_own_handle", "err_host_pointer_handle",
+              "err_open_exited_owner_handle"):
+        assert ("handles", m) in by_method, m
+    for d in (2, 4, 8):
+        assert ("pipeline", f"ring_d{d}") in by_method and ("pipeline", f"ring_d{d}_latency") in by_method
+    for r in rows:
+        assert r["verified"] == "true", r
+        t = float(r["time_us_median"])
+        assert 0 < float(r["time_us_min"]) <= t <= float(r["time_us_max"]) < 1e6, r
+        if r["method"].startswith("err_"):
+            assert "rank" in r["note"] and "cudaIpc" in r["note"], r
+        if r["suite"] == "handles":
+            assert r["direction"] == "op" and r["bw_gbps_median"] == ""
+        if r["suite"] == "pipeline" and r["direction"] == "push":
+            assert float(r["bw_gbps_median"]) > 0 and "p99_us=" in r["note"]
+        if r["suite"] == "pipeline" and r["direction"] == "oneway":
+            assert "p99_us=" in r["note"] and r["bw_gbps_median"] == ""
