@@ -1,0 +1,116 @@
+"""CLI without a GPU: sizes parsing, one-line input errors with exit 2, --help/--version, plan of `all`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ipcbench.sizes import SizeError, fmt_size, parse_size, parse_sizes
+from ipcbench.suites import SUITE_ORDER, plan, resolve
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "ipcbench", *args], capture_output=True, text=True, timeout=60,
+                          env=env)
+
+
+@pytest.mark.parametrize("text,value", [("4K", 4096), ("256M", 256 << 20), ("1G", 1 << 30), ("8", 8),
+                                        ("8B", 8), ("4k", 4096), ("2MiB", 2 << 20), (" 64 K ", 64 << 10)])
+def test_parse_size(text, value):
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize("bad", ["", "4Q", "-4K", "0", "K", "1.5M", "4KK"])
+def test_parse_size_rejects(bad):
+    with pytest.raises(SizeError):
+        parse_size(bad)
+
+
+def test_parse_sizes_ranges():
+    assert parse_sizes("4K:256M") == [4096 << i for i in range(17)]
+    assert parse_sizes("4K:256M:x4") == [4096 << (2 * i) for i in range(9)]
+    assert parse_sizes("4K:64K", default_step=4) == [4096, 16384, 65536]
+    assert parse_sizes("8,4K,8") == [8, 4096]
+    assert parse_sizes("4K:10K") == [4096, 8192, 10240]  # the upper end is always measured
+
+
+@pytest.mark.parametrize("bad", ["256M:4K", "4K:1M:x1", "4K:1M:y", "4K:1M:x2:3", ",", "4K:"])
+def test_parse_sizes_rejects(bad):
+    with pytest.raises(SizeError):
+        parse_sizes(bad)
+
+
+def test_fmt_size():
+    assert [fmt_size(n) for n in (4, 4096, 256 << 20, 1 << 30, 1000, 6144)] == ["4", "4K", "256M", "1G", "1000", "6K"]
+
+
+def test_resolve_all_and_unknown():
+    assert resolve(["all"])[:2] == ["copy", "kernel"]
+    assert resolve(["kernel", "copy", "kernel"]) == ["kernel", "copy"]
+    with pytest.raises(KeyError, match="unknown suite 'nope'"):
+        resolve(["nope"])
+
+
+def test_plan_pairs_and_counts():
+    sizes = parse_sizes("4K:256M")
+    steps = plan(["copy", "kernel"], 4, sizes)
+    by_label = {s.label: s for s in steps}
+    assert len(by_label["ce push"].pairs) == 12 and len(by_label["ce bidir"].pairs) == 6
+    assert by_label["ce push"].measurements == 12 * 17
+    assert by_label["ce all-to-all"].concurrent and min(by_label["ce all-to-all"].sizes) >= 1 << 20
+    assert "sm_read pull" in by_label and "sm_write push" in by_label
+    # two ranks: no all-to-all step (it would be the bidirectional pair again)
+    assert not any(s.concurrent for s in plan(["copy"], 2, sizes))
+    assert set(SUITE_ORDER) >= {"copy", "kernel", "pool", "latency"}
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["nosuch"], "unknown suite 'nosuch'"),
+    (["all", "--sizes", "4Q"], "not a size: '4Q'"),
+    (["all", "--sizes", "0"], "size must be positive"),
+    (["all", "--sizes", "2T"], "larger than any GPU"),
+    (["all", "--samples", "0"], "--samples must be at least 1"),
+    (["all", "--min-time", "-1"], "--min-time"),
+    (["all", "--timeout", "0"], "--timeout must be positive"),
+    (["all", "--bogus"], "unrecognized arguments"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle):
+    p = run_cli(*args)
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert needle in lines[0] and lines[0].startswith("ipcbench: error:")
+
+
+def test_unwritable_out(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    p = run_cli("all", "--out", str(f / "sub"))
+    assert p.returncode == 2 and "--out" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_single_rank_needs_mpirun():
+    p = run_cli("copy", "--sizes", "4K")
+    assert p.returncode == 2
+    assert "mpirun -np N" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_info_without_gpu():
+    from conftest import gpu_count
+
+    if gpu_count():
+        pytest.skip("this machine has a GPU")
+    p = run_cli("info")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "GPU" in p.stderr
+
+
+def test_help_and_version_are_instant_and_gpu_free():
+    p = run_cli("--help")
+    assert p.returncode == 0 and "mpirun -np 4 ipcbench all" in p.stdout
+    p = run_cli("--version")
+    assert p.returncode == 0 and p.stdout.startswith("ipcbench ")
+    code = "import sys, ipcbench.cli; print('cupy' in sys.modules, 'mpi4py' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    assert out.strip() == "False False"
