@@ -10,19 +10,7 @@ import sys
 
 import pytest
 
-
-def mpiexec_cmd(n: int) -> list[str]:
-    exe = os.environ.get("IPCBENCH_MPIEXEC") or shutil.which("mpirun") or shutil.which("mpiexec")
-    if not exe:
-        pytest.skip("no mpirun/mpiexec on PATH (set IPCBENCH_MPIEXEC)")
-    cmd = [exe, "-n", str(n)]
-    try:
-        ver = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        ver = ""
-    if "Open MPI" in ver and os.geteuid() == 0:
-        cmd += ["--allow-run-as-root", "--oversubscribe"]
-    return cmd
+from gpu_mpi import mpiexec_cmd
 
 
 @pytest.mark.gpu

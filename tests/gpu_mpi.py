@@ -1,0 +1,37 @@
+"""Helpers for the GPU tests: start `ipcbench` under the machine's MPI launcher and read the rows back."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+def mpiexec_cmd(n: int) -> list[str]:
+    """The launcher for n ranks: $IPCBENCH_MPIEXEC, else mpirun/mpiexec on PATH (Open MPI as root needs flags)."""
+    exe = os.environ.get("IPCBENCH_MPIEXEC") or shutil.which("mpirun") or shutil.which("mpiexec")
+    if not exe:
+        pytest.skip("no mpirun/mpiexec on PATH (set IPCBENCH_MPIEXEC)")
+    cmd = [exe, "-n", str(n)]
+    try:
+        ver = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        ver = ""
+    if "Open MPI" in ver and os.geteuid() == 0:
+        cmd += ["--allow-run-as-root", "--oversubscribe"]
+    return cmd
+
+
+def run_ipcbench(out, n: int, *args: str, timeout: int = 540) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Run `mpiexec -n n python -m ipcbench ARGS --out out`; return the process and the CSV rows."""
+    cmd = mpiexec_cmd(n) + [sys.executable, "-m", "ipcbench", *args, "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    print(p.stdout[-4000:])
+    print(p.stderr[-2000:], file=sys.stderr)
+    path = os.path.join(str(out), "results.csv")
+    rows = list(csv.DictReader(open(path, newline=""))) if os.path.exists(path) else []
+    return p, rows
