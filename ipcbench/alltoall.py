@@ -17,25 +17,30 @@ NOTE = "all pairs of the node at once"
 
 
 def _time_streams(ctx: Ctx, batches: dict[int, GraphBatch]) -> dict[int, float]:
+    """GPU ms of each peer stream's transfers, all streams behind one gate per segment."""
     gpu, w = ctx.gpu, ctx.world
-    ticket = gpu.gate(gpu.stream)
-    opened = cupy.cuda.Event(disable_timing=True)
-    opened.record(gpu.stream)
-    events = {}
-    for peer, b in batches.items():
-        b.stream.wait_event(opened)
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(b.stream)
-        b.enqueue()
-        stop.record(b.stream)
-        events[peer] = (start, stop)
-    w.node_barrier("the all-to-all start")
-    gpu.release(ticket)
-    for b in batches.values():
-        gpu.wait(b.stream, what="all-to-all batch")
-    if gpu.gate_timed_out(ticket):
-        raise MeasureError("the gate kernel timed out before the all-to-all batch was enqueued")
-    return {p: cupy.cuda.get_elapsed_time(a, b) for p, (a, b) in events.items()}
+    totals = {p: 0.0 for p in batches}
+    for reps in next(iter(batches.values())).segments():
+        ticket = gpu.gate(gpu.stream)
+        opened = cupy.cuda.Event(disable_timing=True)
+        opened.record(gpu.stream)
+        events = {}
+        for peer, b in batches.items():
+            b.stream.wait_event(opened)
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(b.stream)
+            b.enqueue(reps)
+            stop.record(b.stream)
+            events[peer] = (start, stop)
+        w.node_barrier("the all-to-all start")
+        gpu.release(ticket)
+        for b in batches.values():
+            gpu.wait(b.stream, what="all-to-all batch")
+        if gpu.gate_timed_out(ticket):
+            raise MeasureError("the gate kernel timed out before the all-to-all batch was enqueued")
+        for p, (a, b) in events.items():
+            totals[p] += cupy.cuda.get_elapsed_time(a, b)
+    return totals
 
 
 def measure_alltoall(ctx: Ctx, method, sizes: list[int], suite: str = "copy") -> list:

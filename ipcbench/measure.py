@@ -56,41 +56,44 @@ class Ctx:
         return self._node_ranks
 
 
-def time_batch(gpu, batches: list, sync_peer=None) -> float:
-    """Elapsed ms of the given batches, enqueued behind one gate and released at once.
+def time_batch(gpu, batch, sync_peer=None) -> float:
+    """GPU time in ms of all transfers of `batch`, enqueued behind a gate in segments (methods.MAX_QUEUED).
 
-    `sync_peer` (bidirectional runs) is called after everything is enqueued and before the release,
-    so that both ranks release their gates together.
+    For each segment: gate kernel, start event, the segment's graph launches, stop event; then
+    `sync_peer` (bidirectional runs: both ranks release their gates together) and the release. Only the
+    GPU's time between the events counts, so no host activity is ever inside the timed region.
     """
     stream = gpu.stream
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    ticket = gpu.gate(stream)
-    start.record(stream)
-    for b in batches:
-        b.enqueue()
-    stop.record(stream)
-    if sync_peer is not None:
-        sync_peer()
-    gpu.release(ticket)
-    gpu.wait(stream, what="a timed batch")
-    if gpu.gate_timed_out(ticket):
-        raise MeasureError("the gate kernel timed out before the batch was enqueued (host too slow?)")
-    return cupy.cuda.get_elapsed_time(start, stop)
+    total = 0.0
+    for reps in batch.segments():
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        ticket = gpu.gate(stream)
+        start.record(stream)
+        batch.enqueue(reps)
+        stop.record(stream)
+        if sync_peer is not None:
+            sync_peer()
+        gpu.release(ticket)
+        gpu.wait(stream, what="a timed batch")
+        if gpu.gate_timed_out(ticket):
+            raise MeasureError("the gate kernel timed out before the batch was enqueued (host too slow?)")
+        total += cupy.cuda.get_elapsed_time(start, stop)
+    return total
 
 
 def calibrate(gpu, make_batch, min_time_s: float, max_count: int, warmup: int) -> int:
     """Transfers per sample so that one sample lasts about min_time_s (at least one transfer)."""
     b = make_batch(1)
     for _ in range(warmup):
-        time_batch(gpu, [b])
-    per_ms = time_batch(gpu, [b])
+        time_batch(gpu, b)
+    per_ms = time_batch(gpu, b)
     target_ms = min_time_s * 1e3
     if per_ms < target_ms / 20:
         c = int(min(max_count, max(2, math.ceil(target_ms / 20 / max(per_ms, 1e-4)))))
         c = min(c, 4096)
         b = make_batch(c)
-        time_batch(gpu, [b])
-        per_ms = time_batch(gpu, [b]) / b.count
+        time_batch(gpu, b)
+        per_ms = time_batch(gpu, b) / b.count
     return int(max(1, min(max_count, math.ceil(target_ms / max(per_ms, 1e-5)))))
 
 
@@ -160,7 +163,7 @@ def measure_pair(ctx: Ctx, suite: str, method: Method, direction: str, src: int,
             w.pair_barrier(r.peer)
             if driving:
                 sync = (lambda: w.pair_barrier(r.peer, tag=12)) if direction == "bidir" else None
-                times_ms.append(time_batch(gpu, [batch], sync))
+                times_ms.append(time_batch(gpu, batch, sync))
             w.pair_barrier(r.peer)
             if receiving and ctx.opts.verify:
                 mismatches += gpu.verify(bufs.inbox_slot(r.peer), nbytes,

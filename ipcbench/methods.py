@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from cupy.cuda import runtime
 
 GRAPH_MAX_NODES = 256
+# Transfers enqueued behind one gate. Far more than this (5,120 small peer copies, seen on an H200 pair)
+# fills the channel's push buffer: the host blocks inside the launch while the gate holds the stream, and
+# the gate times out. A sample longer than this is taken as several gated segments whose GPU times add up.
+MAX_QUEUED = 512
 
 
 class CopyEngine:
@@ -93,7 +97,18 @@ class GraphBatch:
                 method.enqueue(gpu, s, src, dst, nbytes)
         finally:
             self.graph = s.end_capture()
+        self.graph.upload(s)  # so that no launch behind a gate has to build the executable graph first
+        s.synchronize()
 
-    def enqueue(self) -> None:
-        for _ in range(self.reps):
+    def segments(self) -> list[int]:
+        """Graph launches per gated segment, each segment at most MAX_QUEUED transfers."""
+        per = max(1, MAX_QUEUED // self.k)
+        out, left = [], self.reps
+        while left > 0:
+            out.append(min(per, left))
+            left -= out[-1]
+        return out
+
+    def enqueue(self, reps: int | None = None) -> None:
+        for _ in range(self.reps if reps is None else reps):
             self.graph.launch(self.stream)
