@@ -113,13 +113,15 @@ def run(args) -> int:
     print("Links (NVML), theoretical peak per direction")
     for link in topo["links"]:
         if link["kind"] in ("nvlink", "nvswitch"):
-            desc = f"{link['kind']} {link['nvlink_count']} x {link['per_link_gbps']:.3f} GB/s"
+            rate = link.get("per_link_gbps")
+            desc = (f"{link['kind']} NVLink {link.get('nvlink_version')} {link['nvlink_count']} x "
+                    + (f"{rate:.3f} GB/s" if rate else "unknown rate"))
         else:
             desc = f"PCIe gen{link.get('pcie_gen')} x{link.get('pcie_width')}"
         peak = link.get("peak_gbps")
         print(f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: {desc:28s} peak "
               f"{peak:.1f} GB/s" if peak else f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: {desc}")
     for i, pg in enumerate(topo.get("per_gpu", [])):
-        print(f"  GPU {i}: {pg['active']} active NVLinks (v{pg['version']}), PCIe gen{pg['pcie_gen']} "
+        print(f"  GPU {i}: {pg['active']} active NVLinks (NVML version enum {pg['version']}), PCIe gen{pg['pcie_gen']} "
               f"x{pg['pcie_width']} (max gen{pg['pcie_max_gen']} x{pg['pcie_max_width']})")
     return 0

@@ -7,8 +7,11 @@ an error: the report simply leaves out the % of peak.
 
 from __future__ import annotations
 
-# GB/s per link per direction, by NVLink version (NVML's nvmlDeviceGetNvLinkVersion).
-NVLINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 50.0}
+# GB/s per link per direction, by NVML's nvmlDeviceGetNvLinkVersion enum (NVML_NVLINK_VERSION_x_y):
+# 1 = 1.0 (P100), 2 = 2.0 / 3 = 2.2 (V100), 4 = 3.0 / 5 = 3.1 (A100), 6 = 4.0 (H100/H200: 26.5625 GB/s,
+# which `nvidia-smi nvlink -s` prints as 26.562), 7 = 5.0 (B200). Seen on an H200: 18 links, enum 6.
+NVLINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 26.5625, 7: 50.0}
+NVLINK_NAME = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 # GB/s per lane per direction after encoding, by PCIe generation.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
@@ -72,15 +75,18 @@ def gpu_links(pci_bus_ids: list[str]) -> dict:
                 if i == j:
                     continue
                 direct = sum(1 for r in a["remotes"] if r == buses[j])
-                rate = NVLINK_GBPS.get(a["version"] or 0, 0.0)
+                rate = NVLINK_GBPS.get(a["version"] or 0)
                 gen = min(x for x in (a["pcie_max_gen"], b["pcie_max_gen"]) if x) if a["pcie_max_gen"] and b["pcie_max_gen"] else None
                 width = min(a["pcie_max_width"] or 0, b["pcie_max_width"] or 0) or None
                 entry = {"src_gpu": i, "dst_gpu": j, "pcie_gen": gen, "pcie_width": width}
+                entry["nvlink_version"] = NVLINK_NAME.get(a["version"] or 0)
                 if direct:
-                    entry.update(kind="nvlink", nvlink_count=direct, per_link_gbps=rate, peak_gbps=direct * rate)
+                    entry.update(kind="nvlink", nvlink_count=direct, per_link_gbps=rate,
+                                 peak_gbps=direct * rate if rate else None)
                 elif a["active"] and b["active"]:
                     n = min(a["active"], b["active"])
-                    entry.update(kind="nvswitch", nvlink_count=n, per_link_gbps=rate, peak_gbps=n * rate)
+                    entry.update(kind="nvswitch", nvlink_count=n, per_link_gbps=rate,
+                                 peak_gbps=n * rate if rate else None)
                 else:
                     lane = PCIE_LANE_GBPS.get(gen or 0, 0.0)
                     entry.update(kind="pcie", nvlink_count=0, per_link_gbps=None,
