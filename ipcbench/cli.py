@@ -53,7 +53,9 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="run directory (default results/<run-id>)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (nodes, pairs, sizes, duration); no GPU work")
     p.add_argument("--quiet", action="store_true", help="no progress lines or matrices")
-    p.add_argument("--unroll", type=int, default=8, help=argparse.SUPPRESS)  # SM copy loads in flight (tuning)
+    p.add_argument("--sm-copy", default=None, metavar="BxTxU",
+                   help="SM copy kernel shape: blocks per SM x threads per block x 16-byte loads in flight "
+                        "per thread (default from gpu.py; for tuning)")
     p.add_argument("--version", action="version", version=f"ipcbench {__version__}")
     return p
 
@@ -82,8 +84,12 @@ def _validate(args) -> None:
     args.min_time_s = min_time / 1e3
     if args.timeout <= 0:
         raise SystemExit(_err("--timeout must be positive"))
-    if args.unroll not in (1, 2, 4, 8, 12, 16):
-        raise SystemExit(_err("--unroll must be one of 1, 2, 4, 8, 12, 16"))
+    from .gpu import CopyShape
+
+    try:
+        args.copy_shape = CopyShape.parse(args.sm_copy) if args.sm_copy else CopyShape()
+    except ValueError as e:
+        raise SystemExit(_err(f"--sm-copy: {e}"))
     if args.out and not args.dry_run:
         _check_out(args.out)
 

@@ -18,6 +18,32 @@ from cupy.cuda import runtime
 
 GATE_TIMEOUT_S = 10.0
 THREADS = 512
+# An SM copy of at least this many bytes runs all passes of a batch in one launch (the kernel loops), as
+# nvbandwidth does: no launch gaps or tail effects between passes. Smaller copies launch once per pass,
+# so that each transfer is a complete kernel and its time a true per-transfer time.
+LOOP_IN_KERNEL_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class CopyShape:
+    """Launch shape of the SM copy kernel: blocks per SM, threads per block, 16-byte loads in flight."""
+
+    blocks_per_sm: int = 4
+    threads: int = 512
+    unroll: int = 8
+
+    @classmethod
+    def parse(cls, text: str) -> "CopyShape":
+        try:
+            b, t, u = (int(x) for x in text.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"{text!r} is not BxTxU (e.g. 1x1024x12)") from None
+        if not (1 <= b <= 32 and t in (128, 256, 512, 1024) and u in (1, 2, 4, 8, 12, 16)):
+            raise ValueError(f"{text!r}: B in 1..32, T in 128/256/512/1024, U in 1/2/4/8/12/16")
+        return cls(b, t, u)
+
+    def __str__(self) -> str:
+        return f"{self.blocks_per_sm}x{self.threads}x{self.unroll}"
 
 
 class GpuError(RuntimeError):
@@ -69,7 +95,7 @@ def describe(index: int) -> GpuInfo:
 class Gpu:
     """The device this rank drives, with a work stream, a host-mapped gate flag and loaded kernels."""
 
-    def __init__(self, index: int, copy_unroll: int = 8):
+    def __init__(self, index: int, copy_shape: CopyShape | None = None):
         self.index = index
         self.device = cupy.cuda.Device(index)
         self.device.use()
@@ -77,7 +103,7 @@ class Gpu:
         self.sm_count = self.info.sm_count
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._modules: dict[str, cupy.RawModule] = {}
-        self.copy_unroll = copy_unroll
+        self.copy_shape = copy_shape or CopyShape()
         # Host-mapped words: [0] gate release counter, [1] gate timeout status, [2..] scratch.
         self._host_ptr = runtime.hostAlloc(4096, runtime.hostAllocMapped)
         self.host_words = (ctypes.c_uint * 1024).from_address(self._host_ptr)
@@ -101,8 +127,8 @@ class Gpu:
     def function(self, module: str, fn: str, defines: tuple[str, ...] = ()):
         return self.module(module, defines).get_function(fn)
 
-    def blocks_for(self, nbytes: int, bytes_per_thread: int, per_sm: int = 4) -> int:
-        need = -(-max(nbytes, 1) // (THREADS * bytes_per_thread))
+    def blocks_for(self, nbytes: int, bytes_per_thread: int, per_sm: int = 4, threads: int = THREADS) -> int:
+        need = -(-max(nbytes, 1) // (threads * bytes_per_thread))
         return int(max(1, min(self.sm_count * per_sm, need)))
 
     # ---- memory --------------------------------------------------------------------------------
@@ -124,11 +150,12 @@ class Gpu:
 
     # ---- launches ------------------------------------------------------------------------------
     def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
-        fn = self.function("copy", "copy_v16", (f"UNROLL={self.copy_unroll}",))
-        blocks = self.blocks_for(nbytes, 16 * self.copy_unroll)
+        shape = self.copy_shape
+        fn = self.function("copy", "copy_v16", (f"UNROLL={shape.unroll}",))
+        blocks = self.blocks_for(nbytes, 16 * shape.unroll, shape.blocks_per_sm, shape.threads)
         s = stream or self.stream
         with s:
-            fn((blocks,), (THREADS,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.int32(loops)))
+            fn((blocks,), (shape.threads,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.int32(loops)))
 
     def fill(self, ptr: int, nbytes: int, seed: int, stream=None) -> None:
         fn = self.function("pattern", "fill")

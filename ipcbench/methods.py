@@ -29,17 +29,27 @@ class CopyEngine:
 
     name = "ce"
 
-    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int) -> None:
-        runtime.memcpyAsync(dst, src, nbytes, runtime.memcpyDefault, stream.ptr)
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        for _ in range(count):
+            runtime.memcpyAsync(dst, src, nbytes, runtime.memcpyDefault, stream.ptr)
 
 
 class SmEngine:
-    """An SM copy kernel (kernels/copy.cu) doing 16-byte loads and stores straight to/from peer memory."""
+    """An SM copy kernel (kernels/copy.cu) doing 16-byte loads and stores straight to/from peer memory.
+
+    Large copies do `count` passes in one launch (gpu.LOOP_IN_KERNEL_BYTES); small ones launch per pass.
+    """
 
     name = "sm"
 
-    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int) -> None:
-        gpu.launch_copy(src, dst, nbytes, 1, stream)
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        from .gpu import LOOP_IN_KERNEL_BYTES
+
+        if nbytes >= LOOP_IN_KERNEL_BYTES:
+            gpu.launch_copy(src, dst, nbytes, count, stream)
+        else:
+            for _ in range(count):
+                gpu.launch_copy(src, dst, nbytes, 1, stream)
 
 
 ENGINES = {"ce": CopyEngine(), "sm": SmEngine()}
@@ -54,8 +64,8 @@ class Method:
     directions: tuple[str, ...]
     about: str
 
-    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int) -> None:
-        ENGINES[self.engine].enqueue(gpu, stream, src, dst, nbytes)
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        ENGINES[self.engine].enqueue(gpu, stream, src, dst, nbytes, count)
 
 
 def _m(name, engine, style, buffers, directions, about):
@@ -93,8 +103,7 @@ class GraphBatch:
         s = self.stream
         s.begin_capture()
         try:
-            for _ in range(self.k):
-                method.enqueue(gpu, s, src, dst, nbytes)
+            method.enqueue(gpu, s, src, dst, nbytes, self.k)
         finally:
             self.graph = s.end_capture()
         self.graph.upload(s)  # so that no launch behind a gate has to build the executable graph first

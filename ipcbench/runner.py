@@ -122,7 +122,7 @@ def run(args, argv: list[str]) -> int:
     index, info, uuids = _select_gpu(world)
     from .gpu import Gpu
 
-    gpu = Gpu(index, copy_unroll=args.unroll)
+    gpu = Gpu(index, copy_shape=args.copy_shape)
     _check_memory(world, gpu, sizes, steps)
 
     gpu_of = world.node_allgather(index, "the GPU of every rank")
@@ -268,7 +268,7 @@ def _gather_meta(world, ctx, info, run_id, argv, args, sizes) -> dict:
         meta["sizes"] = sizes
         meta["options"] = {"samples": args.samples, "min_time_ms": args.min_time_s * 1e3,
                            "verify": not args.no_verify, "timeout_s": args.timeout, "quick": args.quick,
-                           "copy_unroll": args.unroll}
+                           "sm_copy": str(args.copy_shape)}
         meta["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
     return meta
 
