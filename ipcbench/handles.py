@@ -15,8 +15,8 @@ mapping (a GPU kernel: `verified`), closes (the close after the repeated open is
 `ipc_close_mem_handle` is the one that unmaps), acknowledges, and the owner frees.
 Methods: ipc_get_mem_handle, ipc_open_mem_handle_first, ipc_open_mem_handle_repeat,
 ipc_close_mem_handle, ipc_get_event_handle, ipc_open_event_handle (the opened event is waited on by a
-stream: `verified`). Pool operations (pool_export_fd, fd_transfer, pool_import, ...) are not measured
-here yet: they need ipcbench/pool.py.
+stream: `verified`). Pool operations (pool_export_fd, pool_export_pointer, fd_transfer, pool_import,
+pool_import_pointer) are measured the same way in pool_handles.py.
 
 Error paths, last in the suite, on the pair (0, 1) only: each row is `verified=true` when ipcbench's own
 code (share.LegacyIpc) raised an error whose message names the rank and the CUDA call; the note holds
@@ -359,8 +359,14 @@ def measure_errors(ctx, src: int, dst: int, sizes: list[int]):
 def steps(n: int, sizes: list[int]) -> list[Step]:
     pairs = ordered_pairs(n)
     classes = size_classes(sizes)
+    def pool_handles(ctx, src, dst, sizes):
+        from .pool_handles import measure_pool_handles
+
+        return measure_pool_handles(ctx, src, dst, sizes)
+
     out = [Step("handles", "memory handles", pairs, classes, measure_mem_handles, needs=(), cost=2.0),
-           Step("handles", "event handles", pairs, [0], measure_event_handles, needs=(), cost=1.0)]
+           Step("handles", "event handles", pairs, [0], measure_event_handles, needs=(), cost=1.0),
+           Step("handles", "pool handles", pairs, classes, pool_handles, needs=(), cost=3.0)]
     ep = error_pairs(n)
     if ep:
         out.append(Step("handles", "error paths", ep, [2 << 20], measure_errors, needs=(), cost=5.0))

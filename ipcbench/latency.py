@@ -22,7 +22,7 @@ from .measure import Ctx, MeasureError, make_row, measure_pair
 from .methods import METHODS
 from .share import EventIpc
 
-LAT_SIZES = [4, 16, 64, 256, 1024, 4096, 16384, 65536]
+LAT_SIZES = [4, 8, 16, 64, 256, 1024, 4096, 16384, 65536]
 PP_OFF = 0xF000  # ping-pong flags in the ctrl block: flag written by rank p into rank r at r.ctrl+PP_OFF+4p
 PP_OUT = 0xF800  # this rank's ping-pong result words (local)
 EV_OFF = 0xFC00  # event ping-pong check word (written by the peer)
@@ -30,7 +30,7 @@ PP_TIMEOUT_NS = 5_000_000_000
 
 
 def lat_sizes(sizes: list[int]) -> list[int]:
-    """The small-message sizes: 4 B .. 64 KiB, x4 steps (independent of --sizes, which is for bandwidth)."""
+    """The small-message sizes: 4 B .. 64 KiB in x4 steps, plus 8 B (independent of --sizes)."""
     return list(LAT_SIZES)
 
 

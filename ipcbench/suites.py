@@ -7,7 +7,7 @@ concurrent step, all ranks of the node run it together. This module only plans; 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from .world import ordered_pairs, unordered_pairs
@@ -107,8 +107,21 @@ def latency_steps(n: int, sizes: list[int]) -> list[Step]:
 
         return Step("latency", kind.replace("_", " "), unordered_pairs(n), [4], run, needs=("legacy",), cost=3.0)
 
+    def staged(method):
+        def run(ctx, src, dst, sizes):
+            from . import staged as st
+
+            fn = st.run_shm_staged if method == "shm_staged" else st.run_mpi_staged
+            rows = fn(ctx, src, dst, small, suite="latency")
+            for r in rows:  # the same host paths as the staged suite, at the small sizes, as one-way times
+                r.direction = "oneway"
+                r.note = "push: time per message; " + r.note
+            return rows
+
+        return Step("latency", f"{method} one-way", ordered_pairs(n), small, run, cost=1.5)
+
     return [oneway("ce", "push"), oneway("sm_write", "push"), oneway("sm_read", "pull"),
-            pingpong("sm_pingpong"), pingpong("event_pingpong")]
+            staged("shm_staged"), staged("mpi_staged"), pingpong("sm_pingpong"), pingpong("event_pingpong")]
 
 
 SUITES: dict[str, SuiteSpec] = {}

@@ -21,6 +21,7 @@ def test_copy_kernel_pool_latency_two_ranks(tmp_path):
               ("kernel", "sm_read", "pull"), ("kernel", "sm_write", "push"), ("kernel", "sm_read", "bidir"),
               ("pool", "pool_ce", "push"), ("pool", "pool_sm_read", "pull"), ("pool", "pool_sm_write", "push"),
               ("latency", "ce", "oneway"), ("latency", "sm_pingpong", "oneway"),
+              ("latency", "shm_staged", "oneway"), ("latency", "mpi_staged", "oneway"),
               ("latency", "event_pingpong", "oneway")]:
         assert m in methods, m
     same = gpu_count() < 2

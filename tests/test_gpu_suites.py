@@ -28,7 +28,8 @@ def test_handles_and_pipeline(tmp_path):
     for m in ("ipc_get_mem_handle", "ipc_open_mem_handle_first", "ipc_open_mem_handle_repeat",
               "ipc_close_mem_handle", "ipc_get_event_handle", "ipc_open_event_handle",
               "err_open_freed_handle", "err_open_own_handle", "err_host_pointer_handle",
-              "err_open_exited_owner_handle"):
+              "err_open_exited_owner_handle", "pool_export_fd", "pool_export_pointer", "fd_transfer",
+              "pool_import", "pool_import_pointer"):
         assert ("handles", m) in by_method, m
     for d in (2, 4, 8):
         assert ("pipeline", f"ring_d{d}") in by_method and ("pipeline", f"ring_d{d}_latency") in by_method
