@@ -18,10 +18,12 @@ from cupy.cuda import runtime
 
 GATE_TIMEOUT_S = 10.0
 THREADS = 512
-# An SM copy of at least this many bytes runs all passes of a batch in one launch (the kernel loops), as
-# nvbandwidth does: no launch gaps or tail effects between passes. Smaller copies launch once per pass,
-# so that each transfer is a complete kernel and its time a true per-transfer time.
-LOOP_IN_KERNEL_BYTES = 1 << 20
+# An SM copy runs all passes of a batch in one launch (the kernel loops, as nvbandwidth does: no launch
+# gaps between passes) only when the buffer is at least this many times the GPU's L2. Below that, a
+# second pass inside the same kernel reads the peer's data back from the reader's own caches: seen on an
+# H200 pair, sm_read "reached" 650-4,385 GB/s from 1 MiB to 64 MiB over a 478 GB/s link. Smaller copies
+# therefore launch once per pass, and each transfer is a complete kernel.
+LOOP_IN_KERNEL_L2_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class Gpu:
         self.device.use()
         self.info = describe(index)
         self.sm_count = self.info.sm_count
+        self.l2_bytes = int(runtime.getDeviceProperties(index).get("l2CacheSize", 64 << 20))
+        self.loop_in_kernel_bytes = LOOP_IN_KERNEL_L2_FACTOR * self.l2_bytes
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._modules: dict[str, cupy.RawModule] = {}
         self.copy_shape = copy_shape or CopyShape()

@@ -37,15 +37,14 @@ class CopyEngine:
 class SmEngine:
     """An SM copy kernel (kernels/copy.cu) doing 16-byte loads and stores straight to/from peer memory.
 
-    Large copies do `count` passes in one launch (gpu.LOOP_IN_KERNEL_BYTES); small ones launch per pass.
+    Copies of at least gpu.loop_in_kernel_bytes (4 x L2) do `count` passes in one launch; smaller ones
+    launch once per pass, so that no pass can be served from the caches filled by the previous one.
     """
 
     name = "sm"
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
-        from .gpu import LOOP_IN_KERNEL_BYTES
-
-        if nbytes >= LOOP_IN_KERNEL_BYTES:
+        if nbytes >= gpu.loop_in_kernel_bytes:
             gpu.launch_copy(src, dst, nbytes, count, stream)
         else:
             for _ in range(count):

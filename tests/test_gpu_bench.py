@@ -34,6 +34,11 @@ def test_copy_kernel_pool_latency_two_ranks(tmp_path):
             bw = float(r["bw_gbps_median"])
             assert bw > 20, r  # any P2P or local path moves 64 MiB far faster than this
             assert float(r["cv"]) < 0.1, r
+        if not same and r["bw_gbps_median"]:
+            # No cross-GPU number may beat the link: NVLink 4 x 18 is 478 GB/s per direction. A higher one
+            # means the reader's caches served a repeated pass (seen once: sm_read at 4,385 GB/s).
+            limit = 1000 if r["direction"] == "bidir" else 500
+            assert float(r["bw_gbps_median"]) < limit, r
         if r["suite"] == "copy" and int(r["bytes"]) == 4096 and r["direction"] != "bidir":
             assert t < 20, f"a 4 KiB copy took {t} us: the host, not the GPU, is being timed? {r}"
         if r["method"] == "sm_pingpong" and not same:
