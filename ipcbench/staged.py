@@ -654,37 +654,45 @@ def _pair_sweep(ctx, suite: str, method: str, src: int, dst: int, sizes: list[in
     return rows
 
 
-def run_shm_staged(ctx, src: int, dst: int, sizes: list[int], chunk: int = SHM_CHUNK,
-                   slots: int = SHM_SLOTS, suite: str = "staged") -> list:
-    """Both ranks of the pair call this; the source rank returns the rows."""
+def _run_pipe(ctx, pipe_cls, method: str, src: int, dst: int, sizes: list[int], chunk: int, slots: int,
+              suite: str, timed_of, note) -> list:
+    """Open a pipe of either kind for the pair, sweep the sizes through it, close it (also on error)."""
     me = ctx.world.local_rank
     role = "src" if me == src else "dst"
     peer = dst if me == src else src
-    pipe = ShmPipe(ctx, role, peer, chunk, slots, max(sizes))
+    pipe = pipe_cls(ctx, role, peer, chunk, slots, max(sizes))
     try:
         pipe.open(max(sizes))
-
-        def timed(plan, count):
-            b = pipe.batch(plan, count)
-            return pipe.run(b), b.count
-
-
-        def note(plan):
-            text = (f"{plan.describe()} in POSIX shm pinned by both ranks (cudaHostRegister); D2H of chunk k+1 "
-                    f"overlaps H2D of chunk k; device-side flag kernels, CUDA graphs behind a gate; no Python "
-                    f"in the timed region")
-            if ctx.same_gpu(src, dst):
-                text += ("; same GPU: the two processes' spinning flag kernels time-slice the GPU (no MPS), "
-                         "so small messages pay context switches")
-            return text
-
-        rows = _pair_sweep(ctx, suite, "shm_staged", src, dst, sizes, timed, pipe.buf,
+        rows = _pair_sweep(ctx, suite, method, src, dst, sizes, timed_of(pipe), pipe.buf,
                            lambda n: plan_chunks(n, pipe.chunk, slots), note)
     except BaseException:
         _close_quietly(pipe)
         raise
     pipe.close()
     return rows
+
+
+def run_shm_staged(ctx, src: int, dst: int, sizes: list[int], chunk: int = SHM_CHUNK,
+                   slots: int = SHM_SLOTS, suite: str = "staged") -> list:
+    """Both ranks of the pair call this; the source rank returns the rows."""
+
+    def timed_of(pipe):
+        def timed(plan, count):
+            b = pipe.batch(plan, count)
+            return pipe.run(b), b.count
+
+        return timed
+
+    def note(plan):
+        text = (f"{plan.describe()} in POSIX shm pinned by both ranks (cudaHostRegister); D2H of chunk k+1 "
+                f"overlaps H2D of chunk k; device-side flag kernels, CUDA graphs behind a gate; no Python "
+                f"in the timed region")
+        if ctx.same_gpu(src, dst):
+            text += ("; same GPU: the two processes' spinning flag kernels time-slice the GPU (no MPS), "
+                     "so small messages pay context switches")
+        return text
+
+    return _run_pipe(ctx, ShmPipe, "shm_staged", src, dst, sizes, chunk, slots, suite, timed_of, note)
 
 
 class MpiPipe:
@@ -815,30 +823,17 @@ class MpiPipe:
 def run_mpi_staged(ctx, src: int, dst: int, sizes: list[int], chunk: int = MPI_CHUNK,
                    slots: int = MPI_SLOTS, suite: str = "staged") -> list:
     """Both ranks of the pair call this; the source rank returns the rows."""
-    me = ctx.world.local_rank
-    role = "src" if me == src else "dst"
-    peer = dst if me == src else src
-    pipe = MpiPipe(ctx, role, peer, chunk, slots, max(sizes))
-    try:
-        pipe.open(max(sizes))
 
-        def timed(plan, count):
-            return pipe.run(plan, count), count
+    def timed_of(pipe):
+        return lambda plan, count: (pipe.run(plan, count), count)
 
+    def note(plan):
+        pipelined = "pipelined" if plan.n_chunks > 1 else "one chunk per message, messages pipelined"
+        return (f"D2H -> pinned host (cudaHostAlloc) -> MPI Isend/Irecv -> H2D, {plan.describe()}, "
+                f"{pipelined} by the Python ranks (Python in the loop, as in an app without IPC); "
+                f"host clock from a pair barrier to the last send / last H2D done, the longer side")
 
-        def note(plan):
-            pipelined = "pipelined" if plan.n_chunks > 1 else "one chunk per message, messages pipelined"
-            return (f"D2H -> pinned host (cudaHostAlloc) -> MPI Isend/Irecv -> H2D, {plan.describe()}, "
-                    f"{pipelined} by the Python ranks (Python in the loop, as in an app without IPC); "
-                    f"host clock from a pair barrier to the last send / last H2D done, the longer side")
-
-        rows = _pair_sweep(ctx, suite, "mpi_staged", src, dst, sizes, timed, pipe.buf,
-                           lambda n: plan_chunks(n, pipe.chunk, slots), note)
-    except BaseException:
-        _close_quietly(pipe)
-        raise
-    pipe.close()
-    return rows
+    return _run_pipe(ctx, MpiPipe, "mpi_staged", src, dst, sizes, chunk, slots, suite, timed_of, note)
 
 
 def _close_quietly(pipe) -> None:
