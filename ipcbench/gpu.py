@@ -215,7 +215,7 @@ class Gpu:
             if time.monotonic() > deadline:
                 raise GpuError(f"{what} on GPU {self.index} did not finish within {timeout:.0f} s")
             time.sleep(delay)
-            delay = min(delay * 2, 1e-3)
+            delay = min(delay * 2, 1e-4)  # a timed sample waits here several times: keep the lag small
 
     def close(self) -> None:
         try:

@@ -109,7 +109,7 @@ class World:
                 raise WorldError(f"rank {self.rank} ({self.host}): timed out after "
                                  f"{self.timeout if timeout is None else timeout:.0f} s waiting for {what}")
             time.sleep(delay)
-            delay = min(delay * 2, 5e-4)
+            delay = min(delay * 2, 2e-4)
 
     def barrier(self, comm=None, what: str = "the other ranks", timeout: float | None = None) -> None:
         comm = comm or self.node
@@ -159,7 +159,7 @@ class World:
                 raise WorldError(f"rank {self.rank} ({self.host}): timed out after {self.timeout:.0f} s "
                                  f"waiting for {what or f'a message from node-local rank {peer}'}")
             time.sleep(delay)
-            delay = min(delay * 2, 5e-4)
+            delay = min(delay * 2, 2e-4)
         return self.node.recv(source=peer, tag=tag)
 
     def exchange(self, value, peer: int, tag: int = 9):
