@@ -77,10 +77,10 @@ def _fmt(v) -> str:
 class ResultsWriter:
     """Appends rows to results.csv and flushes each one, so a crash keeps everything measured so far."""
 
-    def __init__(self, run_dir: str | os.PathLike):
+    def __init__(self, run_dir: str | os.PathLike, name: str = CSV_NAME):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.run_dir / CSV_NAME
+        self.path = self.run_dir / name
         new = not self.path.exists() or self.path.stat().st_size == 0
         self._fh = open(self.path, "a", newline="")
         self._csv = csv.writer(self._fh)

@@ -1,8 +1,9 @@
 """One benchmark run under MPI: set up the world, the GPU and the shared buffers, walk the plan, write rows.
 
 The plan (suites.py) is a list of steps; each step runs over the node's pair schedule with the other
-ranks waiting, and after each pair the node's rows are gathered to the node leader. World rank 0 writes
-its node's rows as they come; other nodes' rows are gathered at the end (fleet runs).
+ranks waiting, and after each pair the node's rows go to collect.RowSink: world rank 0 writes its node's
+rows to results.csv as they come; other nodes' leaders keep theirs in <run_dir>/nodes/<host>.csv and
+hand them over at the end (fleet runs, where every node measures its own pairs at the same time).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from . import __version__
 from .results import ResultsWriter, write_meta
 from .sizes import fmt_size
-from .world import World, WorldError, binding_problem, gpu_for_local_rank
+from .world import World, binding_problem, gpu_for_local_rank
 
 
 class UsageError(Exception):
@@ -54,7 +55,7 @@ def dry_run(world: World, args, steps, sizes, opts) -> int:
               f"all nodes measure at once")
         print(f"  suites:  {', '.join(args.suites_resolved)}")
         print(f"  sizes:   {len(sizes)} ({fmt_size(sizes[0])} .. {fmt_size(sizes[-1])})")
-        print(f"  steps:")
+        print("  steps:")
         for s in steps:
             print(f"    {s.suite:8s} {s.label:24s} {s.measurements:5d} measurements")
         total = sum(s.measurements for s in steps)
@@ -132,6 +133,9 @@ def run(args, argv: list[str]) -> int:
     if world.rank == 0:
         write_meta(run_dir, meta)
     writer = ResultsWriter(run_dir) if world.rank == 0 else None
+    from .collect import RowSink
+
+    sink = RowSink(world, writer, run_dir)
     t0 = time.monotonic()
     # No try/finally here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
@@ -141,7 +145,7 @@ def run(args, argv: list[str]) -> int:
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; "
                f"estimated {estimate_seconds(steps, opts):.0f} s")
     say(world, f"results: {Path(run_dir) / 'results.csv'}")
-    all_rows = _walk(ctx, steps, writer, quiet=args.quiet)
+    all_rows = _walk(ctx, steps, sink, quiet=args.quiet)
     unverified = world.world_allreduce_max(ctx.unverified, "the verification tally")
     for bs in ctx.buffers.values():
         bs.destroy(world)
@@ -199,7 +203,7 @@ def _setup_buffers(ctx, steps, sizes) -> None:
             ctx.pool_unsupported = why or "a rank of this node has no IPC-capable memory pools"
 
 
-def _walk(ctx, steps, writer, quiet: bool):
+def _walk(ctx, steps, sink, quiet: bool):
     from .console import Progress
 
     world = ctx.world
@@ -209,7 +213,6 @@ def _walk(ctx, steps, writer, quiet: bool):
         totals[s.suite] = totals.get(s.suite, 0.0) + s.measurements * s.cost
         meas[s.suite] = meas.get(s.suite, 0) + s.measurements
     progress = Progress(totals, enabled=(world.rank == 0 and not quiet))
-    mine_all = []
     for step in steps:
         if step.needs and any(k not in ctx.buffers for k in step.needs):
             skipped = getattr(ctx, "pool_unsupported", "buffers unavailable")
@@ -224,23 +227,10 @@ def _walk(ctx, steps, writer, quiet: bool):
                 rows = step.run(ctx, step.sizes)
             elif world.local_rank in pair:
                 rows = step.run(ctx, pair[0], pair[1], step.sizes)
-            gathered = world.node_gather(rows, f"the rows of step '{step.label}'")
-            if world.local_rank == 0:
-                flat = [r for part in gathered for r in part]
-                mine_all.extend(flat)
-                if writer is not None:
-                    writer.write(flat)
+            sink.add(rows, f"the rows of step '{step.label}'")
             n = len(step.sizes)
             progress.advance(step.suite, step.label, n * step.cost, n, meas[step.suite])
-    # Fleet: other nodes' leaders send their rows to world rank 0 at the end.
-    if world.n_nodes > 1:
-        parts = world.world_gather(mine_all if world.local_rank == 0 and world.rank != 0 else [],
-                                   "the fleet's rows")
-        if world.rank == 0:
-            extra = [r for part in parts for r in part]
-            writer.write(extra)
-            mine_all.extend(extra)
-    return mine_all
+    return sink.finish()
 
 
 def _gather_meta(world, ctx, info, run_id, argv, args, sizes) -> dict:
