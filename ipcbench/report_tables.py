@@ -217,7 +217,9 @@ def weak_links(df: pd.DataFrame, fraction: float = WEAK_FRACTION) -> pd.DataFram
     keys = ["run", "host"] + METHOD
     big = at_largest(cross_gpu(bw_rows(df)), keys)
     med = big.groupby(keys + ["bytes"], observed=True)["bw_gbps_median"].transform("median")
-    weak = big[big["bw_gbps_median"] < (1.0 - fraction) * med].assign(method_median=med)
+    mask = big["bw_gbps_median"] < (1.0 - fraction) * med
+    # Assign the filtered medians: a whole Series assigned to an empty frame would become its index.
+    weak = big[mask].assign(method_median=med[mask])
     weak = weak.assign(below_pct=100.0 * (1.0 - weak["bw_gbps_median"] / weak["method_median"]))
     return weak.sort_values("below_pct", ascending=False)
 

@@ -400,3 +400,23 @@ def test_real_run_report(run_dir, tmp_path, capsys):
     check_speedup_numbers(work, md)
     check_figures(tmp_path / "report", md, html)
     check_self_contained_html(html)
+
+
+@pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")
+def test_real_run_weak_links_count_and_no_nan_rows(run_dir, tmp_path, capsys):
+    """Regression: the weak-link flags hold exactly the pairs >10% below their method's median (computed
+    here independently) and never NaN rows (a whole Series assigned to an empty frame once became its
+    index, and the report listed every pair as a NaN 'weak link')."""
+    if run_dir is None:
+        pytest.skip("no real run committed")
+    df = independent_frame(run_dir)
+    cross = cross_pairs(df[df["bw_gbps_median"].notna()])
+    keys = ["suite", "method", "direction"]
+    big = cross[cross["bytes"] == cross.groupby(keys)["bytes"].transform("max")]
+    med = big.groupby(keys)["bw_gbps_median"].transform("median")
+    expected = int((big["bw_gbps_median"] < 0.9 * med).sum())
+    code, out, _ = run_report(capsys, str(run_dir), "--out", str(tmp_path / "rep"), "--no-figures")
+    assert code == 0
+    m = re.search(r"Weak links \(pairs more than 10% below their method's median\): (\d+)", out)
+    assert m and int(m.group(1)) == expected, out[-3000:]
+    assert " nan " not in out and "nan%" not in out
