@@ -174,13 +174,21 @@ def measure_pair(ctx: Ctx, suite: str, method: Method, direction: str, src: int,
         all_times = [times_ms, theirs[0]]
         total_bad = mismatches + theirs[1]
         n = batch.count if batch else theirs[2]
-        if direction == "bidir":
+        note = "" if row_direction is None else f"{direction}: back-to-back transfers, time per transfer"
+        serialized = direction == "bidir" and method.engine == "sm" and ctx.same_gpu(src, dst)
+        if serialized:
+            # Two processes' kernels on one GPU never run at once without MPS (time slices): each side's
+            # events then time only its own batch, and the longer of the two would count both directions'
+            # bytes in one direction's time (seen: 2,925 GB/s against 2,009 one way). Their sum is the time.
+            per_us = [(a + b) * 1e3 / n for a, b in zip(*all_times)]
+            moved = 2 * nbytes
+            note = "same GPU: the two processes' kernels are time-sliced (no MPS), time = sum of both sides"
+        elif direction == "bidir":
             per_us = [max(a, b) * 1e3 / n for a, b in zip(*all_times)]
             moved = 2 * nbytes
         else:
             per_us = [t * 1e3 / n for t in (times_ms or theirs[0])]
             moved = nbytes
-        note = "" if row_direction is None else f"{direction}: back-to-back transfers, time per transfer"
         rows.append(make_row(ctx, suite, method.name, row_direction or direction, src, dst, nbytes, n, per_us,
                              moved, total_bad, ctx.opts.verify, note))
     return rows
