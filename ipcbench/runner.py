@@ -35,17 +35,24 @@ def estimate_seconds(steps, opts) -> float:
     return sum(s.measurements * s.cost * per for s in steps) + 3.0
 
 
-def dry_run(world: World, args, steps, sizes, opts) -> int:
-    """Print the plan (no GPU work) and a machine-readable `PLAN {json}` line."""
+def dry_run(world: World, args, steps, sizes, opts, assumed_ranks: int | None = None) -> int:
+    """Print the plan (no GPU work) and a machine-readable `PLAN {json}` line.
+
+    Under mpirun the plan is for the job's ranks; started alone (`assumed_ranks`) it is for one rank per
+    GPU of this node, i.e. for `mpirun -np <GPUs> ipcbench ...`.
+    """
     from .topology import nvml_gpu_count
 
-    info = world.comm.allgather((world.host, world.local_size, nvml_gpu_count()))
+    local = assumed_ranks or world.local_size
+    info = world.comm.allgather((world.host, local, nvml_gpu_count()))
     per_node = {}
     for host, n, g in info:
         per_node[host] = (n, g)
     if world.rank == 0:
+        if assumed_ranks:
+            print(f"(started without mpirun: planning `mpirun -np {assumed_ranks}`, one rank per GPU here)")
         est = estimate_seconds(steps, opts)
-        pairs = world.local_size * (world.local_size - 1)
+        pairs = local * (local - 1)
         print("ipcbench plan (dry run: no GPU work)")
         print(f"  nodes:   {world.n_nodes} ({', '.join(f'{h}: {n} ranks' for h, (n, _) in per_node.items())})")
         gpus = {h: (g if g is not None else n) for h, (n, g) in per_node.items()}
@@ -61,7 +68,7 @@ def dry_run(world: World, args, steps, sizes, opts) -> int:
         total = sum(s.measurements for s in steps)
         print(f"  measurements per node: {total}; samples {opts.samples} x >= {opts.min_time_s * 1e3:g} ms")
         print(f"  estimated duration: {est:.0f} s")
-        plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": world.size,
+        plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": assumed_ranks or world.size,
                 "ranks_per_node": {h: n for h, (n, _) in per_node.items()}, "gpus_per_node": gpus,
                 "suites": args.suites_resolved, "sizes": sizes, "measurements": total,
                 "estimated_s": round(est, 1)}
@@ -92,11 +99,19 @@ def run(args, argv: list[str]) -> int:
     from .suites import plan
 
     world = World.create(timeout=args.timeout)
+    sizes = args.sizes_list
+    opts = Options(samples=args.samples, min_time_s=args.min_time_s, verify=not args.no_verify)
+    if world.size < 2 and args.dry_run:
+        from .topology import nvml_gpu_count
+
+        gpus = nvml_gpu_count() or 0
+        if gpus < 2:
+            raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
+                             f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
+        return dry_run(world, args, plan(args.suites_resolved, gpus, sizes), sizes, opts, assumed_ranks=gpus)
     if world.size < 2:
         raise UsageError("ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), "
                          "e.g. `mpirun -np 4 ipcbench all`")
-    sizes = args.sizes_list
-    opts = Options(samples=args.samples, min_time_s=args.min_time_s, verify=not args.no_verify)
     steps = plan(args.suites_resolved, world.local_size, sizes)
     if args.dry_run:
         return dry_run(world, args, steps, sizes, opts)

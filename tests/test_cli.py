@@ -114,3 +114,13 @@ def test_help_and_version_are_instant_and_gpu_free():
     code = "import sys, ipcbench.cli; print('cupy' in sys.modules, 'mpi4py' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip() == "False False"
+
+
+def test_dry_run_without_mpirun_needs_gpus_or_mpirun():
+    """Alone, --dry-run plans one rank per GPU that NVML sees; with none here it says to use mpirun."""
+    from conftest import gpu_count
+
+    if gpu_count():
+        pytest.skip("this machine has GPUs")
+    p = run_cli("all", "--dry-run")
+    assert p.returncode == 2 and "mpirun -np N" in p.stderr and len(p.stderr.strip().splitlines()) == 1
