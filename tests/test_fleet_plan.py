@@ -1,0 +1,46 @@
+"""Fleet planning by simulation: `mpiexec -n 8` split into pretend nodes (IPCBENCH_NODE_KEY, test-only)
+runs `ipcbench all --dry-run`; the plan must count nodes, ranks per node and pairs formed within nodes
+only. No GPU: a dry run does no GPU work."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ipcbench.sizes import parse_sizes
+from ipcbench.suites import plan
+
+
+def _mpiexec() -> str:
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    exe = here if os.path.exists(here) else shutil.which("mpiexec")
+    if not exe:
+        pytest.skip("no mpiexec")
+    return exe
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nodes,per_node", [(2, 4), (4, 2)])
+def test_pretend_fleet_plan(nodes, per_node):
+    n = nodes * per_node
+    script = (f'IPCBENCH_NODE_KEY=pretend$(( ${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-0}}}} / {per_node} )) '
+              f'exec "{sys.executable}" -m ipcbench all --quick --dry-run')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
+    p = subprocess.run([_mpiexec(), "-n", str(n), "sh", "-c", script], capture_output=True, text=True,
+                       timeout=240, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("PLAN ")]
+    assert len(line) == 1, p.stdout  # rank 0 alone prints
+    got = json.loads(line[0][5:])
+    assert got["nodes"] == nodes and got["ranks"] == n
+    assert got["hosts"] == [f"pretend{i}" for i in range(nodes)]
+    assert got["ranks_per_node"] == {f"pretend{i}": per_node for i in range(nodes)}
+    # Pairs never cross nodes: the per-node plan is the plan of `per_node` ranks.
+    expected = sum(s.measurements for s in plan(["all"], per_node, parse_sizes("4K:256M:x4")))
+    assert got["measurements"] == expected
+    assert f"{per_node * (per_node - 1)} ordered per node" in p.stdout
