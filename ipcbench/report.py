@@ -88,8 +88,42 @@ def load_runs(paths) -> tuple[list[Run], list[str]]:
         if labels[label] > 1:
             label = f"{label}-{labels[label]}"
         notes = [] if meta is not None or csv_path.name != CSV_NAME else [f"no {META_NAME} beside {csv_path}"]
+        if csv_path.name == CSV_NAME:
+            frame, recovered = _recover_node_parts(run_dir, frame, skipped)
+            notes += recovered
+            if meta is not None and meta.get("status") not in (None, "complete"):
+                notes.append(f"the run did not complete (meta.json status: {meta.get('status')}): "
+                             f"these are the rows measured before it stopped")
         runs.append(Run(label, run_dir, csv_path, meta, frame, notes))
     return runs, skipped
+
+
+def _recover_node_parts(run_dir: Path, frame, skipped: list[str]):
+    """Fleet runs: add rows from <run>/nodes/<host>.csv for hosts that never reached results.csv.
+
+    Other nodes' leaders write their rows there as they measure and hand them to rank 0 only at the end,
+    so after a job that died those files are where the other nodes' measurements are.
+    """
+    import pandas as pd
+
+    notes = []
+    parts = sorted((run_dir / "nodes").glob("*.csv")) if (run_dir / "nodes").is_dir() else []
+    have = set(frame["host"].astype(str)) if len(frame) else set()
+    extra = []
+    for part in parts:
+        try:
+            f = load_frame(part)
+        except ResultsError as e:
+            skipped.append(str(e))
+            continue
+        hosts = set(f["host"].astype(str)) - have
+        if hosts and len(f):
+            extra.append(f[f["host"].astype(str).isin(hosts)])
+            notes.append(f"rows of {', '.join(sorted(hosts))} recovered from {part.relative_to(run_dir)}: "
+                         f"the job ended before rank 0 gathered them")
+    if extra:
+        frame = pd.concat([frame, *extra], ignore_index=True)
+    return frame, notes
 
 
 # ---------------------------------------------------------------------------------------------- format

@@ -420,3 +420,27 @@ def test_real_run_weak_links_count_and_no_nan_rows(run_dir, tmp_path, capsys):
     m = re.search(r"Weak links \(pairs more than 10% below their method's median\): (\d+)", out)
     assert m and int(m.group(1)) == expected, out[-3000:]
     assert " nan " not in out and "nan%" not in out
+
+
+def test_fleet_rows_recovered_from_node_part_files(tmp_path, capsys):
+    """A fleet job that died before the final gather: rank 0's results.csv has only its node; the other
+    nodes' rows are in <run>/nodes/<host>.csv (collect.RowSink). The report must bring them back, say so,
+    and say the run did not complete."""
+    import json
+
+    src = synth.make_run(tmp_path / "src", hosts=("nodeA", "nodeB"))
+    run = tmp_path / "run"
+    run.mkdir()
+    df = pd.read_csv(src / "results.csv", keep_default_na=False, na_values=[""])
+    df[df["host"] == "nodeA"].to_csv(run / "results.csv", index=False, na_rep="")
+    (run / "nodes").mkdir()
+    df[df["host"] == "nodeB"].to_csv(run / "nodes" / "nodeB.csv", index=False, na_rep="")
+    meta = json.loads((src / "meta.json").read_text())
+    meta["status"] = "running"
+    (run / "meta.json").write_text(json.dumps(meta))
+    code, out, err = run_report(capsys, str(run), "--out", str(tmp_path / "rep"), "--no-figures")
+    assert code == 0, err
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "recovered from nodes/nodeB.csv" in md
+    assert "did not complete" in md
+    assert "nodeB" in md and "nodeA" in md
