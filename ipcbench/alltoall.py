@@ -49,9 +49,9 @@ def measure_alltoall(ctx: Ctx, method, sizes: list[int], suite: str = "copy") ->
     me, n = w.local_rank, w.local_size
     peers = [p for p in range(n) if p != me]
     bufs = ctx.buffers[method.buffers]
-    if not hasattr(ctx, "_a2a_streams"):
-        ctx._a2a_streams = {p: cupy.cuda.Stream(non_blocking=True) for p in peers}
-    streams = ctx._a2a_streams
+    streams = ctx.state.get("a2a_streams")
+    if streams is None:
+        streams = ctx.state["a2a_streams"] = {p: cupy.cuda.Stream(non_blocking=True) for p in peers}
     label = f"{suite}/{method.name}_alltoall"
     rows = []
     for nbytes in sizes:

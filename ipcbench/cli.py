@@ -119,7 +119,6 @@ def _bench(argv: list[str]) -> int:
     from .runner import UsageError, run
     from .world import WorldError
 
-    world = None
     try:
         return run(args, argv)
     except UsageError as e:

@@ -61,7 +61,7 @@ def sm_pingpong(ctx: Ctx, src: int, dst: int, sizes: list[int], iters: int | Non
     iters = 20 if same else (iters or (2000 if ctx.opts.min_time_s < 0.005 else 10000))
     warm = 2 if same else 100
     fn = gpu.function("pingpong", "pingpong")
-    bases = ctx.__dict__.setdefault("_pp_base", {})
+    bases = ctx.state.setdefault("pingpong_base", {})
     per_us, failures = [], []
     for _ in range(ctx.opts.samples):
         base = bases.get(peer, 0)
@@ -94,14 +94,14 @@ def sm_pingpong(ctx: Ctx, src: int, dst: int, sizes: list[int], iters: int | Non
 
 def _event_pair(ctx: Ctx, peer: int):
     """This rank's interprocess event for talking to `peer`, and the peer's, opened here (cached)."""
-    cache = ctx.__dict__.setdefault("_ev_pairs", {})
+    cache = ctx.state.setdefault("event_pairs", {})
     if peer not in cache:
-        if not hasattr(ctx, "_event_ipc"):
-            ctx._event_ipc = EventIpc(ctx.gpu, ctx.world.rank)
-        ev = ctx._event_ipc.create()
-        handle = ctx._event_ipc.export(ev)
-        theirs = ctx.world.exchange(handle, peer)
-        cache[peer] = (ev, ctx._event_ipc.open(theirs, peer))
+        ipc = ctx.state.get("event_ipc")
+        if ipc is None:
+            ipc = ctx.state["event_ipc"] = EventIpc(ctx.gpu, ctx.world.rank)
+        ev = ipc.create()
+        theirs = ctx.world.exchange(ipc.export(ev), peer)
+        cache[peer] = (ev, ipc.open(theirs, peer))
     return cache[peer]
 
 
@@ -118,7 +118,7 @@ def event_pingpong(ctx: Ctx, src: int, dst: int, sizes: list[int], rounds: int =
     counter = bufs.ctrl + PP_OUT + 64
     per_us = []
     bad = 0
-    seq = ctx.__dict__.setdefault("_ev_seq", {})
+    seq = ctx.state.setdefault("event_seq", {})
     for sample in range(ctx.opts.samples + 1):
         verify_pass = sample == ctx.opts.samples  # the last pass checks ordering with flag kernels
         runtime.memsetAsync(counter, 0, 8, s.ptr)

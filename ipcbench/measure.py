@@ -40,8 +40,8 @@ class Ctx:
     opts: Options
     run_id: str
     gpu_of: list[int]  # node-local rank -> GPU index
-    rows: list = field(default_factory=list)
     unverified: int = 0
+    state: dict = field(default_factory=dict)  # per-run caches a suite keeps between pairs (streams, events)
 
     def same_gpu(self, a: int, b: int) -> bool:
         return self.gpu_of[a] == self.gpu_of[b]

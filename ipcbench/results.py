@@ -7,7 +7,6 @@ appended at the end, none renamed. Nothing here imports MPI or CUDA.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -213,9 +212,6 @@ def find_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:
                 found.add(csv_file.parent.resolve())
     return sorted(found)
 
-
-def row_dict(row: Row) -> dict:
-    return dataclasses.asdict(row)
 
 
 # --- fast loader for report/compare -------------------------------------------------------------------

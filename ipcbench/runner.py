@@ -162,6 +162,8 @@ def run(args, argv: list[str]) -> int:
     say(world, f"results: {Path(run_dir) / 'results.csv'}")
     all_rows = _walk(ctx, steps, sink, quiet=args.quiet)
     unverified = world.world_allreduce_max(ctx.unverified, "the verification tally")
+    if "event_ipc" in ctx.state:
+        ctx.state["event_ipc"].close()
     for bs in ctx.buffers.values():
         bs.destroy(world)
     if world.rank == 0:

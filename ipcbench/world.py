@@ -118,9 +118,6 @@ class World:
     def node_barrier(self, what: str = "the other ranks of this node") -> None:
         self.barrier(self.node, what)
 
-    def world_barrier(self, what: str = "all ranks") -> None:
-        self.barrier(self.comm, what)
-
     def node_allgather(self, value, what: str = "a node-wide exchange"):
         self.barrier(self.node, what)
         return self.node.allgather(value)
@@ -128,10 +125,6 @@ class World:
     def node_gather(self, value, what: str = "a node-wide gather"):
         self.barrier(self.node, what)
         return self.node.gather(value, root=0)
-
-    def node_bcast(self, value, root: int = 0, what: str = "a node-wide broadcast"):
-        self.barrier(self.node, what)
-        return self.node.bcast(value, root=root)
 
     def world_gather(self, value, what: str = "the final gather"):
         self.barrier(self.comm, what)
