@@ -1,5 +1,5 @@
 """`python -m ipcbench` is the same as the `ipcbench` console script."""
 
-from .cli import main
+from ipcbench.cli import main
 
 raise SystemExit(main())

@@ -47,9 +47,9 @@ def _features(index: int) -> dict:
 
 
 def collect() -> dict:
-    from . import gpu as gpumod
-    from .meta import cuda_versions, library_versions
-    from .topology import gpu_links
+    from ipcbench.core import gpu as gpumod
+    from ipcbench.run.meta import cuda_versions, library_versions
+    from ipcbench.core.topology import gpu_links
 
     n = gpumod.device_count()
     if n == 0:
@@ -68,7 +68,7 @@ def collect() -> dict:
 def run(args) -> int:
     try:
         import cupy  # noqa: F401
-        from . import gpu as gpumod
+        from ipcbench.core import gpu as gpumod
 
         n = gpumod.device_count()
     except Exception as e:  # no cupy / no driver

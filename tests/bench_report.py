@@ -3,7 +3,7 @@
     python tests/bench_report.py [--one-file] [--keep DIR]
 
 --one-file writes the fleet as one multi-node run (one results.csv) instead of one run directory per node.
-Prints the row count and the wall time of each step. The bound from the issue is 15 s on a 2-core machine.
+Prints the row count and the wall time of each step. The bound is 15 s on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def count_rows(results: Path) -> int:
 
 
 def time_report(results: Path, *extra: str) -> tuple[float, int]:
-    from ipcbench import report
+    from ipcbench.report import command as report
 
     parser = argparse.ArgumentParser()
     report.add_arguments(parser)

@@ -24,7 +24,7 @@ import numpy as np
 import cupy
 from cupy.cuda import runtime
 
-from ipcbench.gpu import Gpu
+from ipcbench.core.gpu import Gpu
 from ipcbench.sizes import parse_size
 
 N = 500

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from ipcbench.sizes import SizeError, fmt_size, parse_size, parse_sizes
-from ipcbench.suites import SUITE_ORDER, plan, resolve
+from ipcbench.suites.registry import ORDER as SUITE_ORDER, plan, resolve
 
 
 def run_cli(*args, env=None):
@@ -71,9 +71,17 @@ def test_plan_pairs_and_counts():
     (["all", "--sizes", "4Q"], "not a size: '4Q'"),
     (["all", "--sizes", "0"], "size must be positive"),
     (["all", "--sizes", "2T"], "larger than any GPU"),
-    (["all", "--samples", "0"], "--samples must be at least 1"),
+    (["all", "--samples", "0"], "--samples must be in 1..1000"),
+    (["all", "--samples", "100000"], "--samples must be in 1..1000"),
     (["all", "--min-time", "-1"], "--min-time"),
-    (["all", "--timeout", "0"], "--timeout must be positive"),
+    (["all", "--min-time", "5000"], "--min-time"),
+    (["all", "--timeout", "0"], "--timeout must be in [5, 86400]"),
+    (["all", "--timeout", "0.001"], "--timeout must be in [5, 86400]"),
+    (["all", "--sizes", "3"], "multiples of 4 bytes"),
+    (["all", "--sizes", "1,2,3"], "multiples of 4 bytes"),
+    (["all", "--noise", "0"], "--noise"),
+    (["all", "--max-time", "0.001"], "--max-time"),
+    (["all", "--sm-copy", "3x100x5"], "--sm-copy"),
     (["all", "--bogus"], "unrecognized arguments"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
@@ -84,11 +92,59 @@ def test_bad_input_is_one_line_exit_2(args, needle):
     assert needle in lines[0] and lines[0].startswith("ipcbench: error:")
 
 
-def test_unwritable_out(tmp_path):
+def _mpiexec():
+    import os
+    import shutil
+
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    exe = here if os.path.exists(here) else shutil.which("mpiexec")
+    if not exe:
+        pytest.skip("no mpiexec")
+    return exe
+
+
+def _run_mpi(n, *args, cwd=None):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
+    return subprocess.run([_mpiexec(), "-n", str(n), sys.executable, "-m", "ipcbench", *args], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=cwd)
+
+
+@pytest.mark.timeout(120)
+def test_unwritable_out_ends_every_rank(tmp_path):
+    """A setup error seen by rank 0 (its --out is a file) ends every rank with exit 2, at once (it used to leave
+    rank 1 spinning past --timeout)."""
     f = tmp_path / "file"
     f.write_text("x")
-    p = run_cli("all", "--out", str(f / "sub"))
-    assert p.returncode == 2 and "--out" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = _run_mpi(2, "all", "--out", str(f / "sub"), "--timeout", "30")
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--out" in lines[0], p.stderr
+
+
+@pytest.mark.timeout(120)
+def test_existing_run_is_refused_and_left_alone(tmp_path):
+    """--out naming a directory that holds a run: exit 2 on every rank, its files untouched."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.csv").write_text("keep me\n")
+    (run / "meta.json").write_text("{}")
+    p = _run_mpi(2, "all", "--out", str(run), "--timeout", "30")
+    assert p.returncode == 2 and "already holds a run" in p.stderr, p.stderr
+    assert (run / "results.csv").read_text() == "keep me\n" and (run / "meta.json").read_text() == "{}"
+
+
+@pytest.mark.timeout(120)
+def test_failed_start_leaves_no_directory(tmp_path):
+    """No GPU here: every rank stops with one message and no empty run directory is left behind."""
+    from conftest import gpu_count
+
+    if gpu_count():
+        pytest.skip("this machine has a GPU")
+    p = _run_mpi(2, "copy", "--sizes", "4K", "--timeout", "30", cwd=tmp_path)
+    assert p.returncode == 2 and "no CUDA GPU" in p.stderr, p.stderr
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
 
 
 def test_single_rank_needs_mpirun():

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from ipcbench.sizes import parse_sizes
-from ipcbench.suites import plan
+from ipcbench.suites.registry import plan
 
 
 def _mpiexec() -> str:
@@ -29,18 +29,16 @@ def _mpiexec() -> str:
 def test_pretend_fleet_plan(nodes, per_node):
     n = nodes * per_node
     script = (f'IPCBENCH_NODE_KEY=pretend$(( ${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-0}}}} / {per_node} )) '
-              f'exec "{sys.executable}" -m ipcbench all --quick --dry-run')
+              f'exec "{sys.executable}" -m ipcbench all --quick --dry-run --json')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
     p = subprocess.run([_mpiexec(), "-n", str(n), "sh", "-c", script], capture_output=True, text=True,
                        timeout=240, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
-    line = [ln for ln in p.stdout.splitlines() if ln.startswith("PLAN ")]
-    assert len(line) == 1, p.stdout  # rank 0 alone prints
-    got = json.loads(line[0][5:])
+    got = json.loads(p.stdout)  # rank 0 alone prints, one JSON object
     assert got["nodes"] == nodes and got["ranks"] == n
     assert got["hosts"] == [f"pretend{i}" for i in range(nodes)]
     assert got["ranks_per_node"] == {f"pretend{i}": per_node for i in range(nodes)}
     # Pairs never cross nodes: the per-node plan is the plan of `per_node` ranks.
     expected = sum(s.measurements for s in plan(["all"], per_node, parse_sizes("4K:256M:x4")))
     assert got["measurements"] == expected
-    assert f"{per_node * (per_node - 1)} ordered per node" in p.stdout
+    assert got["pairs"] == per_node * (per_node - 1)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ipcbench import handles, pipeline
+from ipcbench.suites import handles, pipeline
 from ipcbench.sizes import parse_sizes
-from ipcbench.stats import percentile
+from ipcbench.core.stats import percentile
 
 
 def test_chunk_sizes_default_range():
@@ -44,15 +44,9 @@ def test_lanes_and_groups():
 
 
 def test_ctrl_layout_fits_the_control_block():
-    from ipcbench.share import BufferSet
+    from ipcbench.ipc.buffers import BufferSet
 
     assert pipeline.CTRL_OFF + pipeline.CTRL_USED <= BufferSet.CTRL_BYTES
-
-
-def test_chunks_per_sample():
-    assert pipeline.chunks_for(64 << 10, 0.010, False) == pipeline.MAX_CHUNKS
-    assert pipeline.MIN_CHUNKS <= pipeline.chunks_for(4 << 20, 0.002, False) < pipeline.MAX_CHUNKS
-    assert pipeline.chunks_for(4 << 20, 0.010, True) == pipeline.SAME_GPU_CHUNKS
 
 
 def test_latency_summary_percentiles():
@@ -63,12 +57,12 @@ def test_latency_summary_percentiles():
 
 
 def test_steps_registered():
-    from ipcbench import suites
+    from ipcbench.suites.registry import ORDER, plan
 
-    assert "handles" in suites.SUITES and "pipeline" in suites.SUITES
-    steps = suites.plan(["pipeline"], 4, parse_sizes("4K:256M"))
+    assert "handles" in ORDER and "pipeline" in ORDER
+    steps = plan(["pipeline"], 4, parse_sizes("4K:256M"))
     assert len(steps) == 3 and all(len(s.pairs) == 12 and s.needs == ("legacy",) for s in steps)
-    hs = suites.plan(["handles"], 2, parse_sizes("64K:4M:x4"))
+    hs = plan(["handles"], 2, parse_sizes("64K:4M:x4"))
     assert [s.label for s in hs][-1] == "error paths"  # error paths run last
     assert all(s.needs == () for s in hs)
 

@@ -21,7 +21,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
-from ipcbench import report  # noqa: E402
+from ipcbench.report import command as report  # noqa: E402
+from ipcbench.report import figure_plan  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("IPCBENCH_RESULTS_DIR", REPO / "results"))
@@ -211,7 +212,7 @@ def test_synthetic_flags(synth_report):
     assert "kernel/sm_read pull" in set(weak["method"]) and "copy/ce push" in set(weak["method"])
     noisy = md_table(md, "Noisy rows (CV above 0.05): 1")
     assert list(noisy["method"]) == ["copy/ce push"] and list(noisy["pair"]) == ["0→1"]
-    unver = md_table(md, "Unverified rows (destination did not match the source): 1")
+    unver = md_table(md, "Unverified rows (a destination check failed, or did not run: see the note): 1")
     assert list(unver["method"]) == ["kernel/sm_read pull"] and list(unver["size"]) == ["1M"]
     assert "Weak links (pairs more than 10% below their method's median): 17" in out
     summ = md_table(md, "Summary (cross-GPU pairs)")
@@ -273,20 +274,34 @@ def test_cv_threshold_option(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ bad input
 
+def test_cut_last_line_keeps_the_run(tmp_path, capsys):
+    """What a killed writer leaves (the last row cut short) loses that row only, with a warning."""
+    run = synth.make_run(tmp_path / "results", run_id="20261122-180000-cut", suites=["copy"])
+    csv = run / "results.csv"
+    text = csv.read_text()
+    csv.write_text(text[: len(text) - 50])
+    nlines = text.count("\n")
+    rc, out, err = run_report(capsys, tmp_path / "results", "--no-figures")
+    assert rc == 0
+    assert f"{csv}:{nlines}: last line cut short" in err and "Traceback" not in err
+    md = (tmp_path / "results" / "report" / "report.md").read_text()
+    assert f"## Run {run.name}" in md and f"{csv}:{nlines}: last line cut short" in md
+
+
 def test_malformed_run_skipped_others_reported(tmp_path, capsys):
     good = synth.make_run(tmp_path / "results", run_id="20261122-190000-good", suites=["copy"])
     bad = synth.make_run(tmp_path / "results", run_id="20261122-180000-bad", suites=["copy"])
     csv = bad / "results.csv"
-    text = csv.read_text()
-    csv.write_text(text[: len(text) - 50])  # crash mid-row: the last line is truncated
-    nlines = text.count("\n")
+    lines = csv.read_text().splitlines()
+    lines[3] = lines[3][:-50]  # a damaged row in the middle: the run cannot be trusted
+    csv.write_text("\n".join(lines) + "\n")
     rc, out, err = run_report(capsys, tmp_path / "results", "--no-figures")
-    assert rc == 0
-    assert f"{csv}:{nlines}:" in err and "truncated" in err and "skipped" in err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert rc == 1  # the report is written, but an input was lost: the exit status says so
+    assert f"{csv}:4:" in err and "truncated" in err and "skipped" in err and "could not be read" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 2
     md = (tmp_path / "results" / "report" / "report.md").read_text()
     assert f"## Run {good.name}" in md and f"## Run {bad.name}" not in md
-    assert f"{csv}:{nlines}:" in md  # listed under Skipped inputs
+    assert f"{csv}:4:" in md  # listed under Skipped inputs
     assert check_summary_numbers(good, md) > 0
 
 
@@ -306,7 +321,7 @@ def test_invalid_meta_skips_run(tmp_path, capsys):
     bad = synth.make_run(tmp_path / "results", run_id="b-bad", suites=["copy"])
     (bad / "meta.json").write_text('{"run_id": "b",\n "hosts": [\n')
     rc, out, err = run_report(capsys, tmp_path / "results", "--no-figures")
-    assert rc == 0
+    assert rc == 1
     assert re.search(re.escape(str(bad / "meta.json")) + r":\d+: invalid JSON", err)
     assert f"Run {good.name}" in out and f"Run {bad.name}" not in out
 
@@ -363,22 +378,22 @@ def test_fleet_outlier_host(tmp_path, capsys):
 
 
 def test_figure_caps_for_many_runs(tmp_path, capsys):
-    for i in range(report.MAX_FIGURE_RUNS + 2):
+    for i in range(figure_plan.MAX_FIGURE_RUNS + 2):
         synth.make_run(tmp_path / "results", run_id=f"run-{i}", hosts=(f"h{i}",), suites=["copy"],
                        same_gpu=False, n_gpus=2, sizes=[4096, 1 << 20])
     rc, out, err = run_report(capsys, tmp_path / "results")
     assert rc == 0, err
     pngs = {p.name for p in (tmp_path / "results" / "report").glob("*.png")}
     heat_hosts = {n.split("-heatmap")[0] for n in pngs if "-heatmap-" in n}
-    assert len(heat_hosts) == report.MAX_HEATMAP_HOSTS
-    assert not any(n.startswith(f"run-{report.MAX_FIGURE_RUNS}") for n in pngs)
+    assert len(heat_hosts) == figure_plan.MAX_HEATMAP_HOSTS
+    assert not any(n.startswith(f"run-{figure_plan.MAX_FIGURE_RUNS}") for n in pngs)
     assert "fleet-hosts.png" in pngs
 
 
 def test_import_is_light():
     import subprocess
 
-    code = "import sys, ipcbench.report, ipcbench.compare; print('pandas' in sys.modules, 'matplotlib' in sys.modules)"
+    code = "import sys, ipcbench.report.command, ipcbench.report.compare; print('pandas' in sys.modules, 'matplotlib' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.split() == ["False", "False"]
 

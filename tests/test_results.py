@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from ipcbench.results import (COLUMNS, ResultsError, ResultsWriter, Row, find_runs, load_frame, read_meta,
-                              read_meta_optional, read_rows, write_meta)
+from ipcbench.results import COLUMNS, ResultsWriter, Row, write_meta
+from ipcbench.results_load import ResultsError, find_runs, load_frame, read_meta, read_meta_optional, read_rows
 
 
 def _row(i: int = 0, **kw) -> Row:
@@ -101,11 +101,21 @@ def _both_fail(path, line: int, words: str = ""):
     assert msgs[0] == msgs[1]
 
 
-def test_truncated_last_line(tmp_path):
+def _both_drop_cut_tail(path, line: int, kept: int):
+    """Both loaders drop a last line cut short, keep every row before it and say which line they dropped."""
+    for loader in (read_rows, load_frame):
+        warnings: list[str] = []
+        got = loader(path, warnings)
+        assert len(got) == kept, loader.__name__
+        assert len(warnings) == 1 and warnings[0].startswith(f"{path}:{line}: last line cut short"), warnings
+
+
+def test_truncated_last_line_is_dropped_and_the_rest_kept(tmp_path):
     path = _write(tmp_path, ROWS)
     text = path.read_text()
     path.write_text(text[: len(text) - 40])  # a crash in the middle of the last row
-    _both_fail(path, len(ROWS) + 1, "truncated")
+    _both_drop_cut_tail(path, len(ROWS) + 1, len(ROWS) - 1)
+    assert [r.bytes for r in read_rows(path)] == [r.bytes for r in ROWS[:-1]]
 
 
 def test_truncated_after_blank_lines_and_quoted_note(tmp_path):
@@ -114,7 +124,23 @@ def test_truncated_after_blank_lines_and_quoted_note(tmp_path):
     # a blank line after row 2, and the last row cut short: line numbers count physical lines
     text = "\n".join(lines[:3] + [""] + lines[3:]) + "\n"
     path.write_text(text[:-30])
-    _both_fail(path, len(ROWS) + 2, "fields")
+    _both_drop_cut_tail(path, len(ROWS) + 2, len(ROWS) - 1)
+
+
+def test_complete_last_row_without_newline_is_kept(tmp_path):
+    path = _write(tmp_path, ROWS)
+    path.write_text(path.read_text().rstrip("\r\n"))
+    for loader in (read_rows, load_frame):
+        warnings: list[str] = []
+        assert len(loader(path, warnings)) == len(ROWS) and warnings == []
+
+
+def test_a_bad_line_in_the_middle_still_fails(tmp_path):
+    path = _write(tmp_path, ROWS)
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2][:-40]  # cut, but not the last line: not what a killed writer leaves
+    path.write_text("\n".join(lines) + "\n")
+    _both_fail(path, 3, "truncated")
 
 
 def test_line_numbers_with_multiline_note(tmp_path):
@@ -151,7 +177,7 @@ def test_extra_field(tmp_path):
     lines = path.read_text().splitlines()
     lines[2] += ",surplus"
     path.write_text("\n".join(lines) + "\n")
-    _both_fail(path, 3, "22 fields")
+    _both_fail(path, 3, f"{len(COLUMNS) + 1} fields")
 
 
 def test_crlf_line_endings(tmp_path):

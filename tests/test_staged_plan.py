@@ -1,13 +1,14 @@
-"""Pure planning logic of the host-staged suite (ipcbench/staged.py): chunks, slots, graphs, calibration,
-shm layout and the environment knobs. No GPU, no MPI."""
+"""Pure planning logic of the host-staged suite (suites/staged_plan.py): chunks, slots, the graph batching rule
+it shares with every graph-timed measurement (core/methods.plan_segments), shm layout and the environment
+knobs. No GPU, no MPI."""
 
 from __future__ import annotations
 
 import pytest
 
-from ipcbench import staged
-from ipcbench.staged import (FLAG_BYTES, MAX_SLOTS, ChunkPlan, calibrated_count, plan_chunks, plan_graph,
-                             probe_count, shm_layout, slot_of, staged_params)
+from ipcbench.core.methods import MAX_QUEUED, plan_segments
+from ipcbench.suites import staged_plan as staged
+from ipcbench.suites.staged_plan import FLAG_BYTES, MAX_SLOTS, ChunkPlan, plan_chunks, shm_layout, slot_of, staged_params
 
 K, M = 1 << 10, 1 << 20
 
@@ -54,33 +55,24 @@ def test_slots_rotate_across_messages():
 
 @pytest.mark.parametrize("count,nodes", [(1, 3), (2, 65), (1000, 3), (7, 3), (200_000, 3), (3, 2000),
                                          (100_000, 65), (257, 3)])
-def test_plan_graph_covers_count_and_bounds_queue(count, nodes):
-    k, segments = plan_graph(count, nodes)
+def test_plan_segments_covers_count_and_bounds_queue(count, nodes):
+    k, segments = plan_segments(count, nodes)
     assert k >= 1 and segments >= 1
     assert k * segments >= count
     assert k * segments - count < k  # at most one graph's worth of extra transfers
-    # one graph launch per gated segment: at most MAX_QUEUED_NODES queued, unless one transfer needs more
-    assert k * nodes <= max(staged.MAX_QUEUED_NODES, nodes)
-    if count * nodes <= staged.MAX_QUEUED_NODES:
+    # one graph launch per gated segment: at most MAX_QUEUED nodes queued, unless one transfer needs more
+    assert k * nodes <= max(MAX_QUEUED, nodes)
+    if count * nodes <= MAX_QUEUED:
         assert (k, segments) == (count, 1)  # fits one graph
 
 
-def test_plan_graph_examples():
-    assert plan_graph(1000, 3) == (170, 6)  # 4K messages: 3 nodes each
-    assert plan_graph(2, 65) == (2, 1)  # 256 MiB in 8 MiB chunks: two transfers, one graph
-    assert plan_graph(3, 2000) == (1, 3)  # one transfer per segment when a transfer alone is bigger
+def test_plan_segments_examples():
+    assert plan_segments(1000, 3) == (170, 6)  # 4K messages through shm: 3 graph nodes each
+    assert plan_segments(2, 65) == (2, 1)  # 256 MiB in 8 MiB chunks: two transfers, one graph
+    assert plan_segments(3, 2000) == (1, 3)  # one transfer per segment when a transfer alone is bigger
+    assert plan_segments(5000) == (512, 10)  # plain copies: one node each
     with pytest.raises(ValueError):
-        plan_graph(0, 3)
-
-
-def test_calibration_arithmetic():
-    assert calibrated_count(1.0, 0.010, 200_000) == 10
-    assert calibrated_count(50.0, 0.010, 200_000) == 1  # one transfer longer than a sample
-    assert calibrated_count(1e-9, 0.010, 200_000) == 200_000  # capped
-    assert calibrated_count(0.003, 0.010, 500) == 500
-    assert probe_count(1.0, 0.010, 200_000) is None  # 1 ms >= 10 ms / 20
-    assert probe_count(0.01, 0.010, 200_000) == 50
-    assert probe_count(1e-7, 0.010, 200_000) == 4096  # capped like measure.calibrate
+        plan_segments(0, 3)
 
 
 def test_shm_layout():
@@ -112,10 +104,10 @@ def test_params_refuse_bad_values(env):
 
 
 def test_suite_is_registered_with_push_steps_for_every_ordered_pair():
-    from ipcbench import suites
+    from ipcbench.suites.registry import ORDER, plan
 
-    assert "staged" in suites.SUITES
-    steps = suites.plan(["staged"], 3, [4 * K, M])
+    assert "staged" in ORDER
+    steps = plan(["staged"], 3, [4 * K, M])
     assert [s.label for s in steps] == ["shm_staged push", "mpi_staged push"]
     for s in steps:
         assert s.needs == () and not s.concurrent

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ipcbench.world import (WorldError, binding_problem, gpu_for_local_rank, launcher_rank, ordered_pairs,
+from ipcbench.core.world import (WorldError, binding_problem, gpu_for_local_rank, launcher_rank, ordered_pairs,
                             unordered_pairs)
 
 

@@ -1,13 +1,14 @@
-"""Fleet row collection (ipcbench.collect.RowSink) under mpiexec, with ranks split into pretend nodes by
+"""Fleet row collection (ipcbench.run.collect.RowSink) under mpiexec, with ranks split into pretend nodes by
 IPCBENCH_NODE_KEY. No GPU: the rows are made up; this tests where rows go (node gathers, per-node part
 files, the final gather into rank 0's results.csv), which does not depend on how they were measured."""
 
 import pytest
 from mpi4py import MPI
 
-from ipcbench.collect import RowSink
-from ipcbench.results import ResultsWriter, read_rows, Row
-from ipcbench.world import World
+from ipcbench.run.collect import RowSink
+from ipcbench.results import ResultsWriter, Row
+from ipcbench.results_load import read_rows
+from ipcbench.core.world import World
 
 comm = MPI.COMM_WORLD
 

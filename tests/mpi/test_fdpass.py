@@ -19,8 +19,8 @@ import time
 import pytest
 from mpi4py import MPI
 
-from ipcbench import fdpass
-from ipcbench.fdpass import FdExchange, FdPassError, _barrier
+from ipcbench.ipc import fdpass
+from ipcbench.ipc.fdpass import FdExchange, FdPassError, _barrier
 
 T = 30.0  # generous timeout for waits that should succeed
 
@@ -86,7 +86,6 @@ def test_exchange_all_to_all(node, rank_file):
 @pytest.mark.mpi(min_size=2)
 def test_received_fd_is_the_same_file(node):
     """Compare st_dev/st_ino of the received fd with what the sender reports over MPI."""
-    me, n = node.Get_rank(), node.Get_size()
     with tempfile.TemporaryFile() as f:
         st = os.fstat(f.fileno())
         mine = [st.st_dev, st.st_ino]

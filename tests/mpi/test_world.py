@@ -9,7 +9,7 @@ import time
 import pytest
 from mpi4py import MPI
 
-from ipcbench.world import World, WorldError
+from ipcbench.core.world import World, WorldError
 
 comm = MPI.COMM_WORLD
 
@@ -61,13 +61,19 @@ def test_error_on_one_rank_aborts_all_with_message():
     """A child job where rank 1 fails: every rank must exit quickly (abort), with rank 1's message."""
     if comm.rank != 0:
         return
-    code = ("from mpi4py import MPI\n"
-            "from ipcbench.world import World\n"
-            "import time\n"
-            "w = World.create(timeout=60)\n"
-            "if w.rank == 1:\n"
-            "    w.abort('simulated failure in a measurement')\n"
-            "w.node_barrier('rank 1, which will never come')\n")
+    # The real error path of the command line (cli._bench): a rank's exception is printed with its rank
+    # and the job is aborted, so the rank waiting for it does not sit out its timeout.
+    code = ("import sys\n"
+            "from ipcbench import cli\n"
+            "import ipcbench.run.runner as runner\n"
+            "from ipcbench.core.world import World\n"
+            "def fake_run(cfg):\n"
+            "    w = World.create(timeout=60)\n"
+            "    if w.rank == 1:\n"
+            "        raise RuntimeError('simulated failure in a measurement')\n"
+            "    w.node_barrier('rank 1, which will never come')\n"
+            "runner.run = fake_run\n"
+            "sys.exit(cli.main(['copy', '--sizes', '4K']))\n")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     if not os.path.exists(mpiexec):
         pytest.skip("no mpiexec next to the interpreter")

@@ -1,0 +1,122 @@
+"""The run's configuration: every option validated once, frozen, and read by everything downstream.
+
+cli.py turns argv into a RunConfig and nothing else reads argparse. Pure Python: no CUDA, no MPI, so
+validation (exit code 2, one line) happens before any rank touches a GPU, identically on every rank.
+docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ipcbench.core.sampler import SamplingRule
+from ipcbench.errors import UsageError
+from ipcbench.sizes import SizeError, fmt_size, parse_sizes
+
+DEFAULT_SIZES = "4K:256M"
+QUICK_SIZES = "4K:256M:x4"
+MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
+PAIRS_MODES = ("auto", "sequential", "concurrent")
+# The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
+# copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; --quick is looser.
+DEFAULT_RULE = SamplingRule(min_time_s=0.005, min_samples=3, max_samples=15, noise=0.005, max_time_s=0.25)
+QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=3, max_samples=5, noise=0.02, max_time_s=0.05)
+
+
+@dataclass(frozen=True)
+class CopyShape:
+    """Launch shape of the SM copy kernel: blocks per SM, threads per block, 16-byte loads in flight."""
+
+    # 8 blocks/SM x 512 threads x 4 loads in flight was the best of 7 shapes on an H200 pair at 256 MiB
+    # (sm_read 375.0, sm_write 370.6 GB/s; 4x512x8: 373.8 / 370.1; 1x1024x12: 373.9 / 371.0).
+    blocks_per_sm: int = 8
+    threads: int = 512
+    unroll: int = 4
+
+    @classmethod
+    def parse(cls, text: str) -> "CopyShape":
+        try:
+            b, t, u = (int(x) for x in text.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"{text!r} is not BxTxU (e.g. 1x1024x12)") from None
+        if not (1 <= b <= 32 and t in (128, 256, 512, 1024) and u in (1, 2, 4, 8, 12, 16)):
+            raise ValueError(f"{text!r}: B in 1..32, T in 128/256/512/1024, U in 1/2/4/8/12/16")
+        return cls(b, t, u)
+
+    def __str__(self) -> str:
+        return f"{self.blocks_per_sm}x{self.threads}x{self.unroll}"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    suites: tuple[str, ...]
+    sizes: tuple[int, ...]
+    rule: SamplingRule
+    verify: bool = True
+    timeout_s: float = 300.0
+    out: str | None = None
+    dry_run: bool = False
+    json_plan: bool = False
+    quiet: bool = False
+    quick: bool = False
+    pairs: str = "auto"
+    copy_shape: CopyShape = field(default_factory=CopyShape)
+    argv: tuple[str, ...] = ()
+
+    def options_meta(self) -> dict:
+        """What meta.json records under `options` (the report and compare read it)."""
+        return {"samples": self.rule.max_samples if self.rule.is_fixed else None,
+                "min_time_ms": self.rule.min_time_s * 1e3, "verify": self.verify, "timeout_s": self.timeout_s,
+                "quick": self.quick, "sm_copy": str(self.copy_shape), "pairs": self.pairs,
+                "sampling": self.rule.as_dict()}
+
+
+def build_config(ns) -> RunConfig:
+    """Validate an argparse namespace of the bench command; UsageError names the option and why."""
+    from ipcbench.suites.registry import UnknownSuite, resolve
+
+    try:
+        suites = tuple(resolve(ns.suites))
+    except UnknownSuite as e:
+        raise UsageError(str(e.args[0])) from None
+    spec = ns.sizes or (QUICK_SIZES if ns.quick else DEFAULT_SIZES)
+    try:
+        sizes = parse_sizes(spec)
+    except SizeError as e:
+        raise UsageError(str(e)) from None
+    for s in sizes:
+        if s < 4 or s % 4:
+            raise UsageError(f"--sizes: {fmt_size(s)} B cannot be checked: sizes must be multiples of 4 bytes "
+                             f"(the verification pattern's word), at least 4")
+    if max(sizes) > MAX_BYTES:
+        raise UsageError(f"--sizes: {fmt_size(max(sizes))} is larger than any GPU buffer (at most {fmt_size(MAX_BYTES)})")
+    base = QUICK_RULE if ns.quick else DEFAULT_RULE
+    min_time_s = base.min_time_s if ns.min_time is None else ns.min_time / 1e3
+    if not (0.05 <= min_time_s * 1e3 <= 1000):
+        raise UsageError(f"--min-time must be in [0.05, 1000] ms (got {min_time_s * 1e3:g}): a sample shorter than "
+                         f"50 µs is dominated by the gate, longer than 1 s makes a run take hours")
+    if ns.samples is not None:
+        if not (1 <= ns.samples <= 1000):
+            raise UsageError(f"--samples must be in 1..1000 (got {ns.samples})")
+        rule = SamplingRule.fixed(ns.samples, min_time_s)
+    else:
+        noise = base.noise if ns.noise is None else ns.noise / 100
+        if not (0 < noise < 0.5):
+            raise UsageError(f"--noise must be in (0, 50) percent (got {ns.noise:g})")
+        max_time = base.max_time_s if ns.max_time is None else ns.max_time
+        if not (min_time_s * base.min_samples <= max_time <= 600):
+            raise UsageError(f"--max-time must be in [{min_time_s * base.min_samples:g}, 600] s: at least "
+                             f"{base.min_samples} samples of --min-time (got {max_time:g})")
+        rule = SamplingRule(min_time_s=min_time_s, min_samples=base.min_samples, max_samples=base.max_samples,
+                            noise=noise, max_time_s=max_time)
+    if not (5 <= ns.timeout <= 86400) or math.isnan(ns.timeout):
+        raise UsageError(f"--timeout must be in [5, 86400] s (got {ns.timeout:g}): shorter waits would fire "
+                         f"while a peer is still compiling kernels or verifying")
+    try:
+        shape = CopyShape.parse(ns.sm_copy) if ns.sm_copy else CopyShape()
+    except ValueError as e:
+        raise UsageError(f"--sm-copy: {e}") from None
+    return RunConfig(suites=suites, sizes=tuple(sizes), rule=rule, verify=not ns.no_verify, timeout_s=ns.timeout,
+                     out=ns.out, dry_run=ns.dry_run, json_plan=getattr(ns, "json", False), quiet=ns.quiet,
+                     quick=ns.quick, pairs=ns.pairs, copy_shape=shape, argv=tuple(getattr(ns, "argv", ())))

@@ -1,0 +1,48 @@
+"""What a rank needs to measure: the world, its GPU, the shared buffers, the sampling rule, the run's
+identity. Built once by run/runner.py after every collective of the setup is done, so reading any field
+never talks to another rank. docs/architecture.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ipcbench.core.sampler import SamplingRule
+
+
+@dataclass
+class Ctx:
+    world: object  # core.world.World
+    gpu: object  # core.gpu.Gpu (or a test's fake)
+    buffers: dict  # buffer kind ("legacy", "pool") -> ipc.buffers.BufferSet
+    rule: SamplingRule
+    verify: bool
+    run_id: str
+    gpu_of: list[int]  # node-local rank -> GPU index
+    node_ranks: list[int]  # node-local rank -> world rank
+    unavailable: dict[str, str] = field(default_factory=dict)  # buffer kind -> why it could not be set up
+    mps: bool = False  # the ranks' contexts run under MPS (same-GPU kernels can run concurrently)
+    state: dict = field(default_factory=dict)  # per-run caches a suite keeps between pairs (streams, events)
+    hints: dict = field(default_factory=dict)  # calibration: (label, src, dst) -> (bytes, ms per transfer)
+    # Test hook (IPCBENCH_FAULT_CORRUPT=<method>): the receiver overwrites a few words of what it received
+    # before the check, so a GPU test can prove that a bad destination gives verified=false and exit 1.
+    corrupt: str = ""
+
+    def same_gpu(self, a: int, b: int) -> bool:
+        return self.gpu_of[a] == self.gpu_of[b]
+
+    def world_rank(self, local: int) -> int:
+        return self.node_ranks[local]
+
+    def time_sliced(self, a: int, b: int) -> bool:
+        """Two processes on one GPU without MPS: their kernels never run at the same time."""
+        return self.same_gpu(a, b) and not self.mps
+
+    def calibrate(self, key: tuple, nbytes: int, timed):
+        """sampler.calibrate with a hint from the previous size of the same (label, pair); remembers."""
+        from ipcbench.core.sampler import calibrate, scale_hint
+
+        prev = self.hints.get(key)
+        hint = scale_hint(prev[1], prev[0], nbytes) if prev else None
+        count, per_ms = calibrate(self.rule, timed, hint)
+        self.hints[key] = (nbytes, per_ms)
+        return count

@@ -1,0 +1,241 @@
+"""Per-rank GPU context: the device, its streams, kernels from kernels/*.cu, the gate, fill/verify.
+
+Everything that launches a kernel or owns device memory goes through here, so that the rest of the
+code deals in raw device pointers (ints) and never in framework arrays. This module imports CuPy at
+import time: cli.py and the report never import it (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import cupy
+from cupy.cuda import runtime
+
+from ipcbench.config import CopyShape
+from ipcbench.core.poll import wait_until
+from ipcbench.errors import GpuError
+
+GATE_TIMEOUT_S = 10.0
+THREADS = 512
+# An SM copy runs all passes of a batch in one launch (the kernel loops, as nvbandwidth does: no launch
+# gaps between passes) only when the buffer is at least this many times the GPU's L2. Below that, a
+# second pass inside the same kernel reads the peer's data back from the reader's own caches: seen on an
+# H200 pair, sm_read "reached" 650-4,385 GB/s from 1 MiB to 64 MiB over a 478 GB/s link. Smaller copies
+# therefore launch once per pass, and each transfer is a complete kernel.
+LOOP_IN_KERNEL_L2_FACTOR = 4
+STAMP_OFF = 64  # byte offset of the two %globaltimer stamps in the per-GPU scratch block
+
+
+def kernel_source(name: str) -> tuple[str, str]:
+    """(source text, include dir) of kernels/<name>.cu, found as package data (works from a wheel too)."""
+    root = resources.files("ipcbench.kernels")
+    src = (root / f"{name}.cu").read_text()
+    return src, str(root)
+
+
+@dataclass
+class GpuInfo:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    sm_count: int
+    memory_bytes: int
+    cc: str
+    l2_bytes: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def device_count() -> int:
+    try:
+        return runtime.getDeviceCount()
+    except runtime.CUDARuntimeError:
+        return 0
+
+
+def describe(index: int) -> GpuInfo:
+    p = runtime.getDeviceProperties(index)
+    raw = p.get("uuid", b"")
+    if not (isinstance(raw, (bytes, bytearray)) and len(raw) == 16):
+        raw = _uuid_bytes(index)  # CuPy cuts the 16 raw bytes at a zero byte (seen: GPU-unknown-0)
+    if raw is not None and len(raw) == 16:
+        h = bytes(raw).hex()
+        uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    else:
+        uuid = f"GPU-unknown-{index}"
+    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+    pci = f"{p['pciDomainID']:08x}:{p['pciBusID']:02x}:{p['pciDeviceID']:02x}.0"
+    return GpuInfo(index, name, uuid, pci, int(p["multiProcessorCount"]), int(p["totalGlobalMem"]),
+                   f"{p['major']}.{p['minor']}", int(p.get("l2CacheSize", 0)))
+
+
+def _uuid_bytes(index: int) -> bytes | None:
+    """The device's 16-byte UUID from the driver API (cuda.bindings), or None."""
+    try:
+        from cuda.bindings import driver
+
+        err, dev = driver.cuDeviceGet(index)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        err, uu = driver.cuDeviceGetUuid(dev)
+        return bytes(uu.bytes) if err == driver.CUresult.CUDA_SUCCESS else None
+    except Exception:
+        return None
+
+
+class Gpu:
+    """The device this rank drives, with a work stream, a host-mapped gate flag and loaded kernels."""
+
+    def __init__(self, index: int, copy_shape: CopyShape | None = None):
+        self.index = index
+        self.device = cupy.cuda.Device(index)
+        self.device.use()
+        self.info = describe(index)
+        self.sm_count = self.info.sm_count
+        self.l2_bytes = self.info.l2_bytes or (64 << 20)
+        self.loop_in_kernel_bytes = LOOP_IN_KERNEL_L2_FACTOR * self.l2_bytes
+        self.stream = self.new_stream()
+        self._modules: dict[str, cupy.RawModule] = {}
+        self.copy_shape = copy_shape or CopyShape()
+        # Host-mapped words: [0] gate release counter, [1] gate timeout status, [2..] scratch.
+        self._host_ptr = runtime.hostAlloc(4096, runtime.hostAllocMapped)
+        self.host_words = (ctypes.c_uint * 1024).from_address(self._host_ptr)
+        ctypes.memset(self._host_ptr, 0, 4096)
+        self._gate_target = 0
+        self._counter = runtime.malloc(256)
+        self.allocations: list[int] = [self._counter]
+
+    # ---- kernels -------------------------------------------------------------------------------
+    def module(self, name: str, defines: tuple[str, ...] = ()) -> cupy.RawModule:
+        key = name + "|" + ",".join(defines)
+        mod = self._modules.get(key)
+        if mod is None:
+            src, inc = kernel_source(name)
+            opts = ("-std=c++17", f"-I{inc}") + tuple(f"-D{d}" for d in defines)
+            mod = cupy.RawModule(code=src, options=opts)
+            mod.compile()
+            self._modules[key] = mod
+        return mod
+
+    def function(self, module: str, fn: str, defines: tuple[str, ...] = ()):
+        return self.module(module, defines).get_function(fn)
+
+    def blocks_for(self, nbytes: int, bytes_per_thread: int, per_sm: int = 4, threads: int = THREADS) -> int:
+        need = -(-max(nbytes, 1) // (threads * bytes_per_thread))
+        return int(max(1, min(self.sm_count * per_sm, need)))
+
+    # ---- memory --------------------------------------------------------------------------------
+    def malloc(self, nbytes: int) -> int:
+        try:
+            ptr = runtime.malloc(nbytes)
+        except runtime.CUDARuntimeError as e:
+            raise GpuError(f"cudaMalloc({nbytes}) on GPU {self.index} failed: {e}") from None
+        self.allocations.append(ptr)
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        if ptr in self.allocations:
+            self.allocations.remove(ptr)
+            runtime.free(ptr)
+
+    def free_memory(self) -> int:
+        return runtime.memGetInfo()[0]
+
+    # ---- stream primitives: the seam a CPU test's fake GPU provides (tests/fakes.py) -----------
+    def new_stream(self):
+        return cupy.cuda.Stream(non_blocking=True)
+
+    def event(self, timing: bool = True):
+        return cupy.cuda.Event(disable_timing=not timing)
+
+    def elapsed_ms(self, start, stop) -> float:
+        return cupy.cuda.get_elapsed_time(start, stop)
+
+    def copy_async(self, dst: int, src: int, nbytes: int, stream) -> None:
+        """One copy-engine transfer (cudaMemcpyAsync, any direction) enqueued on `stream`."""
+        runtime.memcpyAsync(dst, src, nbytes, runtime.memcpyDefault, stream.ptr)
+
+    # ---- launches ------------------------------------------------------------------------------
+    def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
+        shape = self.copy_shape
+        fn = self.function("copy", "copy_v16", (f"UNROLL={shape.unroll}",))
+        blocks = self.blocks_for(nbytes, 16 * shape.unroll, shape.blocks_per_sm, shape.threads)
+        s = stream or self.stream
+        with s:
+            fn((blocks,), (shape.threads,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.int32(loops)))
+
+    def fill(self, ptr: int, nbytes: int, seed: int, stream=None) -> None:
+        fn = self.function("pattern", "fill")
+        s = stream or self.stream
+        with s:
+            fn((self.blocks_for(nbytes, 16),), (THREADS,), (np.uint64(ptr), np.uint64(nbytes), np.uint32(seed)))
+
+    def verify(self, ptr: int, nbytes: int, seed: int, stream=None) -> int:
+        """Count words of ptr[0:nbytes] that differ from pattern(seed); waits for the result."""
+        fn = self.function("pattern", "verify")
+        s = stream or self.stream
+        runtime.memsetAsync(self._counter, 0, 8, s.ptr)
+        with s:
+            fn((self.blocks_for(nbytes, 16),), (THREADS,),
+               (np.uint64(ptr), np.uint64(nbytes), np.uint32(seed), np.uint64(self._counter)))
+        out = np.zeros(1, dtype=np.uint64)
+        runtime.memcpyAsync(out.ctypes.data, self._counter, 8, runtime.memcpyDeviceToHost, s.ptr)
+        self.wait(s, what="verify kernel")
+        return int(out[0])
+
+    def corrupt(self, ptr: int, nbytes: int, stream=None) -> None:
+        """Overwrite up to 16 bytes in the middle of ptr[0:nbytes] (the IPCBENCH_FAULT_CORRUPT test hook)."""
+        s = stream or self.stream
+        n = min(16, nbytes)
+        runtime.memsetAsync(ptr + ((nbytes - n) // 2 // 4) * 4, 0x5A, n, s.ptr)
+
+    def gate(self, stream=None) -> int:
+        """Enqueue a gate kernel; returns the ticket to pass to release()."""
+        self._gate_target += 1
+        fn = self.function("gate", "gate")
+        s = stream or self.stream
+        with s:
+            fn((1,), (32,), (np.uint64(self._host_ptr), np.uint32(self._gate_target),
+                             np.uint64(self._host_ptr + 4), np.uint64(int(GATE_TIMEOUT_S * 1e9))))
+        return self._gate_target
+
+    def release(self, ticket: int) -> None:
+        self.host_words[0] = ticket
+
+    def gate_timed_out(self, ticket: int) -> bool:
+        return self.host_words[1] == ticket
+
+    def stamp(self, slot: int, stream=None) -> None:
+        """Write the GPU's %globaltimer (ns) into stamp slot 0 or 1 when the stream reaches this point."""
+        fn = self.function("gate", "stamp")
+        s = stream or self.stream
+        with s:
+            fn((1,), (32,), (np.uint64(self._counter + STAMP_OFF + 8 * slot),))
+
+    def read_stamps(self) -> tuple[int, int]:
+        """The two stamps of the last stamped segment (call after the stream was waited for)."""
+        out = np.zeros(2, dtype=np.uint64)
+        runtime.memcpy(out.ctypes.data, self._counter + STAMP_OFF, 16, runtime.memcpyDeviceToHost)
+        return int(out[0]), int(out[1])
+
+    def wait(self, stream=None, timeout: float = 60.0, what: str = "GPU work") -> None:
+        """Synchronize a stream, but give up with an error after `timeout` seconds instead of hanging."""
+        s = stream or self.stream
+        ev = self.event(timing=False)
+        ev.record(s)
+        wait_until(lambda: ev.done, timeout, f"{what} on GPU {self.index}", max_sleep=1e-4, error=GpuError)
+
+    def close(self) -> None:
+        try:
+            self.device.synchronize()
+        finally:
+            for ptr in list(self.allocations):
+                runtime.free(ptr)
+            self.allocations.clear()
+            runtime.freeHost(self._host_ptr)

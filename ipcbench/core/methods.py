@@ -1,0 +1,124 @@
+"""Transfer methods: what moves the bytes, and which buffers it moves them between.
+
+A method = an engine (copy engine or SM kernel) + the buffer kind it runs on (legacy IPC or pool) +
+the directions it supports. An engine knows how to enqueue one transfer of n bytes from a source
+pointer to a destination pointer on a stream; `GraphBatch` turns that into a batch of `count`
+transfers that is enqueued as a few CUDA graph launches, so enqueuing never runs Python per transfer.
+
+Directions (from the point of view of the ordered pair src -> dst):
+  push  the source rank drives: its local buffer -> the peer's memory (a P2P write)
+  pull  the destination rank drives: the peer's memory -> its local buffer (a P2P read)
+  bidir both ranks drive at once, each in the method's one-way style
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Stream operations (graph nodes: copies, kernels) queued behind one gate. Far more than this (5,120 small
+# peer copies, seen on an H200 pair) fills the channel's push buffer: the host blocks inside the launch
+# while the gate holds the stream, and the gate times out. A sample longer than this is taken as several
+# gated segments, each one launch of one graph, whose GPU times add up.
+MAX_QUEUED = 512
+
+
+def plan_segments(count: int, nodes_per_transfer: int = 1, budget: int = MAX_QUEUED) -> tuple[int, int]:
+    """(k, segments): a graph of k transfers (at most `budget` nodes, at least one transfer), launched once
+    per gated segment, `segments` times, so that k * segments >= count. The one batching rule of every
+    graph-timed measurement (GraphBatch here, the shm pipeline in suites/staged_shm.py)."""
+    if count < 1 or nodes_per_transfer < 1:
+        raise ValueError("count and nodes_per_transfer must be >= 1")
+    k = min(count, max(1, budget // nodes_per_transfer))
+    return k, -(-count // k)
+
+
+class CopyEngine:
+    """cudaMemcpyAsync: the GPU's DMA copy engines, the path NCCL/cudaMemcpyPeer take for large copies."""
+
+    name = "ce"
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        for _ in range(count):
+            gpu.copy_async(dst, src, nbytes, stream)
+
+
+class SmEngine:
+    """An SM copy kernel (kernels/copy.cu) doing 16-byte loads and stores straight to/from peer memory.
+
+    Copies of at least gpu.loop_in_kernel_bytes (4 x L2) do `count` passes in one launch; smaller ones
+    launch once per pass, so that no pass can be served from the caches filled by the previous one.
+    """
+
+    name = "sm"
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        if nbytes >= gpu.loop_in_kernel_bytes:
+            gpu.launch_copy(src, dst, nbytes, count, stream)
+        else:
+            for _ in range(count):
+                gpu.launch_copy(src, dst, nbytes, 1, stream)
+
+
+ENGINES = {"ce": CopyEngine(), "sm": SmEngine()}
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    engine: str
+    style: str  # the one-way direction this method drives: "push" (P2P write) or "pull" (P2P read)
+    buffers: str  # "legacy" or "pool"
+    directions: tuple[str, ...]
+    about: str
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        ENGINES[self.engine].enqueue(gpu, stream, src, dst, nbytes, count)
+
+
+def _m(name, engine, style, buffers, directions, about):
+    return Method(name, engine, style, buffers, directions, about)
+
+
+METHODS: dict[str, Method] = {m.name: m for m in (
+    _m("ce", "ce", "push", "legacy", ("push", "pull", "bidir"),
+       "cudaMemcpyAsync between a local buffer and a peer's legacy-IPC buffer"),
+    _m("sm_read", "sm", "pull", "legacy", ("pull", "bidir"),
+       "SM kernel on the destination GPU loading from the peer's legacy-IPC buffer"),
+    _m("sm_write", "sm", "push", "legacy", ("push", "bidir"),
+       "SM kernel on the source GPU storing into the peer's legacy-IPC buffer"),
+    _m("pool_ce", "ce", "push", "pool", ("push", "pull", "bidir"),
+       "cudaMemcpyAsync to/from a pointer imported from the peer's IPC memory pool"),
+    _m("pool_sm_read", "sm", "pull", "pool", ("pull", "bidir"),
+       "SM kernel loading from a pointer imported from the peer's memory pool"),
+    _m("pool_sm_write", "sm", "push", "pool", ("push", "bidir"),
+       "SM kernel storing into a pointer imported from the peer's memory pool"),
+)}
+
+
+class GraphBatch:
+    """`count` transfers as `segments` launches of one CUDA graph of `k` transfers (plan_segments).
+
+    Graph launches keep the host out of the timed region and keep the number of stream entries behind
+    the gate small, so the gate can never be starved by a full launch queue.
+    """
+
+    def __init__(self, gpu, method: Method, src: int, dst: int, nbytes: int, count: int, stream=None):
+        self.stream = stream or gpu.stream
+        self.k, self.n_segments = plan_segments(count)
+        self.count = self.k * self.n_segments
+        s = self.stream
+        s.begin_capture()
+        try:
+            method.enqueue(gpu, s, src, dst, nbytes, self.k)
+        finally:
+            self.graph = s.end_capture()
+        self.graph.upload(s)  # so that no launch behind a gate has to build the executable graph first
+        s.synchronize()
+
+    def segments(self) -> list[int]:
+        """Graph launches per gated segment (one each)."""
+        return [1] * self.n_segments
+
+    def enqueue(self, reps: int = 1) -> None:
+        for _ in range(reps):
+            self.graph.launch(self.stream)

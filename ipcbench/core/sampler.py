@@ -1,0 +1,146 @@
+"""The one sampling loop every suite uses: warm up, calibrate, take samples until the stopping rule says
+the answer is known, and account for verification. Pure logic: the caller passes in how to run transfers
+(`timed`) and one sample (`sample`), so this module needs no GPU or MPI and is tested on the CPU.
+
+Stopping rule (after nvbench's): at least `min_samples`; stop as soon as the relative standard error
+of the median (1.2533 * s / sqrt(n) / median) is at most `noise`, or the timed samples have used
+`max_time_s`, or `max_samples` were taken. `--samples N` fixes the count (min = max = N, no noise test).
+Every input to a decision is a number that both ranks of a pair hold alike (times they exchanged), never
+a local clock, so the two ranks of a pair always take the same number of samples. docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Callable
+
+MEDIAN_SE_FACTOR = 1.2533  # sqrt(pi/2): standard error of a median relative to that of a mean
+CALIBRATION_ROUNDS = 6  # at most this many calibration runs per measurement
+
+
+@dataclass(frozen=True)
+class SamplingRule:
+    """How long one sample lasts and when to stop sampling (all times in seconds)."""
+
+    min_time_s: float = 0.005  # one sample lasts at least this long (transfers per sample are calibrated)
+    min_samples: int = 3
+    max_samples: int = 15
+    noise: float = 0.005  # target relative standard error of the median
+    max_time_s: float = 0.25  # cap on the timed samples of one measurement
+    warmup: int = 1  # runs at the calibrated count before the first sample
+    max_count: int = 200_000  # transfers per sample, at most
+
+    @classmethod
+    def fixed(cls, samples: int, min_time_s: float, **kw) -> "SamplingRule":
+        """Exactly `samples` samples (`--samples N`): no noise test, no time cap."""
+        return cls(min_time_s=min_time_s, min_samples=samples, max_samples=samples, noise=0.0,
+                   max_time_s=math.inf, **kw)
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.min_samples == self.max_samples
+
+    def describe(self) -> str:
+        if self.is_fixed:
+            return f"{self.min_samples} samples of >= {self.min_time_s * 1e3:g} ms"
+        return (f"{self.min_samples}-{self.max_samples} samples of >= {self.min_time_s * 1e3:g} ms until the "
+                f"median's relative error <= {self.noise:.2%} or {self.max_time_s:g} s")
+
+    def as_dict(self) -> dict:
+        return {"min_time_ms": self.min_time_s * 1e3, "min_samples": self.min_samples,
+                "max_samples": self.max_samples, "noise": self.noise,
+                "max_time_s": None if math.isinf(self.max_time_s) else self.max_time_s}
+
+
+def median_noise(times: list[float]) -> float:
+    """Relative standard error of the median of `times` (0 for fewer than two equal-free samples)."""
+    n = len(times)
+    if n < 2:
+        return math.inf
+    med = statistics.median(times)
+    if med <= 0:
+        return math.inf
+    return MEDIAN_SE_FACTOR * statistics.stdev(times) / math.sqrt(n) / med
+
+
+def should_stop(rule: SamplingRule, per_transfer: list[float], per_sample_count: int) -> bool:
+    """Whether the samples so far answer the question (`per_transfer`: time per transfer of each sample)."""
+    n = len(per_transfer)
+    if n >= rule.max_samples:
+        return True
+    if n < rule.min_samples:
+        return False
+    if rule.noise > 0 and median_noise(per_transfer) <= rule.noise:
+        return True
+    spent_s = sum(per_transfer) * per_sample_count * 1e-6  # per_transfer in µs
+    return spent_s >= rule.max_time_s
+
+
+def transfers_for(rule: SamplingRule, per_transfer_ms: float) -> int:
+    """Transfers per sample so that a sample lasts min_time_s (at least one, at most max_count)."""
+    target_ms = rule.min_time_s * 1e3
+    return int(max(1, min(rule.max_count, math.ceil(target_ms / max(per_transfer_ms, 1e-6)))))
+
+
+def calibrate(rule: SamplingRule, timed: Callable[[int], tuple[float, int]],
+              hint_ms: float | None = None) -> tuple[int, float]:
+    """Transfers per sample, and the time per transfer (ms) it was based on.
+
+    `timed(count)` runs about `count` transfers and returns (ms, transfers done); every call is also a
+    warm-up. `hint_ms` (the time per transfer of the previous size of the same pair and method, scaled)
+    lets a sweep start close to the answer instead of from one transfer. A run counts as calibrated when
+    it lasted between half and four times a sample; then `rule.warmup` more runs at that count follow
+    only if none of the runs so far was at that count.
+    """
+    count = 1 if hint_ms is None else transfers_for(rule, hint_ms)
+    target_ms = rule.min_time_s * 1e3
+    per_ms = hint_ms or 0.0
+    warmed = 0
+    for _ in range(CALIBRATION_ROUNDS):
+        ms, done = timed(count)
+        per_ms = ms / max(done, 1)
+        want = transfers_for(rule, per_ms)
+        close = target_ms / 2 <= ms <= 4 * target_ms or want == count or done >= rule.max_count
+        if close:
+            warmed += 1
+            if warmed >= rule.warmup:
+                return count, per_ms
+            continue
+        # Far off: a one-transfer run says little about queued transfers, so grow at most 64x a round.
+        count = min(want, max(1, count) * 64) if ms < target_ms / 2 else want
+    return transfers_for(rule, per_ms), per_ms
+
+
+def scale_hint(per_transfer_ms: float, from_bytes: int, to_bytes: int) -> float:
+    """Time per transfer at `to_bytes` guessed from `from_bytes` (bandwidth-bound: proportional)."""
+    return per_transfer_ms * max(to_bytes, 1) / max(from_bytes, 1)
+
+
+@dataclass
+class SampleSet:
+    """What sampling one measurement produced: per-transfer times (µs) and the verification tally."""
+
+    per_transfer_us: list[float]
+    count: int  # transfers per sample
+    checks: int  # samples whose destination was verified
+    mismatches: int  # mismatched words over all checks
+
+    @property
+    def noise(self) -> float:
+        return median_noise(self.per_transfer_us)
+
+
+def take_samples(rule: SamplingRule, count: int, sample: Callable[[int], tuple[float, int, int]]) -> SampleSet:
+    """Run `sample(i)` until the rule stops; it returns (per-transfer µs agreed by the pair, checks run,
+    mismatched words found) for sample i."""
+    times: list[float] = []
+    checks = mismatches = 0
+    while True:
+        t, c, bad = sample(len(times))
+        times.append(t)
+        checks += c
+        mismatches += bad
+        if should_stop(rule, times, count):
+            return SampleSet(times, count, checks, mismatches)

@@ -1,0 +1,77 @@
+"""BufferSet: what the transfer methods see — this rank's shared buffers and every node-local peer's,
+mapped into this process as raw device pointers, over any sharer (ipc/legacy.py, ipc/pool.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from cupy.cuda import runtime
+
+from ipcbench.errors import GpuError
+
+
+@dataclass
+class BufferSet:
+    """This rank's exported buffers and every node-local peer's, mapped here.
+
+    `src`: the data this rank sends (slot_bytes). `inbox`: local_size slots of slot_bytes, slot r is
+    where node-local rank r's data lands. `ctrl`: a small control block (flags for ping-pong and
+    pipelines). `peer_*[r]` are the same buffers of rank r as mapped into this process (own rank: local).
+    """
+
+    sharer: object
+    slot_bytes: int
+    src: int
+    inbox: int
+    ctrl: int
+    peer_src: dict[int, int] = field(default_factory=dict)
+    peer_inbox: dict[int, int] = field(default_factory=dict)
+    peer_ctrl: dict[int, int] = field(default_factory=dict)
+    open_ms: dict[int, float] = field(default_factory=dict)
+
+    CTRL_BYTES = 1 << 16
+
+    def inbox_slot(self, sender: int) -> int:
+        return self.inbox + sender * self.slot_bytes
+
+    def peer_inbox_slot(self, owner: int, sender: int) -> int:
+        return self.peer_inbox[owner] + sender * self.slot_bytes
+
+    @classmethod
+    def create(cls, world, sharer, slot_bytes: int) -> "BufferSet":
+        """Allocate, export, exchange descriptors over the node communicator, and open every peer's."""
+        slot_bytes = -(-slot_bytes // 4096) * 4096
+        src = sharer.alloc(slot_bytes)
+        inbox = sharer.alloc(slot_bytes * world.local_size)
+        ctrl = sharer.alloc(cls.CTRL_BYTES)
+        runtime.memset(ctrl, 0, cls.CTRL_BYTES)
+        mine = (sharer.export(src), sharer.export(inbox), sharer.export(ctrl))
+        everyone = world.node_allgather(mine, what=f"{sharer.name} IPC handle exchange")
+        bs = cls(sharer, slot_bytes, src, inbox, ctrl)
+        for r, (h_src, h_inbox, h_ctrl) in enumerate(everyone):
+            if r == world.local_rank:
+                bs.peer_src[r], bs.peer_inbox[r], bs.peer_ctrl[r] = src, inbox, ctrl
+                continue
+            t0 = time.perf_counter()
+            bs.peer_src[r] = sharer.open(h_src, r)
+            bs.peer_inbox[r] = sharer.open(h_inbox, r)
+            bs.peer_ctrl[r] = sharer.open(h_ctrl, r)
+            bs.open_ms[r] = (time.perf_counter() - t0) * 1e3
+        world.node_barrier(f"every rank to open the {sharer.name} IPC handles")
+        return bs
+
+    def destroy(self, world) -> None:
+        """Peers unmap first (barrier), then owners free: an owner never frees memory still mapped."""
+        self.sharer.close_all()
+        try:
+            runtime.deviceSynchronize()
+        except runtime.CUDARuntimeError as e:
+            raise GpuError(f"device error while releasing {self.sharer.name} buffers: {e}") from None
+        world.node_barrier(f"every rank to close the {self.sharer.name} IPC mappings")
+        for ptr in (self.src, self.inbox, self.ctrl):
+            self.sharer.free(ptr)
+        shutdown = getattr(self.sharer, "shutdown", None)
+        if shutdown is not None:
+            world.node_barrier(f"every rank to free its {self.sharer.name} buffers")
+            shutdown()

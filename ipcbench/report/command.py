@@ -1,0 +1,79 @@
+"""`ipcbench report PATH...`: every run under the paths -> terminal summary, report.html, report.md, PNGs.
+
+The command only reads its arguments and writes the files: load.py finds and loads the runs, document.py
+builds the document (numbers from tables.py, figures from figure_plan.py and figures.py), render.py renders
+it three ways (docs/architecture.md). No MPI or CUDA anywhere; pandas and matplotlib are imported only when
+a report is made, so `import ipcbench.report.command` stays instant.
+
+A malformed results.csv or meta.json skips that run with a warning naming file:line; the other runs are
+still reported. Exit status: 0 when a report was written, 2 when no usable run was found or a path does
+not exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ipcbench.report.document import build
+from ipcbench.report.load import load_runs, warn_about
+from ipcbench.report.render import to_html, to_markdown, to_text
+from ipcbench.results import CSV_NAME
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="run directories, results/ trees or results.csv files (every run found is reported)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="where to write report.html, report.md and the figures "
+                             "(default: report/ inside the first PATH)")
+    parser.add_argument("--cv-threshold", type=float, default=0.05, metavar="FLOAT",
+                        help="flag rows whose coefficient of variation exceeds this (default 0.05)")
+    parser.add_argument("--no-figures", action="store_true", help="tables only, no PNGs (faster)")
+    parser.add_argument("--quiet", action="store_true", help="no terminal summary, only warnings and the paths")
+
+
+def _error(msg: str) -> None:
+    print(f"ipcbench report: error: {msg}", file=sys.stderr)
+
+
+def default_out(paths) -> Path:
+    """report/ inside the first PATH (beside it when it is a file)."""
+    first = Path(paths[0])
+    return (first if first.is_dir() else first.parent) / "report"
+
+
+def run(args) -> int:
+    """Entry point for `ipcbench report`; returns the exit status."""
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        _error(f"no such file or directory: {missing[0]}")
+        return 2
+    if args.cv_threshold is not None and args.cv_threshold < 0:
+        _error("--cv-threshold must be >= 0")
+        return 2
+    runs, skipped = load_runs(args.paths)
+    warn_about(runs, skipped)
+    if not runs:
+        _error("no usable run found under " + ", ".join(map(str, args.paths))
+               + ("" if skipped else f" (no {CSV_NAME})"))
+        return 2
+    out_dir = Path(args.out) if args.out else default_out(args.paths)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _error(f"cannot create {out_dir}: {e.strerror or e}")
+        return 2
+    doc = build(runs, skipped, out_dir, 0.05 if args.cv_threshold is None else args.cv_threshold,
+                figures=not args.no_figures)
+    (out_dir / "report.md").write_text(to_markdown(doc), encoding="utf-8")
+    (out_dir / "report.html").write_text(to_html(doc, out_dir), encoding="utf-8")
+    if not args.quiet:
+        sys.stdout.write(to_text(doc))
+        sys.stdout.write("\n")
+    print(f"report: {out_dir / 'report.html'}\n        {out_dir / 'report.md'}")
+    if skipped:  # the report covers what could be read, but an input was lost: say so in the exit status
+        _error(f"{len(skipped)} input(s) could not be read (see the warnings above); the report leaves them out")
+        return 1
+    return 0

@@ -1,0 +1,91 @@
+"""`--dry-run`: the plan (nodes, ranks, pairs, sizes, measurements, estimated time); no GPU work.
+
+The estimate follows the sampling rule: per measurement, calibration plus the samples the rule takes at
+least (min_samples x min_time, the noise test usually stops there for copy-engine rows) plus the
+coordination around each sample, calibrated against measured wall times (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ipcbench.sizes import fmt_size
+
+CALIBRATION_SAMPLES = 1.5  # calibration runs, in units of one sample, per measurement
+PER_SAMPLE_S = 0.002  # fill, poison, verify, two pair exchanges around every sample
+PER_MEASUREMENT_S = 0.004  # graph capture and upload, the end-of-measurement exchanges
+STARTUP_S = 3.0
+
+
+def estimate_seconds(steps, rule, mode=None) -> float:
+    """Rough duration of a plan under `rule`: steps walked in rounds of disjoint pairs (`mode` concurrent)
+    cost one measurement per round and size, not per pair."""
+    from ipcbench.run.walk import groups_of
+
+    samples = rule.min_samples
+    per = (samples + CALIBRATION_SAMPLES) * (rule.min_time_s + PER_SAMPLE_S) + PER_MEASUREMENT_S
+    total = 0.0
+    for s in steps:
+        walked = len(s.sizes) * len(groups_of(s, mode)) if mode is not None else s.measurements
+        total += walked * s.cost * per
+    return total + STARTUP_S
+
+
+def describe(plan: dict) -> str:
+    n = plan["measurements"]
+    lines = ["ipcbench plan (dry run: no GPU work)",
+             f"  nodes:   {plan['nodes']} ({', '.join(f'{h}: {k} ranks' for h, k in plan['ranks_per_node'].items())})",
+             f"  GPUs:    {', '.join(f'{h}: {g}' for h, g in plan['gpus_per_node'].items())} ({plan['gpu_source']})",
+             f"  pairs:   {plan['pairs']} ordered per node; {plan['pair_mode']['mode']} "
+             f"({plan['pair_mode']['reason']}); all nodes measure at once",
+             f"  suites:  {', '.join(plan['suites'])}",
+             f"  sizes:   {len(plan['sizes'])} ({fmt_size(plan['sizes'][0])} .. {fmt_size(plan['sizes'][-1])})",
+             f"  sampling: {plan['sampling']}",
+             "  steps:"]
+    for s in plan["steps"]:
+        rounds = f"  in {len(s['rounds'])} rounds" if s.get("rounds") else ""
+        lines.append(f"    {s['suite']:8s} {s['label']:24s} {s['measurements']:5d} measurement{'s' if s['measurements'] != 1 else ''}"
+                     f"{rounds}")
+    lines.append(f"  measurements per node: {n}")
+    lines.append(f"  estimated duration: {plan['estimated_s']:.0f} s")
+    return "\n".join(lines)
+
+
+def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
+    """Print the plan on world rank 0 (human-readable, or one JSON object with --json)."""
+    from ipcbench.core.schedule import ModeError, decide_mode
+    from ipcbench.core.topology import nvml_gpu_count, nvml_link_kinds
+    from ipcbench.errors import UsageError
+    from ipcbench.run.walk import groups_of
+
+    local = assumed_ranks or world.local_size
+    info = world.comm.allgather((world.host, local, nvml_gpu_count()))
+    gpus_here = info[world.rank][2] or local
+    try:
+        mode, err = decide_mode(cfg.pairs, -(-local // min(local, gpus_here)), nvml_link_kinds(), local), None
+    except ModeError as e:
+        mode, err = None, str(e)
+    errors = [e for e in world.comm.allgather(err) if e]
+    if errors:
+        raise UsageError(errors[0])
+    per_node = {host: (n, g) for host, n, g in info}
+    if world.rank != 0:
+        return 0
+    gpus = {h: (g if g is not None else n) for h, (n, g) in per_node.items()}
+    plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": assumed_ranks or world.size,
+            "ranks_per_node": {h: n for h, (n, _) in per_node.items()}, "gpus_per_node": gpus,
+            "gpu_source": "NVML" if all(g is not None for _, g in per_node.values()) else "assumed one per rank",
+            "pairs": local * (local - 1), "pair_mode": mode.as_dict(),
+            "suites": list(cfg.suites), "sizes": list(cfg.sizes), "sampling": cfg.rule.describe(),
+            "steps": [{"suite": s.suite, "label": s.label, "measurements": s.measurements,
+                       "rounds": [[list(p) for p in g] for g in groups_of(s, mode)] if mode.concurrent and s.rounds_ok
+                       else None} for s in steps],
+            "measurements": sum(s.measurements for s in steps),
+            "estimated_s": round(estimate_seconds(steps, cfg.rule, mode), 1)}
+    if cfg.json_plan:
+        print(json.dumps(plan), flush=True)
+    else:
+        if assumed_ranks:
+            print(f"(started without mpirun: planning `mpirun -np {assumed_ranks}`, one rank per GPU here)")
+        print(describe(plan), flush=True)
+    return 0

@@ -1,0 +1,113 @@
+"""Run metadata for meta.json: who ran what, where, on which GPUs, drivers and libraries."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from ipcbench import __version__
+
+
+def clean(text: str) -> str:
+    """A library's string as text: NUL bytes and surrounding white space removed (MPI pads with NULs)."""
+    return str(text).replace("\x00", "").strip()
+
+
+def mem_bandwidth_gbps(pci_bus_id: str) -> float | None:
+    """Theoretical DRAM bandwidth (GB/s) from NVML: max memory clock x bus width x 2 (DDR) / 8."""
+    try:
+        from ipcbench.core.topology import _nvml
+
+        nv = _nvml()
+        h = nv.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+        mhz = nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)
+        bits = nv.nvmlDeviceGetMemoryBusWidth(h)
+        return round(mhz * 1e6 * bits * 2 / 8 / 1e9, 1)
+    except Exception:
+        return None
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def make_run_id(host: str | None = None) -> str:
+    host = host or socket.gethostname().split(".")[0]
+    job = os.environ.get("SLURM_JOB_ID")
+    if job:
+        return f"{job}-{host}"
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{host}"
+
+
+def _pkg(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit() -> str | None:
+    here = Path(__file__).resolve().parents[2]
+    if not (here / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+        if out.returncode == 0:
+            return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return None
+
+
+def library_versions() -> dict:
+    """Versions of the Python stack and the MPI library (call after MPI is initialised)."""
+    v = {
+        "python": platform.python_version(),
+        "ipcbench": __version__,
+        "cupy": _pkg("cupy-cuda13x") or _pkg("cupy"),
+        "cuda_python": _pkg("cuda-python"),
+        "cuda_bindings": _pkg("cuda-bindings"),
+        "mpi4py": _pkg("mpi4py"),
+        "pandas": _pkg("pandas"),
+        "nvidia_ml_py": _pkg("nvidia-ml-py"),
+    }
+    try:
+        from mpi4py import MPI
+
+        v["mpi_library"] = clean(MPI.Get_library_version()).splitlines()[0]
+        v["mpi_standard"] = "%d.%d" % MPI.Get_version()
+    except Exception:
+        pass
+    return v
+
+
+def cuda_versions() -> dict:
+    from cupy.cuda import runtime
+
+    from ipcbench.core.topology import nvml_driver_version
+
+    return {"driver": nvml_driver_version(), "cuda_driver": runtime.driverGetVersion(),
+            "cuda_runtime": runtime.runtimeGetVersion()}
+
+
+def base_meta(run_id: str, argv: list[str]) -> dict:
+    return {
+        "run_id": run_id,
+        "ipcbench_version": __version__,
+        "git_commit": git_commit(),
+        "command": ["ipcbench", *argv],
+        "start": now_iso(),
+        "end": None,
+        "status": "running",
+        "platform": platform.platform(),
+        "python_executable": os.path.basename(sys.executable),
+    }

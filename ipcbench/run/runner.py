@@ -1,0 +1,253 @@
+"""One benchmark run under MPI: agree on the setup, build the context, walk the plan, write rows.
+
+Every decision that could differ between ranks (the output directory, GPU counts and binding, memory,
+pool support) is made collectively or by world rank 0 and broadcast, so a setup error ends every rank
+with the same message instead of leaving one waiting. The plan (suites/registry.py) is a list of steps;
+each step runs over the node's pair schedule with the other ranks waiting, and after each pair the
+node's rows go to run/collect.RowSink. docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from ipcbench import __version__
+from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
+from ipcbench.errors import UsageError
+from ipcbench.results import ResultsWriter, write_meta
+from ipcbench.run.console import say
+from ipcbench.run.dryrun import dry_run, estimate_seconds
+from ipcbench.run.walk import walk
+from ipcbench.sizes import fmt_size
+
+
+def agree_on(world, decide):
+    """World rank 0 runs decide() -> (value, error or None); every rank gets the pair; all raise alike."""
+    result = decide() if world.rank == 0 else None
+    world.barrier(world.comm, "world rank 0's decision")
+    value, err = world.comm.bcast(result, root=0)
+    if err:
+        raise UsageError(err)
+    return value
+
+
+def _select_gpu(world: World):
+    """Pick this rank's GPU, gather UUIDs per node, and refuse per-rank binding with an explanation."""
+    from ipcbench.core import gpu as gpumod
+
+    visible = gpumod.device_count()
+    counts = world.node_allgather(visible, "the GPU count of every rank")
+    if min(counts) == 0:
+        bad = [r for r, c in enumerate(counts) if c == 0]
+        raise UsageError(f"no CUDA GPU visible to node-local rank(s) {bad} on {world.host}")
+    index = gpu_for_local_rank(world.local_rank, visible)
+    info = gpumod.describe(index)
+    uuids = world.node_allgather(info.uuid, "the GPU UUID of every rank")
+    problem = binding_problem(uuids, counts)
+    if problem:
+        raise UsageError(problem)
+    return index, info
+
+
+def _check_memory(world, gpu, sizes, steps) -> None:
+    kinds = {k for s in steps for k in s.needs} or {"legacy"}
+    slot = -(-max(sizes) // 4096) * 4096
+    need = len(kinds) * slot * (1 + world.local_size) + (64 << 20)
+    sharing = world.node_allgather(gpu.index, "GPU sharing check").count(gpu.index)
+    free = min(world.node_allgather(gpu.free_memory(), "the free memory of every GPU"))
+    if need * sharing > free * 0.9:
+        raise UsageError(f"the largest size {fmt_size(max(sizes))} needs {need * sharing / 2**30:.1f} GiB per GPU "
+                         f"({sharing} rank(s) x {need / 2**30:.2f} GiB) but only {free / 2**30:.1f} GiB is free: "
+                         f"use smaller --sizes or fewer ranks per GPU")
+
+
+def _setup_buffers(ctx, steps, sizes) -> None:
+    from ipcbench.ipc.buffers import BufferSet
+    from ipcbench.ipc.legacy import LegacyIpc
+
+    kinds = {k for s in steps for k in s.needs}
+    if "legacy" in kinds:
+        ctx.buffers["legacy"] = BufferSet.create(ctx.world, LegacyIpc(ctx.gpu, ctx.world.rank), max(sizes))
+    if "pool" in kinds:
+        from ipcbench.ipc.pool import PoolIpc, pool_support
+
+        ok, why = pool_support(ctx.gpu.index)
+        ok_all = ctx.world.node_allgather(ok, "memory-pool support check")
+        if all(ok_all):
+            ctx.buffers["pool"] = BufferSet.create(ctx.world, PoolIpc(ctx.gpu, ctx.world), max(sizes))
+        else:
+            ctx.unavailable["pool"] = why or "a rank of this node has no IPC-capable memory pools"
+
+
+def run(cfg) -> int:
+    from ipcbench.core.context import Ctx
+    from ipcbench.run.collect import RowSink
+    from ipcbench.run.meta import make_run_id, now_iso
+    from ipcbench.run.outdir import choose_run_dir
+    from ipcbench.suites.registry import plan
+
+    world = World.create(timeout=cfg.timeout_s)
+    sizes = list(cfg.sizes)
+    if world.size < 2 and cfg.dry_run:
+        from ipcbench.core.topology import nvml_gpu_count
+
+        gpus = nvml_gpu_count() or 0
+        if gpus < 2:
+            raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
+                             f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
+        return dry_run(world, cfg, plan(list(cfg.suites), gpus, sizes), assumed_ranks=gpus)
+    if world.size < 2:
+        raise UsageError("ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), "
+                         "e.g. `mpirun -np 4 ipcbench all`")
+    steps = plan(list(cfg.suites), world.local_size, sizes)
+    if cfg.dry_run:
+        return dry_run(world, cfg, steps)
+
+    run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, make_run_id(world.hosts[0])))))
+    index, info = _select_gpu(world)
+    from ipcbench.core.gpu import Gpu
+
+    gpu = Gpu(index, copy_shape=cfg.copy_shape)
+    _check_memory(world, gpu, sizes, steps)
+    gpu_of = world.node_allgather(index, "the GPU of every rank")
+    ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
+              gpu_of=gpu_of, node_ranks=world.node_ranks, corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
+    topo = _node_topology() if world.local_rank == 0 else None
+    world.node_barrier("the topology of this node")
+    topo = world.node.bcast(topo, root=0)
+    mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo)
+    meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
+    # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
+    # would only wait for a rank that is gone.
+    _setup_buffers(ctx, steps, sizes)
+    writer = None
+    if world.rank == 0:  # the run passed its setup: now the directory exists, with meta.json first
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_meta(run_dir, meta)
+        writer = ResultsWriter(run_dir, exclusive=True)
+    world.barrier(world.comm, "the run directory")
+    sink = RowSink(world, writer, str(run_dir))
+    t0 = time.monotonic()
+    say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
+               f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(cfg.suites)}; "
+               f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "
+               f"estimated {estimate_seconds(steps, cfg.rule, mode):.0f} s")
+    say(world, f"pairs: {mode.mode} ({mode.reason}); results: {run_dir / 'results.csv'}")
+    timings: dict[str, float] = {}
+    profile = _profiler()
+    all_rows, check = walk(ctx, steps, sink, quiet=cfg.quiet, mode=mode, timings=timings)
+    if profile:
+        profile.disable()
+        profile.dump_stats(os.path.join(os.environ["IPCBENCH_PROFILE"], f"rank{world.rank}.prof"))
+    checks = world.world_gather(check, "the concurrency checks")
+    if "event_ipc" in ctx.state:
+        ctx.state["event_ipc"].close()
+    for bs in ctx.buffers.values():
+        bs.destroy(world)
+    status = 0
+    if world.rank == 0:
+        from ipcbench.core.rows import failed
+
+        bad = [r for r in all_rows if failed(r, cfg.verify)]
+        meta.update(end=now_iso(), status="complete", wall_s=round(time.monotonic() - t0, 2), rows=writer.count,
+                    failed_rows=len(bad), suite_wall_s=timings)
+        found = [c for c in checks if c]
+        if found:
+            meta["pair_mode"]["check"] = found
+        write_meta(run_dir, meta)
+        writer.close()
+        if not cfg.quiet:
+            from ipcbench.run.console import matrices
+
+            print()
+            print(matrices(all_rows, host=world.hosts[0]))
+        print(f"{writer.count} rows in {meta['wall_s']:.1f} s -> {run_dir / 'results.csv'}")
+        if bad:
+            print(f"ipcbench: {len(bad)} row(s) FAILED verification (verified=false in the CSV), e.g. "
+                  f"{bad[0].suite}/{bad[0].method} {bad[0].direction} {bad[0].bytes} B: {bad[0].note}", file=sys.stderr)
+            status = 1
+    status = world.world_allreduce_max(status, "the run's exit status")
+    gpu.close()
+    return status
+
+
+def _str_dir(decision):
+    path, err = decision
+    return (str(path) if path else None, err)
+
+
+def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | None):
+    """This node's pair mode (core/schedule.py) from its topology; a refusal on any node ends every rank."""
+    from collections import Counter
+
+    from ipcbench.core.schedule import ModeError, decide_mode
+
+    used = set(gpu_of)
+    kinds = None
+    if topo and topo.get("nvml") and topo.get("links"):
+        kinds = [ln["kind"] for ln in topo["links"] if ln["src_gpu"] in used and ln["dst_gpu"] in used] or None
+    try:
+        mode, err = decide_mode(requested, max(Counter(gpu_of).values()), kinds, world.local_size), None
+    except ModeError as e:
+        mode, err = None, str(e)
+    errors = [e for e in world.world_allgather(err, "the pair-mode decision") if e]
+    if errors:
+        raise UsageError(errors[0])
+    return mode
+
+
+def _profiler():
+    """IPCBENCH_PROFILE=DIR: profile each rank's walk with cProfile into DIR/rank<N>.prof (development)."""
+    if not os.environ.get("IPCBENCH_PROFILE"):
+        return None
+    import cProfile
+
+    os.makedirs(os.environ["IPCBENCH_PROFILE"], exist_ok=True)
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def _gather_meta(world, info, run_id, cfg, topo, mode) -> dict:
+    from ipcbench.run.meta import base_meta, cuda_versions, library_versions, mem_bandwidth_gbps
+
+    mine = {"rank": world.rank, "host": world.host, "local_rank": world.local_rank, "gpu": info.index,
+            "pid": os.getpid(), "gpu_info": {**info.as_dict(), "mem_bw_gbps": mem_bandwidth_gbps(info.pci_bus_id)}}
+    ranks = world.world_gather(mine, "metadata")
+    topos = world.world_gather((world.host, topo if world.local_rank == 0 else None, mode.as_dict()), "topology")
+    if world.rank != 0:
+        return {}
+    meta = base_meta(run_id, list(cfg.argv))
+    meta["hosts"] = world.hosts
+    meta["ranks"] = [{k: v for k, v in r.items() if k != "gpu_info"} for r in ranks]
+    gpus: dict[str, dict] = {}
+    for r in ranks:
+        gpus.setdefault(r["host"], {})[r["gpu"]] = r["gpu_info"]
+    meta["gpus"] = {h: [g[i] for i in sorted(g)] for h, g in gpus.items()}
+    per_gpu = [sum(1 for r in ranks if r["host"] == h and r["gpu"] == g) for h, gs in gpus.items() for g in gs]
+    meta["ranks_per_gpu"] = max(per_gpu)
+    meta["topology"] = {h: t for h, t, _ in topos if t is not None}
+    modes = {h: m for h, t, m in topos if t is not None}
+    meta["pair_mode"] = {**modes[world.hosts[0]], "per_host": modes}
+    meta["versions"] = {**cuda_versions(), **library_versions()}
+    meta["suites"] = list(cfg.suites)
+    meta["sizes"] = list(cfg.sizes)
+    meta["options"] = cfg.options_meta()
+    meta["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
+    return meta
+
+
+def _node_topology() -> dict:
+    """P2P access matrix (CUDA) and NVML link table for every GPU this process sees."""
+    from cupy.cuda import runtime
+
+    from ipcbench.core.gpu import describe
+    from ipcbench.core.topology import gpu_links
+
+    n = runtime.getDeviceCount()
+    p2p = [[1 if i == j else int(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
+    links = gpu_links([describe(i).pci_bus_id for i in range(n)])
+    return {"p2p_matrix": p2p, **links}

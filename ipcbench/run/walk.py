@@ -1,0 +1,108 @@
+"""Walking the plan: every step over its pairs, one pair at a time or in rounds of disjoint pairs, with
+the built-in check that rounds measure what pairs one at a time would. The node's rows go to the row
+sink (run/collect.py) after each group. docs/architecture.md, "How a row is born".
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ipcbench.run.console import say
+from ipcbench.sizes import fmt_size
+
+
+def groups_of(step, mode) -> list:
+    """How a step is walked: [None] for a step all ranks run together, else groups of pairs measured at
+    once: rounds of disjoint pairs (core/schedule.py) where the run and the step allow, else one pair each."""
+    from ipcbench.core.schedule import pair_rounds
+
+    if step.concurrent:
+        return [None]
+    if mode.concurrent and step.rounds_ok:
+        return pair_rounds(step.pairs)
+    return [[p] for p in step.pairs]
+
+
+def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
+    """Run every step over its pairs (one at a time or in rounds), or all ranks at once; the node's rows go
+    to `sink` after each group. Returns (every row rank 0 holds, the concurrency check or None)."""
+    from ipcbench.core.rows import join_note
+    from ipcbench.run.console import Progress
+
+    world = ctx.world
+    totals: dict[str, float] = {}
+    meas: dict[str, int] = {}
+    for s in steps:
+        totals[s.suite] = totals.get(s.suite, 0.0) + s.measurements * s.cost
+        meas[s.suite] = meas.get(s.suite, 0) + s.measurements
+    progress = Progress(totals, enabled=(world.rank == 0 and not quiet))
+    check, checked = None, False  # the check runs once, after the first step walked in rounds
+    for step in steps:
+        t0 = time.monotonic()
+        missing = [k for k in step.needs if k not in ctx.buffers]
+        if missing:
+            say(world, f"[{step.suite:8s}] skipping {step.label}: "
+                       f"{ctx.unavailable.get(missing[0], 'buffers unavailable')}")
+            progress.advance(step.suite, step.label, step.measurements * step.cost, step.measurements,
+                             meas[step.suite])
+            continue
+        groups = groups_of(step, mode)
+        mine_all = []
+        for group in groups:
+            rows = []
+            if group is None:
+                rows = step.run(ctx, step.sizes)
+            else:
+                mine = [p for p in group if world.local_rank in p]
+                if mine:
+                    rows = step.run(ctx, mine[0][0], mine[0][1], step.sizes)
+                if len(group) > 1:
+                    for r in rows:
+                        r.note = join_note(r.note, f"measured in a round of {len(group)} disjoint pairs")
+            mine_all.extend(rows)
+            sink.add(rows, f"the rows of step '{step.label}'")
+            n = len(step.sizes) * (1 if group is None else len(group))
+            progress.advance(step.suite, step.label, n * step.cost, n, meas[step.suite])
+        if not checked and groups and groups[0] is not None and max(len(g) for g in groups) > 1:
+            check, checked = check_rounds(ctx, step, groups, mine_all), True
+        if timings is not None:
+            timings[step.suite] = round(timings.get(step.suite, 0.0) + time.monotonic() - t0, 3)
+    return sink.finish(), check
+
+
+ROUND_CHECK_TOLERANCE = 0.01
+
+
+def check_rounds(ctx, step, groups, concurrent_rows) -> dict | None:
+    """The built-in guard of concurrent rounds: re-measure the largest round's pairs one at a time at the
+    largest size and compare with what the round measured; a difference over 1% is a warning (the pairs
+    did share something). Returns the node's comparison on its leader (None elsewhere)."""
+    world = ctx.world
+    size = max(step.sizes)
+    round_ = max(groups, key=len)
+    diffs = []
+    for src, dst in round_:
+        rows = step.run(ctx, src, dst, [size]) if world.local_rank in (src, dst) else []
+        for seq in rows:
+            conc = [r for r in concurrent_rows if (r.src_rank, r.dst_rank, r.bytes, r.direction) ==
+                    (seq.src_rank, seq.dst_rank, seq.bytes, seq.direction)]
+            a, b = (conc[0].bw_gbps_median, seq.bw_gbps_median) if conc else (None, None)
+            if a is None or b is None:  # latency steps: compare times
+                a, b = (1 / conc[0].time_us_median, 1 / seq.time_us_median) if conc else (None, None)
+            if a and b:
+                diffs.append({"src_rank": seq.src_rank, "dst_rank": seq.dst_rank, "concurrent": a,
+                              "sequential": b, "diff": a / b - 1})
+        world.node_barrier(f"the sequential check of pair {src}->{dst}")
+    parts = world.node_gather(diffs, "the concurrency check")
+    if world.local_rank != 0:
+        return None
+    flat = [d for p in parts for d in p]
+    worst = max((abs(d["diff"]) for d in flat), default=0.0)
+    out = {"host": world.host, "step": f"{step.suite}/{step.label}", "bytes": size, "pairs": flat,
+           "worst_diff": worst, "tolerance": ROUND_CHECK_TOLERANCE, "ok": worst <= ROUND_CHECK_TOLERANCE}
+    if not out["ok"]:
+        print(f"ipcbench: warning: on {world.host} the round of {len(round_)} pairs measured {step.label} at "
+              f"{fmt_size(size)} up to {worst:.1%} away from the same pairs one at a time: pairs measured at "
+              f"once may share a link here; rerun with --pairs sequential", file=sys.stderr, flush=True)
+    return out

@@ -1,0 +1,395 @@
+"""Suite `handles`: what sharing costs, per operation, and what the common mistakes look like.
+
+These are host-side API costs (a driver call that returns when the mapping exists), so unlike the
+transfer suites they are timed with the host clock, time.perf_counter_ns() around the one CUDA call:
+there is no GPU work to put between CUDA events. Rows: direction `op`, time_us_* = time of one
+operation (median/min/max over --samples repetitions, at least 3), no bandwidth, `bytes` = the size
+class of the buffer (0 for events). One ordered pair at a time; the exporter is src, the importer dst;
+`same_gpu` tells same-GPU from cross-GPU pairs.
+
+Per size class (the run's smallest, a middle and its largest size), every repetition uses a FRESH
+cudaMalloc buffer: the owner fills it, times cudaIpcGetMemHandle, sends the handle over MPI; the peer
+times the first cudaIpcOpenMemHandle (cudaIpcMemLazyEnablePeerAccess), a repeated open of the same
+handle in the same process (the driver hands back the same mapping), verifies the data through the
+mapping (a GPU kernel: `verified`), closes (the close after the repeated open is untimed; the timed
+`ipc_close_mem_handle` is the one that unmaps), acknowledges, and the owner frees.
+Methods: ipc_get_mem_handle, ipc_open_mem_handle_first, ipc_open_mem_handle_repeat,
+ipc_close_mem_handle, ipc_get_event_handle, ipc_open_event_handle (the opened event is waited on by a
+stream: `verified`). Pool operations (pool_export_fd, pool_export_pointer, fd_transfer, pool_import,
+pool_import_pointer) are measured the same way in pool_handles.py.
+
+Error paths, last in the suite, on the pair (0, 1) only: each row is `verified=true` when ipcbench's own
+code (share.LegacyIpc) raised an error whose message names the rank and the CUDA call; the note holds
+the (shortened) message. If the driver accepts the call instead, the row says so ("driver accepted")
+with verified=false; that is a fact about the driver, not a failed transfer, so it does not fail the run.
+  err_open_freed_handle       the owner frees the buffer, then sends the handle; the peer opens it
+  err_open_exited_owner_handle  a child process allocates, exports and exits; the peer opens the handle
+  err_open_own_handle         a process opens a handle it exported itself
+  err_host_pointer_handle     cudaIpcGetMemHandle on pinned (cudaHostAlloc) and on pageable host memory
+None of these CUDA errors is sticky, so the context stays usable.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+
+from ipcbench.core.stats import seed_for
+from ipcbench.suites.registry import Step, SuiteSpec
+from ipcbench.core.world import ordered_pairs
+
+MIN_SAMPLES = 5  # host-timed API calls: the first repetitions pay cold-start costs
+TAG_HANDLE, TAG_ACK, TAG_ERR, TAG_QUERIED = 21, 22, 23, 24
+CHILD_TIMEOUT_S = 120.0
+
+
+# ---- planning (pure) ---------------------------------------------------------------------------
+def size_classes(sizes: list[int]) -> list[int]:
+    """The run's smallest, a middle (geometric middle of the list) and largest size, deduplicated."""
+    s = sorted(set(sizes))
+    return sorted({s[0], s[len(s) // 2], s[-1]})
+
+
+def error_pairs(n: int) -> list[tuple[int, int]]:
+    return [(0, 1)] if n >= 2 else []
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def _us(t0: int, t1: int) -> float:
+    return (t1 - t0) / 1e3
+
+
+def _short(msg: str, limit: int = 160) -> str:
+    msg = " ".join(str(msg).split()).replace(",", ";")
+    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
+
+
+def _share_error(rank: int, call: str, e: Exception):
+    from ipcbench.errors import ShareError
+
+    return ShareError(f"rank {rank}: {call} failed: {e}")
+
+
+# ---- memory handles ----------------------------------------------------------------------------
+def measure_mem_handles(ctx, src: int, dst: int, sizes: list[int]):
+    from cupy.cuda import runtime
+
+    from ipcbench.core.rows import make_row
+
+    w, gpu = ctx.world, ctx.gpu
+    me = w.local_rank
+    n = max(MIN_SAMPLES, ctx.rule.min_samples)
+    rows = []
+    for nbytes in sizes:
+        label = "handles/mem"
+        get_us, open1_us, open2_us, close_us = [], [], [], []
+        bad, checks, notes = 0, 0, []
+        for s in range(n):
+            if me == src:
+                seed = seed_for(w.rank, nbytes, s, label)
+                ptr = gpu.malloc(nbytes)
+                try:
+                    gpu.fill(ptr, nbytes, seed)
+                    gpu.wait(what="fill before export")
+                    t0 = time.perf_counter_ns()
+                    try:
+                        h = runtime.ipcGetMemHandle(ptr)
+                    except runtime.CUDARuntimeError as e:
+                        h = None
+                        err = str(_share_error(w.rank, f"cudaIpcGetMemHandle(0x{ptr:x})", e))
+                    t1 = time.perf_counter_ns()
+                    w.send((bytes(h) if h is not None else None, seed), dst, tag=TAG_HANDLE)
+                    if h is None:
+                        from ipcbench.errors import ShareError
+
+                        raise ShareError(err)
+                    get_us.append(_us(t0, t1))
+                    ack = w.recv(dst, tag=TAG_ACK, what=f"rank {ctx.world_rank(dst)} to close the IPC mapping")
+                finally:
+                    gpu.free(ptr)
+                if isinstance(ack, str):
+                    from ipcbench.errors import ShareError
+
+                    raise ShareError(f"(reported by the importer) {ack}")
+            else:
+                h, seed = w.recv(src, tag=TAG_HANDLE, what=f"an IPC handle from rank {ctx.world_rank(src)}")
+                if h is None:
+                    raise _share_error(ctx.world_rank(src), "cudaIpcGetMemHandle", "see that rank's error")
+                ack = True
+                try:
+                    flags = runtime.cudaIpcMemLazyEnablePeerAccess
+                    t0 = time.perf_counter_ns()
+                    p1 = runtime.ipcOpenMemHandle(h, flags)
+                    t1 = time.perf_counter_ns()
+                    open1_us.append(_us(t0, t1))
+                    p2 = None
+                    try:
+                        t0 = time.perf_counter_ns()
+                        p2 = runtime.ipcOpenMemHandle(h, flags)
+                        t1 = time.perf_counter_ns()
+                        open2_us.append(_us(t0, t1))
+                        if p2 != p1 and s == 0:
+                            notes.append("repeat open gave a second mapping")
+                    except runtime.CUDARuntimeError as e:
+                        if s == 0:
+                            notes.append(f"repeat open refused: {_short(e, 80)}")
+                    if ctx.verify:
+                        bad += gpu.verify(p1, nbytes, seed)
+                        checks += 1
+                    if p2 is not None:
+                        runtime.ipcCloseMemHandle(p2)  # undo the repeated open (untimed)
+                    t0 = time.perf_counter_ns()
+                    try:
+                        runtime.ipcCloseMemHandle(p1)
+                    except runtime.CUDARuntimeError as e:
+                        if p2 != p1:
+                            raise
+                        # The driver did not count the repeated open: the first close already unmapped.
+                        if s == 0:
+                            notes.append(f"second close refused ({_short(e, 60)}): opens not reference-counted")
+                    t1 = time.perf_counter_ns()
+                    close_us.append(_us(t0, t1))
+                except runtime.CUDARuntimeError as e:
+                    ack = str(_share_error(w.rank, f"cudaIpcOpenMemHandle/cudaIpcCloseMemHandle (owner rank "
+                                                   f"{ctx.world_rank(src)})", e))
+                w.send(ack, src, tag=TAG_ACK)
+                if isinstance(ack, str):
+                    from ipcbench.errors import ShareError
+
+                    raise ShareError(ack)
+        theirs = w.exchange((open1_us, open2_us, close_us, bad, checks, notes) if me == dst else None,
+                            dst if me == src else src, tag=TAG_ACK + 10)
+        if me != src:
+            continue
+        open1_us, open2_us, close_us, bad, checks, notes = theirs
+        # Every repetition's buffer was checked through the importer's first mapping, so each row of the
+        # repetition (get, open, repeat open, close) carries that check.
+        note = "; ".join(["data checked through the first mapping", *notes])
+        for method, vals in (("ipc_get_mem_handle", get_us), ("ipc_open_mem_handle_first", open1_us),
+                             ("ipc_open_mem_handle_repeat", open2_us), ("ipc_close_mem_handle", close_us)):
+            if vals:
+                rows.append(make_row(ctx, "handles", method, "op", src, dst, nbytes, vals, 1, None, checks, bad,
+                                     note=note, kind="op", required=n))
+    return rows
+
+
+# ---- event handles -----------------------------------------------------------------------------
+def _event_ready(runtime, ev) -> bool:
+    try:
+        return runtime.eventQuery(ev) == 0
+    except runtime.CUDARuntimeError as e:
+        if "NotReady" in str(e):
+            return False
+        raise
+
+
+def measure_event_handles(ctx, src: int, dst: int, sizes: list[int]):
+    """Event handles, checked for real: the exporter records its event behind a closed gate, so the
+    importer must see the imported event NOT complete, then complete once the exporter opens the gate
+    and the importer's stream has waited on it (the event tracks the exporter's stream)."""
+    from cupy.cuda import runtime
+
+    from ipcbench.core.rows import make_row
+    from ipcbench.errors import ShareError
+
+    w, gpu = ctx.world, ctx.gpu
+    me = w.local_rank
+    n = max(MIN_SAMPLES, ctx.rule.min_samples)
+    get_us, open_us, bad, checks = [], [], 0, 0
+    for _ in range(n):
+        if me == src:
+            ev = runtime.eventCreateWithFlags(runtime.eventInterprocess | runtime.eventDisableTiming)
+            ticket = gpu.gate(gpu.stream)
+            try:
+                runtime.eventRecord(ev, gpu.stream.ptr)
+                t0 = time.perf_counter_ns()
+                h = bytes(runtime.ipcGetEventHandle(ev))
+                t1 = time.perf_counter_ns()
+                get_us.append(_us(t0, t1))
+                w.send(h, dst, tag=TAG_HANDLE)
+                w.recv(dst, tag=TAG_QUERIED, what=f"rank {ctx.world_rank(dst)} to query the imported event")
+            finally:
+                gpu.release(ticket)
+                gpu.wait(what="the gated event record")
+            ack = w.recv(dst, tag=TAG_ACK, what=f"rank {ctx.world_rank(dst)} to wait on the event")
+            runtime.eventDestroy(ev)
+            if isinstance(ack, str):
+                raise ShareError(f"(reported by the importer) {ack}")
+        else:
+            h = w.recv(src, tag=TAG_HANDLE, what=f"an event handle from rank {ctx.world_rank(src)}")
+            ack, ev = True, None
+            try:
+                t0 = time.perf_counter_ns()
+                ev = runtime.ipcOpenEventHandle(h)
+                t1 = time.perf_counter_ns()
+                open_us.append(_us(t0, t1))
+                early = _event_ready(runtime, ev)  # must be False: the exporter's gate is still closed
+            except runtime.CUDARuntimeError as e:
+                ack = str(_share_error(w.rank, f"cudaIpcOpenEventHandle (owner rank {ctx.world_rank(src)})", e))
+            w.send(True, src, tag=TAG_QUERIED)
+            if ev is not None and ack is True:
+                try:
+                    runtime.streamWaitEvent(gpu.stream.ptr, ev, 0)
+                    gpu.wait(what="a wait on an imported event", timeout=30)
+                    checks += 1
+                    bad += int(early or not _event_ready(runtime, ev))
+                finally:
+                    runtime.eventDestroy(ev)
+            w.send(ack, src, tag=TAG_ACK)
+            if isinstance(ack, str):
+                raise ShareError(ack)
+    theirs = w.exchange((open_us, bad, checks) if me == dst else None, dst if me == src else src, tag=TAG_ACK + 10)
+    if me != src:
+        return []
+    open_us, bad, checks = theirs
+    note = "checked: not complete while the exporter's stream was held, complete after it ran"
+    return [make_row(ctx, "handles", "ipc_get_event_handle", "op", src, dst, 0, get_us, 1, None, checks, bad,
+                     note=note, kind="op", required=n),
+            make_row(ctx, "handles", "ipc_open_event_handle", "op", src, dst, 0, open_us, 1, None, checks, bad,
+                     note=note, kind="op", required=n)]
+
+
+# ---- error paths -------------------------------------------------------------------------------
+def _clear(msg: str, rank: int, call: str) -> bool:
+    return f"rank {rank}" in msg and call in msg
+
+
+def _expect_error(what, rank: int, call: str) -> tuple[bool, str]:
+    """Run `what()`; (True, message) if it raised a clear ShareError, else (False, what happened)."""
+    from ipcbench.errors import ShareError
+
+    try:
+        result = what()
+    except ShareError as e:
+        msg = str(e)
+        if _clear(msg, rank, call):
+            return True, msg
+        return False, f"unclear message: {msg}"
+    return False, f"driver accepted {call} (returned {result!r})"
+
+
+def _error_row(ctx, src, dst, method, ok: bool, note: str, t_us: float):
+    from ipcbench.core.rows import make_row
+
+    # An error-path probe: `kind` error, never `verified`; the note says whether the message was clear.
+    verdict = "clear error" if ok else "NOT a clear error"
+    return make_row(ctx, "handles", method, "op", src, dst, 0, [t_us], 1, None, 0, 0,
+                    note=f"{verdict}: {_short(note, 300)}", kind="error")
+
+
+_CHILD = r"""
+import sys
+from cupy.cuda import runtime
+runtime.setDevice(int(sys.argv[1]))
+p = runtime.malloc(2 << 20)
+print(bytes(runtime.ipcGetMemHandle(p)).hex(), flush=True)
+"""
+
+
+def _exited_owner_handle(gpu_index: int) -> tuple[bytes | None, str]:
+    """A handle exported by a child process that has exited since (its memory went with it)."""
+    try:
+        out = subprocess.run([sys.executable, "-c", _CHILD, str(gpu_index)], capture_output=True, text=True,
+                             timeout=CHILD_TIMEOUT_S, env=dict(os.environ))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"could not run the exporting child process: {e}"
+    if out.returncode != 0 or not out.stdout.strip():
+        return None, f"exporting child process failed: {_short(out.stderr.strip()[-200:])}"
+    return bytes.fromhex(out.stdout.strip().splitlines()[-1]), ""
+
+
+def measure_errors(ctx, src: int, dst: int, sizes: list[int]):
+    import numpy as np
+    from cupy.cuda import runtime
+
+    from ipcbench.ipc.legacy import LegacyIpc
+
+    w, gpu = ctx.world, ctx.gpu
+    me = w.local_rank
+    ipc = LegacyIpc(gpu, w.rank)
+    nbytes = 2 << 20
+    mine = []  # (method, ok, note, us)
+
+    # 1. The owner frees the buffer before the peer opens its handle.
+    if me == src:
+        ptr = gpu.malloc(nbytes)
+        h = ipc.export(ptr)
+        gpu.free(ptr)
+        w.send(h, dst, tag=TAG_ERR)
+        w.recv(dst, tag=TAG_ERR, what=f"rank {ctx.world_rank(dst)} to try a freed handle")
+    else:
+        h = w.recv(src, tag=TAG_ERR, what=f"a freed handle from rank {ctx.world_rank(src)}")
+        t0 = time.perf_counter_ns()
+        ok, msg = _expect_error(lambda: ipc.open(h, ctx.world_rank(src)), w.rank, "cudaIpcOpenMemHandle")
+        t1 = time.perf_counter_ns()
+        ipc.close_all()
+        mine.append(("err_open_freed_handle", ok, msg, _us(t0, t1)))
+        w.send(True, src, tag=TAG_ERR)
+
+    # 2. The owner process has exited (a child process of the importer plays the owner).
+    if me == dst:
+        h, why = _exited_owner_handle(ctx.gpu_of[src])
+        if h is None:
+            mine.append(("err_open_exited_owner_handle", False, why, 0.0))
+        else:
+            t0 = time.perf_counter_ns()
+            ok, msg = _expect_error(lambda: ipc.open(h, "an exited child process"), w.rank,
+                                    "cudaIpcOpenMemHandle")
+            t1 = time.perf_counter_ns()
+            ipc.close_all()
+            mine.append(("err_open_exited_owner_handle", ok, msg, _us(t0, t1)))
+
+    # 3. A process opens its own handle (the exporter does this one).
+    if me == src:
+        ptr = gpu.malloc(nbytes)
+        try:
+            h = ipc.export(ptr)
+            t0 = time.perf_counter_ns()
+            ok, msg = _expect_error(lambda: ipc.open(h, w.rank), w.rank, "cudaIpcOpenMemHandle")
+            t1 = time.perf_counter_ns()
+            ipc.close_all()
+        finally:
+            gpu.free(ptr)
+        mine.append(("err_open_own_handle", ok, msg, _us(t0, t1)))
+
+    # 4. Host memory passed where a device pointer is expected (pinned, then pageable).
+        pinned = runtime.hostAlloc(nbytes, 0)
+        pageable = np.ones(nbytes // 8, dtype=np.uint64)
+        try:
+            t0 = time.perf_counter_ns()
+            ok1, msg1 = _expect_error(lambda: ipc.export(pinned), w.rank, "cudaIpcGetMemHandle")
+            t1 = time.perf_counter_ns()
+            ok2, msg2 = _expect_error(lambda: ipc.export(pageable.ctypes.data), w.rank, "cudaIpcGetMemHandle")
+        finally:
+            runtime.freeHost(pinned)
+        mine.append(("err_host_pointer_handle", ok1 and ok2, f"pinned: {_short(msg1, 140)} | pageable: "
+                     f"{_short(msg2, 140)}", _us(t0, t1)))
+
+    theirs = w.exchange(mine, dst if me == src else src, tag=TAG_ERR + 10)
+    if me != src:
+        return []
+    return [_error_row(ctx, src, dst, m, ok, note, us) for m, ok, note, us in mine + theirs]
+
+
+def steps(n: int, sizes: list[int]) -> list[Step]:
+    pairs = ordered_pairs(n)
+    classes = size_classes(sizes)
+    def pool_handles(ctx, src, dst, sizes):
+        from ipcbench.suites.handles_pool import measure_pool_handles
+
+        return measure_pool_handles(ctx, src, dst, sizes)
+
+    out = [Step("handles", "memory handles", pairs, classes, measure_mem_handles, needs=(), cost=2.0),
+           Step("handles", "event handles", pairs, [0], measure_event_handles, needs=(), cost=1.0),
+           Step("handles", "pool handles", pairs, classes, pool_handles, needs=(), cost=3.0)]
+    ep = error_pairs(n)
+    if ep:
+        out.append(Step("handles", "error paths", ep, [2 << 20], measure_errors, needs=(), cost=5.0))
+    return out
+
+
+SUITE = SuiteSpec("handles", "what sharing costs: IPC memory and event handle get/open/close per size class, "
+                "and the error paths people hit (freed or exited owner, own handle, host pointer)", steps)

@@ -1,0 +1,85 @@
+"""The suite registry: what a suite is (a list of Steps), which suites exist, and in which order.
+
+`ORDER` is the one list of suite names: the CLI's help, `all`, the dry run and the report all read it.
+Each name is a module of this package that defines `SUITE = SuiteSpec(...)`; modules are imported only
+when a plan is made, so importing this registry pulls in no CUDA, MPI or suite code (no import circle:
+suites import `Step` from here, this module imports suites by name). See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+# The suites, in the order `all` runs them and the report lists them.
+ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "staged", "latency", "handles", "pipeline")
+
+
+@dataclass
+class Step:
+    """One thing measured over the node's pair schedule.
+
+    For each pair the two ranks of the pair call `run(ctx, src, dst, sizes)` while the other ranks wait
+    (a pair step), or every rank of the node calls `run(ctx, sizes)` together (a concurrent step).
+    """
+
+    suite: str
+    label: str
+    pairs: list[tuple[int, int]]  # node-local (src, dst); [] for a concurrent step
+    sizes: list[int]
+    run: Callable
+    concurrent: bool = False
+    needs: tuple[str, ...] = ()  # buffer kinds it needs ("legacy", "pool")
+    cost: float = 1.0  # relative cost of one measurement, for the ETA
+    # May its pairs be measured in rounds of disjoint pairs (core/schedule.py) when the run allows? Only
+    # GPU-to-GPU transfers: host paths share the host's memory and CPUs, handle costs the driver's locks.
+    rounds_ok: bool = False
+
+    @property
+    def measurements(self) -> int:
+        return len(self.sizes) * (1 if self.concurrent else len(self.pairs))
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str
+    about: str
+    steps: Callable[[int, list[int]], list[Step]]  # (node-local ranks, sizes) -> steps
+
+
+class UnknownSuite(KeyError):
+    """A suite name that is not in ORDER; the message lists the known ones."""
+
+
+def spec(name: str) -> SuiteSpec:
+    """The SuiteSpec declared by module ipcbench.suites.<name> (imported on first use)."""
+    if name not in ORDER:
+        raise UnknownSuite(f"unknown suite {name!r} (known: all, {', '.join(ORDER)})")
+    module = importlib.import_module(f"ipcbench.suites.{name}")
+    s = module.SUITE
+    if s.name != name:
+        raise RuntimeError(f"ipcbench.suites.{name} declares suite {s.name!r}")
+    return s
+
+
+def resolve(names: list[str]) -> list[str]:
+    """Expand `all`, keep the given order otherwise, drop repeats, reject unknown names."""
+    out: list[str] = []
+    for n in names:
+        if n == "all":
+            out.extend(s for s in ORDER if s not in out)
+        elif n in ORDER:
+            if n not in out:
+                out.append(n)
+        else:
+            raise UnknownSuite(f"unknown suite {n!r} (known: all, {', '.join(ORDER)})")
+    return out
+
+
+def plan(names: list[str], n_local: int, sizes: list[int]) -> list[Step]:
+    """Every step of the named suites for n_local ranks per node, in suite order."""
+    steps: list[Step] = []
+    for name in resolve(names):
+        steps.extend(spec(name).steps(n_local, sizes))
+    return steps

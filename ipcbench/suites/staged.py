@@ -1,0 +1,121 @@
+"""Suite `staged`: the host paths that CUDA IPC replaces, for every ordered pair (push rows).
+
+shm_staged (suites/staged_shm.py: pinned POSIX shared memory, device-side flags, no Python timed) and
+mpi_staged (suites/staged_mpi.py: pinned host buffers + MPI Isend/Irecv, chunked and pipelined by the
+ranks). The report divides every IPC method's bandwidth by the best of these. The latency suite runs the
+same sweep at its small sizes (`sweep_staged`). Both fill the source with seed_for(source rank, size,
+sample, label), poison the destination and verify it after every sample, like core/pair.py.
+"""
+
+from __future__ import annotations
+
+from ipcbench.core.world import ordered_pairs
+from ipcbench.errors import UsageError
+from ipcbench.suites.registry import Step, SuiteSpec
+
+ABOUT = ("host-staged baselines: shm_staged (D2H/H2D pipelined through pinned POSIX shared memory with "
+         "device-side flags) and mpi_staged (pinned host buffers + MPI Isend/Irecv, chunked)")
+
+
+def params() -> dict[str, int]:
+    """Chunk sizes and slot counts (IPCBENCH_{SHM,MPI}_{CHUNK,SLOTS}); a bad value is a usage error."""
+    from ipcbench.suites.staged_plan import staged_params
+
+    try:
+        return staged_params()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _shm_note(ctx, src, dst, plan) -> str:
+    text = (f"{plan.describe()} in POSIX shm pinned by both ranks (cudaHostRegister); D2H of chunk k+1 "
+            f"overlaps H2D of chunk k; device-side flag kernels, CUDA graphs behind a gate; no Python "
+            f"in the timed region")
+    if ctx.time_sliced(src, dst):
+        text += ("; same GPU: the two processes' spinning flag kernels time-slice the GPU (no MPS), "
+                 "so small messages pay context switches")
+    return text
+
+
+def _mpi_note(ctx, src, dst, plan) -> str:
+    pipelined = "pipelined" if plan.n_chunks > 1 else "one chunk per message, messages pipelined"
+    return (f"D2H -> pinned host (cudaHostAlloc) -> MPI Isend/Irecv -> H2D, {plan.describe()}, "
+            f"{pipelined} by the Python ranks (Python in the loop, as in an app without IPC); "
+            f"host clock from a pair barrier to the last send / last H2D done, the longer side")
+
+
+def sweep_staged(ctx, method: str, src: int, dst: int, sizes: list[int], suite: str = "staged",
+                 direction: str = "push", kind: str = "", note: str = "") -> list:
+    """Both ranks of the pair call this; the source rank returns the rows. Opens the method's pipe for
+    the pair, calibrates and samples every size through core/sampler.py, closes the pipe (also on error)."""
+    from ipcbench.core.rows import join_note, make_row
+    from ipcbench.core.sampler import take_samples
+    from ipcbench.core.stats import poison_seed, seed_for
+    from ipcbench.ipc.shm import AGREE_TAG
+    from ipcbench.suites.staged_plan import plan_chunks
+
+    p = params()
+    if method == "shm_staged":
+        from ipcbench.suites.staged_shm import ShmPipe as Pipe
+
+        chunk, slots, note_fn = p["shm_chunk"], p["shm_slots"], _shm_note
+    else:
+        from ipcbench.suites.staged_mpi import MpiPipe as Pipe
+
+        chunk, slots, note_fn = p["mpi_chunk"], p["mpi_slots"], _mpi_note
+    w, gpu = ctx.world, ctx.gpu
+    me = w.local_rank
+    peer = dst if me == src else src
+    pipe = Pipe(ctx, "src" if me == src else "dst", peer, chunk, slots, max(sizes))
+    label = f"{suite}/{method}/push"
+    rows = []
+    try:
+        pipe.open(max(sizes))
+        for nbytes in sizes:
+            plan = plan_chunks(nbytes, pipe.chunk, slots)
+            count = ctx.calibrate((label, src, dst), nbytes, lambda c: pipe.timed(plan, c))
+            theirs = w.exchange(count, peer, AGREE_TAG)
+            count = count if me == src else theirs  # the source decides (both computed the same anyway)
+
+            def sample(s: int):
+                seed = seed_for(ctx.world_rank(src), nbytes, s, label)
+                gpu.fill(pipe.buf, nbytes, seed if me == src else poison_seed(seed))
+                gpu.wait(what="fill/poison")
+                ms, done = pipe.timed(plan, count)
+                bad = checks = 0
+                if me == dst and ctx.verify:
+                    bad, checks = gpu.verify(pipe.buf, nbytes, seed), 1
+                return ms * 1e3 / done, checks, bad
+
+            got = take_samples(ctx.rule, count, sample)
+            checks, bad = w.exchange((got.checks, got.mismatches), peer, AGREE_TAG)
+            if me == src:
+                rows.append(make_row(ctx, suite, method, direction, src, dst, nbytes, got.per_transfer_us,
+                                     count, None if kind == "latency" else nbytes, checks + got.checks,
+                                     bad + got.mismatches, note=join_note(note, note_fn(ctx, src, dst, plan)),
+                                     kind=kind))
+    except BaseException:
+        try:  # cleanup while another error is on its way out: that error is the one to report
+            pipe.close()
+        except Exception:
+            pass
+        raise
+    pipe.close()
+    return rows
+
+
+def steps(n: int, sizes: list[int]) -> list[Step]:
+    params()  # a bad IPCBENCH_* value is reported before anything runs
+    pairs = ordered_pairs(n)
+
+    def shm(ctx, src, dst, sizes):
+        return sweep_staged(ctx, "shm_staged", src, dst, sizes)
+
+    def mpi(ctx, src, dst, sizes):
+        return sweep_staged(ctx, "mpi_staged", src, dst, sizes)
+
+    return [Step("staged", "shm_staged push", pairs, sizes, shm, cost=1.5),
+            Step("staged", "mpi_staged push", pairs, sizes, mpi, cost=2.0)]
+
+
+SUITE = SuiteSpec("staged", ABOUT, steps)

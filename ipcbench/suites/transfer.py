@@ -1,0 +1,30 @@
+"""Steps shared by the suites whose rows come from a transfer method (copy, kernel, pool): every
+direction the method supports, over ordered pairs (unordered for bidir), measured by core.pair."""
+
+from __future__ import annotations
+
+from ipcbench.core.world import ordered_pairs, unordered_pairs
+from ipcbench.suites.registry import Step
+
+
+def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) -> list[Step]:
+    from ipcbench.core.methods import METHODS
+
+    steps = []
+    for name in method_names:
+        m = METHODS[name]
+        for d in m.directions:
+            pairs = unordered_pairs(n) if d == "bidir" else ordered_pairs(n)
+            steps.append(Step(suite, f"{name} {d}", pairs, sizes, _pair_runner(suite, name, d),
+                              needs=(m.buffers,), cost=2.0 if d == "bidir" else 1.0, rounds_ok=True))
+    return steps
+
+
+def _pair_runner(suite: str, method_name: str, direction: str):
+    def run(ctx, src, dst, sizes):
+        from ipcbench.core.methods import METHODS
+        from ipcbench.core.pair import measure_pair
+
+        return measure_pair(ctx, suite, METHODS[method_name], direction, src, dst, sizes)
+
+    return run

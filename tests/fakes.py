@@ -1,0 +1,673 @@
+"""Fakes for CPU tests: a GPU whose memory is host memory, and an MPI world whose ranks are threads.
+
+They exist to test the measurement LOGIC on a machine without a GPU: roles, endpoints, who verifies,
+sample-count agreement between the ranks of a pair, stopping decisions, verification accounting, row
+building, scheduling. They never support a GPU claim: a fake copy is a memmove, and a fake time is
+whatever the test configures. docs/architecture.md, "How a row is born", describes the real path.
+
+FakeGpu provides the interface of core/gpu.Gpu that the measurement code uses, including the stream
+primitives (`new_stream`, `event`, `elapsed_ms`, `copy_async`) through which core/methods.GraphBatch and
+core/timing.time_batch reach the device, so those run unchanged on top of it. Work on a FakeStream runs
+at once; the stream keeps a cursor on the fake GPU clock (ns) that every transfer advances by its
+configured cost. A gate models a release at instant 0 of the segment: it resets every stream of that
+fake GPU to `skew_ns`, so the k-th segments of two ranks line up as if released together.
+
+FakeWorld provides the interface of core/world.World over threads of one process: point-to-point
+messages are FIFO queues per (sender, receiver, tag), collectives are messages to every member, values
+are pickled on the way (as MPI does), and every wait has a deadline. Because the ranks share one address
+space, a peer's pointer is usable as is: `make_buffers` builds BufferSets whose peer maps point straight
+at the peers' allocations, the stand-in for CUDA IPC mappings.
+
+FakeCudaIpc stands in for the driver's legacy IPC and interprocess-event calls (installed over cupy's
+runtime functions with pytest's monkeypatch) for the code that calls CUDA directly (ipc/legacy.py,
+suites/handles.py, BufferSet.create).
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import queue
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ipcbench.errors import WorldError
+
+# ---- the fill pattern (the same hash as kernels/pattern.cu) ---------------------------------------
+
+
+def _hash(seed: int, idx: np.ndarray) -> np.ndarray:
+    lo = (idx & 0xFFFFFFFF).astype(np.uint32)
+    hi = (idx >> np.uint64(32)).astype(np.uint32)
+    x = np.uint32(seed & 0xFFFFFFFF) ^ lo ^ (hi * np.uint32(0x85EBCA6B))
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x7FEB352D)
+    x ^= x >> np.uint32(15)
+    x *= np.uint32(0x846CA68B)
+    x ^= x >> np.uint32(16)
+    return x ^ np.uint32(0xA5A5A5A5)
+
+
+def pattern(seed: int, nbytes: int) -> np.ndarray:
+    """The bytes kernels/pattern.cu's fill writes: word i = hash(seed, i); a tail byte t = low byte of hash(seed, t)."""
+    nw = nbytes // 4
+    words = _hash(seed, np.arange(nw, dtype=np.uint64)).astype("<u4")
+    tail = _hash(seed, np.arange(4 * nw, nbytes, dtype=np.uint64)) & np.uint32(0xFF)
+    return np.concatenate([words.view(np.uint8), tail.astype(np.uint8)])
+
+
+def mismatched_words(data: np.ndarray, seed: int) -> int:
+    """What kernels/pattern.cu's verify counts: differing full words plus differing tail bytes."""
+    want = pattern(seed, len(data))
+    nw = len(data) // 4
+    bad = int(np.count_nonzero(data[: 4 * nw].view("<u4") != want[: 4 * nw].view("<u4")))
+    return bad + int(np.count_nonzero(data[4 * nw:] != want[4 * nw:]))
+
+
+# ---- memory ---------------------------------------------------------------------------------------
+
+
+class HostMemory:
+    """Host buffers addressed by integer pointers, shared by every fake rank of a test."""
+
+    def __init__(self):
+        self._blocks: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def alloc(self, nbytes: int) -> int:
+        arr = np.zeros(max(1, nbytes), dtype=np.uint8)
+        ptr = arr.ctypes.data
+        with self._lock:
+            self._blocks[ptr] = arr
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        with self._lock:
+            del self._blocks[ptr]
+
+    def live(self) -> set[int]:
+        """Base pointers of the allocations not freed yet."""
+        with self._lock:
+            return set(self._blocks)
+
+    def block(self, ptr: int) -> np.ndarray | None:
+        """The allocation based at ptr (None if there is none, e.g. freed)."""
+        with self._lock:
+            return self._blocks.get(ptr)
+
+    def view(self, ptr: int, nbytes: int) -> np.ndarray:
+        """ptr[0:nbytes] as a writable array; an access outside every allocation is an error (a wrong
+        slot or endpoint computation shows up here instead of corrupting memory)."""
+        with self._lock:
+            for base, arr in self._blocks.items():
+                if base <= ptr and ptr + nbytes <= base + arr.size:
+                    return arr[ptr - base: ptr - base + nbytes]
+        raise AssertionError(f"access to [0x{ptr:x}, +{nbytes}) is outside every fake allocation")
+
+
+# ---- streams, events, graphs ----------------------------------------------------------------------
+
+
+class FakeEvent:
+    def __init__(self, timing: bool = True):
+        self.timing = timing
+        self.t_ns: float | None = None
+        self.done = True  # work runs at once
+
+    def record(self, stream=None) -> None:
+        self.t_ns = stream.t_ns
+
+
+class FakeGraph:
+    def __init__(self, ops):
+        self.ops = ops
+        self.launches = 0
+
+    def upload(self, stream) -> None:
+        pass
+
+    def launch(self, stream) -> None:
+        self.launches += 1
+        for cost, fn in self.ops:
+            stream.submit(cost, fn)
+
+
+class FakeStream:
+    """An in-order stream: work runs at once and advances the cursor `t_ns`; a capture records instead."""
+
+    def __init__(self, gpu):
+        self.gpu = gpu
+        self.t_ns = 0.0
+        self.ptr = id(self)
+        self._capture: list | None = None
+
+    def submit(self, cost_ns: float, fn: Callable[[], None]) -> None:
+        if self._capture is not None:
+            self._capture.append((cost_ns, fn))
+            return
+        fn()
+        self.t_ns += cost_ns * self.gpu.factor
+
+    def begin_capture(self) -> None:
+        self._capture = []
+
+    def end_capture(self) -> FakeGraph:
+        ops, self._capture = self._capture, None
+        return FakeGraph(ops)
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait_event(self, ev: FakeEvent) -> None:
+        self.t_ns = max(self.t_ns, ev.t_ns)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# ---- the GPU --------------------------------------------------------------------------------------
+
+
+class FakeGpu:
+    """The part of core/gpu.Gpu that measurement code uses, on host memory with configured times.
+
+    transfer_ns(nbytes): the cost of one transfer on the fake clock. jitter(): a factor drawn per gated
+    segment (noise). skew_ns: where this rank's segments start after the common release. drop_copies:
+    transfers do nothing (a broken path: the destination keeps its poison). gate_times_out: every gate
+    reports a timeout.
+    """
+
+    def __init__(self, memory: HostMemory, index: int = 0, transfer_ns: Callable[[int], float] | None = None,
+                 jitter: Callable[[], float] | None = None, skew_ns: float = 0.0, drop_copies: bool = False,
+                 gate_times_out: bool = False, sm_count: int = 132, l2_bytes: int = 4096,
+                 free_bytes: int = 80 << 30):
+        self.memory = memory
+        self.index = index
+        self.transfer_ns = transfer_ns or (lambda nbytes: 1000.0)
+        self.jitter = jitter
+        self.skew_ns = skew_ns
+        self.drop_copies = drop_copies
+        self.gate_times_out = gate_times_out
+        self.sm_count = sm_count
+        self.l2_bytes = l2_bytes
+        self.loop_in_kernel_bytes = 4 * l2_bytes
+        self.free_bytes = free_bytes
+        self.factor = 1.0
+        self.streams: list[FakeStream] = []
+        self.stream = self.new_stream()
+        self._ticket = 0
+        self.released: list[int] = []
+        self.gated = False  # a gate holds this GPU's work stream
+        self.on_release: list[Callable[[], None]] = []  # work queued behind the gate (fake IPC events)
+        self._stamps = [0, 0]
+        # What happened, for assertions.
+        self.copies = 0  # transfers executed
+        self.launches: list[tuple[int, int]] = []  # SM kernel launches: (nbytes, loops)
+        self.fills: list[tuple[int, int, int]] = []  # (ptr, nbytes, seed)
+        self.verifies: list[tuple[int, int, int, int]] = []  # (ptr, nbytes, seed, mismatched words)
+        self.corrupted = 0
+        self.log: list[str] = []  # "gate" and "release" in the order they happened
+
+    # memory
+    def malloc(self, nbytes: int) -> int:
+        return self.memory.alloc(nbytes)
+
+    def free(self, ptr: int) -> None:
+        self.memory.free(ptr)
+
+    def free_memory(self) -> int:
+        return self.free_bytes
+
+    # stream primitives (the seam in core/gpu.py)
+    def new_stream(self) -> FakeStream:
+        s = FakeStream(self)
+        self.streams.append(s)
+        return s
+
+    def event(self, timing: bool = True) -> FakeEvent:
+        return FakeEvent(timing)
+
+    def elapsed_ms(self, start: FakeEvent, stop: FakeEvent) -> float:
+        assert start.timing and stop.timing, "elapsed time of an event created without timing"
+        return (stop.t_ns - start.t_ns) / 1e6
+
+    def _copy(self, dst: int, src: int, nbytes: int) -> None:
+        self.copies += 1
+        if not self.drop_copies:
+            self.memory.view(dst, nbytes)[:] = self.memory.view(src, nbytes)
+
+    def copy_async(self, dst: int, src: int, nbytes: int, stream) -> None:
+        stream.submit(self.transfer_ns(nbytes), lambda: self._copy(dst, src, nbytes))
+
+    def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
+        def run():
+            self.launches.append((nbytes, loops))
+            for _ in range(loops):
+                self._copy(dst, src, nbytes)
+
+        (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run)
+
+    # data
+    def fill(self, ptr: int, nbytes: int, seed: int, stream=None) -> None:
+        self.fills.append((ptr, nbytes, seed))
+        self.memory.view(ptr, nbytes)[:] = pattern(seed, nbytes)
+
+    def verify(self, ptr: int, nbytes: int, seed: int, stream=None) -> int:
+        bad = mismatched_words(self.memory.view(ptr, nbytes), seed)
+        self.verifies.append((ptr, nbytes, seed, bad))
+        return bad
+
+    def corrupt(self, ptr: int, nbytes: int, stream=None) -> None:
+        n = min(16, nbytes)
+        off = ((nbytes - n) // 2 // 4) * 4
+        self.memory.view(ptr + off, n)[:] = 0x5A
+        self.corrupted += 1
+
+    # gate and clock
+    def gate(self, stream=None) -> int:
+        self._ticket += 1
+        self.factor = self.jitter() if self.jitter else 1.0
+        for s in self.streams:
+            s.t_ns = self.skew_ns
+        self.log.append("gate")
+        self.gated = True
+        return self._ticket
+
+    def release(self, ticket: int) -> None:
+        self.released.append(ticket)
+        self.log.append("release")
+        self.gated = False
+        while self.on_release:
+            self.on_release.pop(0)()
+
+    def gate_timed_out(self, ticket: int) -> bool:
+        return self.gate_times_out
+
+    def stamp(self, slot: int, stream=None) -> None:
+        self._stamps[slot] = int((stream or self.stream).t_ns)
+
+    def read_stamps(self) -> tuple[int, int]:
+        return self._stamps[0], self._stamps[1]
+
+    def wait(self, stream=None, timeout: float = 60.0, what: str = "GPU work") -> None:
+        pass
+
+    def function(self, module: str, fn: str, defines: tuple[str, ...] = ()):
+        raise NotImplementedError(f"a fake GPU runs no kernels ({module}.{fn})")
+
+    def close(self) -> None:
+        pass
+
+
+# ---- the MPI world --------------------------------------------------------------------------------
+
+
+class PeerFailed(WorldError):
+    """Raised in a fake rank that waits on a rank that has already failed."""
+
+
+class Hub:
+    """What the fake ranks share: one FIFO per (sender, receiver, tag) and a failure flag."""
+
+    def __init__(self, hosts: list[str], timeout: float):
+        self.hosts = list(hosts)
+        self.timeout = timeout
+        self.failed = threading.Event()
+        self._queues: dict[tuple, queue.Queue] = {}
+        self._lock = threading.Lock()
+
+    def _q(self, key) -> queue.Queue:
+        with self._lock:
+            return self._queues.setdefault(key, queue.Queue())
+
+    def put(self, src: int, dst: int, tag, value) -> None:
+        self._q((src, dst, tag)).put(pickle.dumps(value))
+
+    def get(self, src: int, dst: int, tag, what: str, timeout: float):
+        q = self._q((src, dst, tag))
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return pickle.loads(q.get(timeout=0.01))
+            except queue.Empty:
+                if self.failed.is_set():
+                    raise PeerFailed(f"rank {dst}: another fake rank failed while waiting for {what}") from None
+                if time.monotonic() > deadline:
+                    raise WorldError(f"timed out after {timeout:g} s waiting for {what} (rank {dst})") from None
+
+    def pending(self) -> list[tuple]:
+        """Keys of queues that still hold messages nobody received (a protocol out of step)."""
+        with self._lock:
+            return [k for k, q in self._queues.items() if not q.empty()]
+
+
+class FakeComm:
+    """The few communicator calls the run code makes directly (bcast, allgather)."""
+
+    def __init__(self, world: "FakeWorld", members: list[int], name: str):
+        self.world, self.members, self.name = world, members, name
+
+    @property
+    def rank(self) -> int:
+        return self.members.index(self.world.rank)
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    def bcast(self, value, root: int = 0):
+        return self.world._allgather(self, value, "a broadcast")[root]
+
+    def allgather(self, value):
+        return self.world._allgather(self, value, "an allgather")
+
+
+class FakeWorld:
+    """core/world.World's interface over threads (see the module docstring)."""
+
+    TIGHT_TAG = 4241
+
+    def __init__(self, hub: Hub, rank: int):
+        self.hub = hub
+        self.rank = rank
+        self.size = len(hub.hosts)
+        self.host = hub.hosts[rank]
+        self.hosts = list(dict.fromkeys(hub.hosts))
+        self.node_index = self.hosts.index(self.host)
+        self.n_nodes = len(self.hosts)
+        self.node_ranks = [r for r, h in enumerate(hub.hosts) if h == self.host]
+        self.local_rank = self.node_ranks.index(rank)
+        self.local_size = len(self.node_ranks)
+        self.timeout = hub.timeout
+        self.comm = FakeComm(self, list(range(self.size)), "world")
+        self.node = FakeComm(self, self.node_ranks, f"node:{self.host}")
+
+    def _allgather(self, comm: FakeComm, value, what: str, timeout: float | None = None) -> list:
+        tag = ("collective", comm.name)
+        for r in comm.members:
+            if r != self.rank:
+                self.hub.put(self.rank, r, tag, value)
+        return [pickle.loads(pickle.dumps(value)) if r == self.rank else
+                self.hub.get(r, self.rank, tag, what, self.timeout if timeout is None else timeout)
+                for r in comm.members]
+
+    def barrier(self, comm=None, what: str = "the other ranks", timeout: float | None = None) -> None:
+        self._allgather(comm or self.node, None, what, timeout)
+
+    def node_barrier(self, what: str = "the other ranks of this node") -> None:
+        self.barrier(self.node, what)
+
+    def node_allgather(self, value, what: str = "a node-wide exchange"):
+        return self._allgather(self.node, value, what)
+
+    def node_gather(self, value, what: str = "a node-wide gather"):
+        out = self._allgather(self.node, value, what)
+        return out if self.local_rank == 0 else None
+
+    def world_gather(self, value, what: str = "the final gather"):
+        out = self._allgather(self.comm, value, what)
+        return out if self.rank == 0 else None
+
+    def world_allgather(self, value, what: str = "a job-wide exchange"):
+        return self._allgather(self.comm, value, what)
+
+    def world_allreduce_max(self, value, what: str = "an agreement between ranks"):
+        return max(self._allgather(self.comm, value, what))
+
+    def send(self, value, peer: int, tag: int = 7) -> None:
+        self.hub.put(self.rank, self.node_ranks[peer], tag, value)
+
+    def recv(self, peer: int, tag: int = 7, what: str | None = None):
+        return self.hub.get(self.node_ranks[peer], self.rank, tag,
+                            what or f"a message from node-local rank {peer} (tag {tag})", self.timeout)
+
+    def exchange(self, value, peer: int, tag: int = 9):
+        self.send(value, peer, tag)
+        return self.recv(peer, tag)
+
+    def pair_barrier(self, peer: int, tag: int = 11) -> None:
+        self.exchange(None, peer, tag)
+
+    def tight_exchange(self, value: int, peer: int, what: str) -> int:
+        return int(self.exchange(int(value), peer, self.TIGHT_TAG))
+
+
+def run_ranks(fn: Callable[[FakeWorld], object], n: int = 2, hosts: list[str] | None = None,
+              timeout: float = 10.0) -> list:
+    """Run fn(world) on every fake rank (one thread each); the ranks' return values in rank order.
+
+    The first real error of any rank is re-raised here (not the PeerFailed of the ranks that waited
+    on it). A run that leaves messages nobody received is an error too: the ranks were out of step."""
+    hub = Hub(hosts or ["fakehost"] * n, timeout)
+    size = len(hub.hosts)
+    results: list = [None] * size
+    errors: list = [None] * size
+
+    def body(r: int) -> None:
+        try:
+            results[r] = fn(FakeWorld(hub, r))
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            errors[r] = e
+            hub.failed.set()
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True, name=f"fake-rank-{r}") for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 5)
+    if any(t.is_alive() for t in threads):
+        raise AssertionError("a fake rank hung")
+    real = [e for e in errors if e is not None and not isinstance(e, PeerFailed)]
+    if real or any(errors):
+        raise (real or [e for e in errors if e is not None])[0]
+    left = hub.pending()
+    if left:
+        raise AssertionError(f"messages sent but never received: {left}")
+    return results
+
+
+# ---- a node of fake ranks with buffers and contexts ----------------------------------------------
+
+
+def make_buffers(memory: HostMemory, n_local: int, slot_bytes: int) -> list:
+    """One BufferSet per node-local rank; every peer map points at the peer's own allocation."""
+    from ipcbench.ipc.buffers import BufferSet
+
+    own = [(memory.alloc(slot_bytes), memory.alloc(slot_bytes * n_local), memory.alloc(BufferSet.CTRL_BYTES))
+           for _ in range(n_local)]
+    sets = []
+    for r in range(n_local):
+        bs = BufferSet(None, slot_bytes, *own[r])
+        for p in range(n_local):
+            bs.peer_src[p], bs.peer_inbox[p], bs.peer_ctrl[p] = own[p]
+        sets.append(bs)
+    return sets
+
+
+@dataclass
+class FakeNode:
+    """n fake ranks on one node: their FakeGpus (gpu_of[r] is rank r's GPU index), legacy and pool
+    BufferSets of `slot_bytes`, and a core.context.Ctx for each, built inside the rank's thread."""
+
+    n: int = 2
+    gpu_of: list[int] | None = None
+    slot_bytes: int = 1 << 16
+    rule: object = None
+    verify: bool = True
+    corrupt: str = ""
+    mps: bool = False
+    kinds: tuple[str, ...] = ("legacy", "pool")
+    gpu_kw: list[dict] | None = None
+    timeout: float = 10.0
+
+    def __post_init__(self):
+        from ipcbench.core.sampler import SamplingRule
+
+        self.gpu_of = list(self.gpu_of or range(self.n))
+        self.rule = self.rule or SamplingRule(min_time_s=0.001)
+        self.memory = HostMemory()
+        kw = self.gpu_kw or [{} for _ in range(self.n)]
+        self.gpus = [FakeGpu(self.memory, index=self.gpu_of[r], **kw[r]) for r in range(self.n)]
+        self.buffers = {k: make_buffers(self.memory, self.n, self.slot_bytes) for k in self.kinds}
+        self.ctxs: list = [None] * self.n
+
+    def ctx(self, world: FakeWorld):
+        from ipcbench.core.context import Ctx
+
+        r = world.local_rank
+        c = Ctx(world=world, gpu=self.gpus[r], buffers={k: v[r] for k, v in self.buffers.items()}, rule=self.rule,
+                verify=self.verify, run_id="fake-run", gpu_of=self.gpu_of, node_ranks=world.node_ranks,
+                mps=self.mps, corrupt=self.corrupt)
+        self.ctxs[r] = c
+        return c
+
+    def run(self, fn: Callable) -> list:
+        """fn(ctx) on every rank; the results in rank order."""
+        return run_ranks(lambda w: fn(self.ctx(w)), n=self.n, timeout=self.timeout)
+
+
+# ---- a CUDA IPC driver (legacy memory handles, interprocess events) ------------------------------
+
+INVALID_VALUE, DEVICE_UNINITIALIZED, INVALID_HANDLE, NOT_READY = 1, 201, 400, 600
+
+
+class FakeIpcEvent:
+    def __init__(self, owner):
+        self.owner = owner
+        self.done = threading.Event()
+        self.done.set()  # a new event counts as complete
+
+
+class FakeCudaIpc:
+    """Legacy IPC semantics over one address space; a "process" is a fake rank's thread.
+
+    Memory: a handle names a live allocation of the node's HostMemory; opening it in another thread
+    gives the same pointer (`refcounted`: every open needs its close; otherwise the first close unmaps,
+    and the second is refused); the exporter's own thread is refused (as the driver does); a freed
+    allocation is refused; host memory cannot be exported unless `accept_host`. `fail_open`: every open
+    fails; `fail_export`: every export fails. `remap_to`: opens return this pointer instead (a mapping of the wrong memory).
+    `node` is anything with `memory` (HostMemory) and `gpus` (FakeGpus): a FakeNode.
+    Events: a record behind a closed gate completes at the gate's release; a wait blocks until complete;
+    `events_always_done`: imported events never track the exporter's stream (a broken driver)."""
+
+    def __init__(self, node, refcounted=True, repeat_open=True, fail_open=False, accept_host=False,
+                 remap_to=None, events_always_done=False, fail_export=False):
+        self.node = node
+        self.fail_export = fail_export
+        self.refcounted, self.repeat_open, self.fail_open = refcounted, repeat_open, fail_open
+        self.accept_host, self.remap_to, self.events_always_done = accept_host, remap_to, events_always_done
+        self.lock = threading.Lock()
+        self.serial = itertools.count(1)
+        self.handles = {}  # handle bytes -> (ptr, block array, owner thread)
+        self.maps = {}  # (thread, ptr) -> open count
+        self.events = {}  # id -> FakeIpcEvent
+        self.host = {}  # pinned host allocations
+
+    def install(self, monkeypatch):
+        """Replace cupy's runtime calls with this driver's for the test (pytest's monkeypatch)."""
+        from cupy.cuda import runtime
+
+        for name in ("ipcGetMemHandle", "ipcOpenMemHandle", "ipcCloseMemHandle", "eventCreateWithFlags",
+                     "eventRecord", "ipcGetEventHandle", "ipcOpenEventHandle", "eventQuery", "streamWaitEvent",
+                     "eventDestroy", "hostAlloc", "freeHost", "memset", "deviceSynchronize"):
+            monkeypatch.setattr(runtime, name, getattr(self, name))
+        return self
+
+    @staticmethod
+    def err(code):
+        from cupy.cuda import runtime
+
+        return runtime.CUDARuntimeError(code)
+
+    def memset(self, ptr, value, nbytes):
+        self.node.memory.view(ptr, nbytes)[:] = value
+
+    def deviceSynchronize(self):
+        pass
+
+    # memory
+    def ipcGetMemHandle(self, ptr):
+        block = self.node.memory.block(ptr)
+        if self.fail_export or (block is None and not (self.accept_host and ptr in self.host)):
+            raise self.err(INVALID_VALUE)
+        h = struct.pack("<QQQ", ptr, next(self.serial), threading.get_ident()).ljust(64, b"\0")
+        with self.lock:
+            self.handles[h] = (ptr, block, threading.get_ident())
+        return h
+
+    def ipcOpenMemHandle(self, h, flags):
+        ptr, block, owner = self.handles[bytes(h)]
+        me = threading.get_ident()
+        if owner == me:
+            raise self.err(DEVICE_UNINITIALIZED)
+        if self.fail_open or self.node.memory.block(ptr) is not block:
+            raise self.err(INVALID_HANDLE)
+        mapped = self.remap_to or ptr
+        with self.lock:
+            n = self.maps.get((me, mapped), 0)
+            if n and not self.repeat_open:
+                raise self.err(INVALID_HANDLE)
+            self.maps[(me, mapped)] = n + 1
+        return mapped
+
+    def ipcCloseMemHandle(self, ptr):
+        key = (threading.get_ident(), ptr)
+        with self.lock:
+            n = self.maps.get(key, 0)
+            if n == 0:
+                raise self.err(INVALID_HANDLE)
+            self.maps[key] = n - 1 if self.refcounted else 0
+
+    def hostAlloc(self, nbytes, flags):
+        arr = np.zeros(nbytes, dtype=np.uint8)
+        self.host[arr.ctypes.data] = arr
+        return arr.ctypes.data
+
+    def freeHost(self, ptr):
+        del self.host[ptr]
+
+    # events
+    def eventCreateWithFlags(self, flags):
+        ev = FakeIpcEvent(threading.get_ident())
+        self.events[id(ev)] = ev
+        return id(ev)
+
+    def _gpu_of_stream(self, sptr):
+        (gpu,) = [g for g in self.node.gpus if any(s.ptr == sptr for s in g.streams)]
+        return gpu
+
+    def eventRecord(self, ev, sptr):
+        e, gpu = self.events[ev], self._gpu_of_stream(sptr)
+        if gpu.gated:
+            e.done.clear()
+            gpu.on_release.append(e.done.set)
+
+    def ipcGetEventHandle(self, ev):
+        return struct.pack("<Q", ev).ljust(64, b"\0")
+
+    def ipcOpenEventHandle(self, h):
+        (ev,) = struct.unpack("<Q", bytes(h)[:8])
+        if self.events_always_done:
+            other = FakeIpcEvent(threading.get_ident())
+            self.events[id(other)] = other
+            return id(other)
+        return ev
+
+    def eventQuery(self, ev):
+        if not self.events[ev].done.is_set():
+            raise self.err(NOT_READY)
+        return 0
+
+    def streamWaitEvent(self, sptr, ev, flags):
+        assert self.events[ev].done.wait(5), "a stream waited on an event that never completed"
+
+    def eventDestroy(self, ev):
+        self.events[ev].destroyed = True

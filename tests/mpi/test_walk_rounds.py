@@ -1,0 +1,129 @@
+"""The walk over a step's pairs (run/walk.py) under mpiexec, with the real MPI world and the real row sink,
+and fake steps: this tests scheduling and accounting (who runs when, every pair once, rows gathered, the
+concurrency check), not a GPU. Run: mpiexec -n 2|4 python -m pytest --with-mpi tests/mpi."""
+
+from __future__ import annotations
+
+import tempfile
+from types import SimpleNamespace
+
+import pytest
+from mpi4py import MPI
+
+from ipcbench.core.schedule import PairMode
+from ipcbench.core.world import World
+from ipcbench.results import ResultsWriter, Row
+from ipcbench.results_load import read_rows
+from ipcbench.run.collect import RowSink
+from ipcbench.run.walk import walk
+from ipcbench.suites.registry import Step
+
+comm = MPI.COMM_WORLD
+CONCURRENT = PairMode("concurrent", "concurrent", "test")
+SEQUENTIAL = PairMode("sequential", "sequential", "test")
+
+
+def _row(world, src, dst, nbytes, bw):
+    return Row(run_id="t", host=world.host, suite="copy", method="fake", direction="push", src_rank=src,
+               dst_rank=dst, src_gpu=src, dst_gpu=dst, same_gpu=False, bytes=nbytes, iterations=1, samples=3,
+               time_us_median=nbytes / bw / 1e3, time_us_min=1.0, time_us_max=2.0, bw_gbps_median=bw,
+               bw_gbps_max=bw, cv=0.0, verified=True, note="")
+
+
+def _setup(world):
+    d = comm.bcast(tempfile.mkdtemp(prefix="ipcbench-walk-") if comm.rank == 0 else None, root=0)
+    writer = ResultsWriter(d, exclusive=True) if comm.rank == 0 else None
+    ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, unavailable={}, calls=[])
+    return ctx, RowSink(world, writer, d), writer
+
+
+def _fake_step(all_at_once: bool, guard_bw: float = 100.0):
+    def run(ctx, src, dst, sizes):
+        w = ctx.world
+        me = w.local_rank
+        ctx.calls.append((src, dst, tuple(sizes)))
+        peer = dst if me == src else src
+        assert w.exchange(me, peer) == peer  # the two ranks of the pair run together
+        if all_at_once and len(sizes) > 1:
+            # every rank of a perfect-matching round is in a pair: a node barrier inside the measurement
+            # completes only if the whole round runs at once (sequential pairs would time out here)
+            w.node_barrier("the other pairs of the round")
+        if me != src:
+            return []
+        return [_row(w, src, dst, s, 100.0 if len(sizes) > 1 else guard_bw) for s in sizes]
+
+    return run
+
+
+def _step(world, all_at_once, guard_bw=100.0):
+    n = world.local_size
+    pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    return Step("copy", "fake push", pairs, [1024, 4096], _fake_step(all_at_once, guard_bw), needs=("legacy",),
+                rounds_ok=True)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rounds_run_every_pair_once_and_at_once():
+    world = World.create(timeout=20)
+    if world.local_size % 2:
+        pytest.skip("perfect matchings need an even rank count")
+    ctx, sink, writer = _setup(world)
+    rows, check = walk(ctx, [_step(world, all_at_once=True)], sink, quiet=True, mode=CONCURRENT)
+    n = world.local_size
+    sweeps = [c for c in ctx.calls if len(c[2]) == 2]
+    assert len(sweeps) == 2 * (n - 1)  # one pair in every round
+    if comm.rank == 0:
+        writer.close()
+        got = sorted((r.src_rank, r.dst_rank, r.bytes) for r in read_rows(writer.path))
+        assert got == sorted((a, b, s) for a in range(n) for b in range(n) if a != b for s in (1024, 4096))
+        if n > 2:
+            assert all(f"round of {n // 2} disjoint pairs" in r.note for r in rows)
+            assert check["ok"] and check["worst_diff"] == 0 and len(check["pairs"]) == n // 2
+        else:
+            assert check is None  # one pair per round: nothing to check
+    comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=4)
+def test_the_check_warns_when_a_round_disagrees_with_pairs_alone(capsys):
+    world = World.create(timeout=20)
+    if world.local_size % 2:
+        pytest.skip("perfect matchings need an even rank count")
+    ctx, sink, writer = _setup(world)
+    _, check = walk(ctx, [_step(world, all_at_once=True, guard_bw=90.0)], sink, quiet=True, mode=CONCURRENT)
+    if world.local_rank == 0:
+        assert not check["ok"] and check["worst_diff"] == pytest.approx(100 / 90 - 1)
+        assert "rerun with --pairs sequential" in capsys.readouterr().err
+    if comm.rank == 0:
+        writer.close()
+    comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_sequential_walk_runs_one_pair_at_a_time():
+    world = World.create(timeout=20)
+    ctx, sink, writer = _setup(world)
+    rows, check = walk(ctx, [_step(world, all_at_once=False)], sink, quiet=True, mode=SEQUENTIAL)
+    n = world.local_size
+    me = world.local_rank
+    assert sorted(c[:2] for c in ctx.calls) == sorted(p for p in _step(world, False).pairs if me in p)
+    assert check is None
+    if comm.rank == 0:
+        writer.close()
+        assert len(read_rows(writer.path)) == n * (n - 1) * 2
+        assert not any("round" in r.note for r in rows)
+    comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_step_without_its_buffers_is_skipped_on_every_rank(capsys):
+    world = World.create(timeout=20)
+    ctx, sink, writer = _setup(world)
+    ctx.buffers = {}
+    ctx.unavailable = {"legacy": "no IPC here"}
+    rows, _ = walk(ctx, [_step(world, all_at_once=False)], sink, quiet=True, mode=SEQUENTIAL)
+    assert ctx.calls == [] and rows == []
+    if comm.rank == 0:
+        assert "skipping fake push: no IPC here" in capsys.readouterr().out
+        writer.close()
+    comm.Barrier()

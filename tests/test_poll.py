@@ -1,0 +1,56 @@
+"""core/poll.wait_until with a fake clock and sleep (pure logic: no real waiting)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipcbench.core.poll import FIRST_SLEEP_S, MAX_SLEEP_S, WaitTimeout, wait_until
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+        self.sleeps = []
+
+    def now(self):
+        return self.t
+
+    def sleep(self, s):
+        self.sleeps.append(s)
+        self.t += s
+
+
+def test_returns_the_first_true_value_without_sleeping():
+    c = Clock()
+    assert wait_until(lambda: "ready", 1.0, "x", clock=c.now, sleep=c.sleep) == "ready"
+    assert c.sleeps == []
+
+
+def test_sleep_doubles_up_to_the_cap():
+    c = Clock()
+    values = iter([0] * 12 + [7])
+    assert wait_until(lambda: next(values), 10.0, "x", clock=c.now, sleep=c.sleep) == 7
+    assert c.sleeps[0] == FIRST_SLEEP_S and c.sleeps[1] == 2 * FIRST_SLEEP_S
+    assert max(c.sleeps) == MAX_SLEEP_S and len(c.sleeps) == 12
+    assert all(b == min(2 * a, MAX_SLEEP_S) for a, b in zip(c.sleeps, c.sleeps[1:]))
+
+
+def test_timeout_names_what_was_awaited():
+    c = Clock()
+    with pytest.raises(WaitTimeout, match=r"timed out after 0.01 s waiting for the peer"):
+        wait_until(lambda: False, 0.01, "the peer", clock=c.now, sleep=c.sleep)
+    assert 0.01 <= sum(c.sleeps) <= 0.01 + MAX_SLEEP_S
+
+
+def test_custom_error_type_and_busy_polling():
+    c = Clock()
+    polls = []
+
+    def done():
+        polls.append(1)
+        c.t += 0.4  # time passes only while polling
+        return False
+
+    with pytest.raises(KeyError):
+        wait_until(done, 1.0, "x", max_sleep=0, error=KeyError, clock=c.now, sleep=c.sleep)
+    assert c.sleeps == [] and len(polls) == 4

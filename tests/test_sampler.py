@@ -1,0 +1,184 @@
+"""core/sampler.py and Ctx.calibrate: the stopping rule, calibration and the verification tally (pure
+logic: the measurement is a function the test supplies)."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from ipcbench.core.context import Ctx
+from ipcbench.core.sampler import (CALIBRATION_ROUNDS, MEDIAN_SE_FACTOR, SamplingRule, calibrate, median_noise,
+                                   scale_hint, should_stop, take_samples, transfers_for)
+
+
+def steady(per_ms: float, calls: list | None = None):
+    """timed(count) for transfers of exactly per_ms each."""
+    def timed(count):
+        if calls is not None:
+            calls.append(count)
+        return count * per_ms, count
+    return timed
+
+
+# ---- the stopping rule ---------------------------------------------------------------------------
+
+def test_median_noise():
+    assert median_noise([]) == math.inf and median_noise([5.0]) == math.inf
+    assert median_noise([0.0, 0.0]) == math.inf
+    assert median_noise([2.0, 2.0, 2.0]) == 0.0
+    t = [1.0, 2.0, 3.0, 4.0]
+    assert median_noise(t) == pytest.approx(MEDIAN_SE_FACTOR * statistics.stdev(t) / 2 / 2.5)
+
+
+def test_tiny_noise_stops_at_min_samples():
+    rule = SamplingRule(min_samples=3, max_samples=15, noise=0.005)
+    got = take_samples(rule, 100, lambda i: (10.0 + 1e-6 * i, 1, 0))
+    assert len(got.per_transfer_us) == 3 and got.count == 100
+
+
+def test_noisy_samples_run_to_max_samples():
+    rng = random.Random(7)
+    rule = SamplingRule(min_samples=3, max_samples=15, noise=0.005, max_time_s=10.0)
+    got = take_samples(rule, 10, lambda i: (rng.uniform(5.0, 15.0), 1, 0))
+    assert len(got.per_transfer_us) == 15 and got.noise > 0.005
+
+
+def test_noisy_samples_stop_at_max_time():
+    """Each sample is 1000 transfers x ~10 us = ~10 ms; a 25 ms cap stops after 3 samples (noisy or not)."""
+    rng = random.Random(3)
+    rule = SamplingRule(min_samples=2, max_samples=15, noise=0.001, max_time_s=0.025)
+    got = take_samples(rule, 1000, lambda i: (rng.uniform(9.0, 11.0), 1, 0))
+    assert len(got.per_transfer_us) == 3
+    assert not should_stop(rule, got.per_transfer_us[:2], 1000)
+
+
+def test_should_stop_needs_min_samples_even_when_quiet():
+    rule = SamplingRule(min_samples=4, max_samples=6)
+    assert not should_stop(rule, [1.0, 1.0, 1.0], 1)
+    assert should_stop(rule, [1.0] * 4, 1)
+    assert should_stop(rule, [1.0, 9.0, 1.0, 9.0, 1.0, 9.0], 1)  # max_samples, however noisy
+
+
+def test_fixed_rule_takes_exactly_n_samples():
+    rule = SamplingRule.fixed(7, 0.002)
+    assert rule.is_fixed and rule.noise == 0.0 and math.isinf(rule.max_time_s)
+    got = take_samples(rule, 10**6, lambda i: (1.0, 1, 0))  # quiet, and far past any time cap
+    assert len(got.per_transfer_us) == 7
+    assert rule.describe() == "7 samples of >= 2 ms"
+    assert rule.as_dict()["max_time_s"] is None and rule.as_dict()["min_samples"] == 7
+
+
+def test_default_rule_describes_itself():
+    rule = SamplingRule()
+    assert not rule.is_fixed
+    assert rule.describe() == "3-15 samples of >= 5 ms until the median's relative error <= 0.50% or 0.25 s"
+    assert rule.as_dict() == {"min_time_ms": 5.0, "min_samples": 3, "max_samples": 15, "noise": 0.005,
+                              "max_time_s": 0.25}
+
+
+def test_take_samples_tallies_checks_and_mismatches():
+    tally = [(1.0, 1, 0), (1.0, 1, 5), (1.0, 0, 0), (1.0, 1, 2)]
+    rule = SamplingRule.fixed(4, 0.001)
+    got = take_samples(rule, 3, lambda i: tally[i])
+    assert (got.checks, got.mismatches) == (3, 7)
+
+
+# ---- calibration ---------------------------------------------------------------------------------
+
+def test_transfers_for_is_clamped():
+    rule = SamplingRule(min_time_s=0.005, max_count=1000)
+    assert transfers_for(rule, 0.001) == 1000  # capped
+    assert transfers_for(rule, 0.01) == 500
+    assert transfers_for(rule, 100.0) == 1  # at least one
+    assert transfers_for(rule, 0.0) == 1000  # a zero time does not divide by zero
+
+
+def test_calibrate_converges_to_a_sample_of_min_time():
+    calls = []
+    rule = SamplingRule(min_time_s=0.005)
+    count, per_ms = calibrate(rule, steady(0.01, calls))
+    assert count * 0.01 == pytest.approx(5.0) and per_ms == pytest.approx(0.01)
+    # from one transfer, growing at most 64x a round, then the answer; the last run was at that count
+    assert calls == [1, 64, 500]
+
+
+def test_calibrate_with_a_launch_overhead_lands_in_the_accepted_band():
+    """0.5 ms fixed cost + 1 us per transfer: the first runs overestimate the per-transfer time."""
+    calls = []
+
+    def timed(c):
+        calls.append(c)
+        return 0.5 + 0.001 * c, c
+
+    rule = SamplingRule(min_time_s=0.005)
+    count, _ = calibrate(rule, timed)
+    ms = 0.5 + 0.001 * count
+    assert 2.5 <= ms <= 20.0  # half to four times a sample
+    assert calls[-1] == count and len(calls) <= CALIBRATION_ROUNDS
+    assert all(b <= 64 * a for a, b in zip(calls, calls[1:]))
+
+
+def test_calibrate_from_a_hint_needs_one_run():
+    calls = []
+    count, _ = calibrate(SamplingRule(min_time_s=0.005), steady(0.01, calls), hint_ms=0.01)
+    assert calls == [500] and count == 500
+
+
+def test_calibrate_warmup_repeats_the_calibrated_count():
+    calls = []
+    count, _ = calibrate(SamplingRule(min_time_s=0.005, warmup=2), steady(0.01, calls), hint_ms=0.01)
+    assert calls == [500, 500] and count == 500
+
+
+def test_calibrate_caps_at_max_count():
+    calls = []
+    count, _ = calibrate(SamplingRule(min_time_s=0.005, max_count=1000), steady(1e-6, calls))
+    assert count == 1000 and calls[-1] == 1000
+
+
+def test_calibrate_gives_up_after_its_rounds():
+    """A timing that never settles: after CALIBRATION_ROUNDS runs the last estimate is used."""
+    calls = []
+    flip = iter([0.0001, 1.0] * CALIBRATION_ROUNDS)
+
+    def timed(c):
+        calls.append(c)
+        return c * next(flip), c
+
+    rule = SamplingRule(min_time_s=0.005)
+    count, per_ms = calibrate(rule, timed)
+    assert len(calls) == CALIBRATION_ROUNDS
+    assert count == transfers_for(rule, per_ms)
+
+
+def test_scale_hint_is_proportional():
+    assert scale_hint(0.01, 4096, 8192) == pytest.approx(0.02)
+    assert scale_hint(0.01, 0, 0) == pytest.approx(0.01)
+
+
+def test_ctx_calibrate_remembers_a_hint_per_pair_and_label():
+    ctx = Ctx(world=None, gpu=None, buffers={}, rule=SamplingRule(min_time_s=0.005), verify=True, run_id="r",
+              gpu_of=[0, 1], node_ranks=[0, 1])
+    calls = []
+    key = ("copy/ce/push", 0, 1)
+    assert ctx.calibrate(key, 4096, steady(0.01, calls)) == 500
+    assert ctx.hints[key] == (4096, pytest.approx(0.01))
+    calls.clear()
+    # twice the bytes at twice the time: the hint is right, so one run suffices
+    assert ctx.calibrate(key, 8192, steady(0.02, calls)) == 250 and calls == [250]
+    calls.clear()
+    ctx.calibrate(("copy/ce/pull", 0, 1), 8192, steady(0.02, calls))
+    assert calls[0] == 1  # another label: no hint
+
+
+def test_ctx_relations():
+    ctx = Ctx(world=None, gpu=None, buffers={}, rule=SamplingRule(), verify=True, run_id="r",
+              gpu_of=[0, 0, 1], node_ranks=[4, 5, 6])
+    assert ctx.same_gpu(0, 1) and not ctx.same_gpu(1, 2)
+    assert ctx.world_rank(2) == 6
+    assert ctx.time_sliced(0, 1) and not ctx.time_sliced(0, 2)
+    ctx.mps = True
+    assert not ctx.time_sliced(0, 1)

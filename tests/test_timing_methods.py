@@ -1,0 +1,123 @@
+"""core/methods.py (batching rule, engines, GraphBatch) and core/timing.py (gated timing) on a fake GPU
+(tests/fakes.py). A fake: these test how transfers are batched, gated and their times added up, not a
+GPU; the fake's stream runs work at once and its clock advances by the configured cost."""
+
+from __future__ import annotations
+
+import pytest
+
+from fakes import FakeGpu, HostMemory, mismatched_words, pattern
+from ipcbench.core.methods import MAX_QUEUED, METHODS, GraphBatch, Method, plan_segments
+from ipcbench.core.timing import one_window_ms, time_batch
+from ipcbench.errors import MeasureError
+
+
+def gpu_with_buffers(nbytes=4096, **kw):
+    mem = HostMemory()
+    g = FakeGpu(mem, transfer_ns=lambda n: 1000.0, **kw)
+    return g, g.malloc(nbytes), g.malloc(nbytes)
+
+
+def test_plan_segments():
+    assert plan_segments(1) == (1, 1)
+    assert plan_segments(MAX_QUEUED) == (MAX_QUEUED, 1)
+    assert plan_segments(MAX_QUEUED + 1) == (MAX_QUEUED, 2)
+    assert plan_segments(1000, nodes_per_transfer=3) == (170, 6)
+    assert plan_segments(5, nodes_per_transfer=10_000) == (1, 5)  # at least one transfer per graph
+    for count in (1, 7, 511, 513, 5000, 200_000):
+        k, s = plan_segments(count)
+        assert k * s >= count and k <= MAX_QUEUED and (s - 1) * k < count
+    with pytest.raises(ValueError):
+        plan_segments(0)
+    with pytest.raises(ValueError):
+        plan_segments(3, 0)
+
+
+def test_method_table_is_consistent():
+    for name, m in METHODS.items():
+        assert m.name == name and m.engine in ("ce", "sm") and m.buffers in ("legacy", "pool")
+        assert m.style in m.directions and "bidir" in m.directions
+        assert set(m.directions) <= {"push", "pull", "bidir"}
+    assert METHODS["sm_read"].style == "pull" and METHODS["pool_sm_write"].buffers == "pool"
+
+
+def test_graph_batch_rounds_up_and_launches_one_graph_per_segment():
+    g, src, dst = gpu_with_buffers()
+    g.fill(src, 4096, 42)
+    b = GraphBatch(g, METHODS["ce"], src, dst, 4096, 1000)
+    assert (b.k, b.n_segments, b.count) == (512, 2, 1024) and b.segments() == [1, 1]
+    assert g.copies == 0  # captured, not run
+    b.enqueue(2)
+    assert g.copies == 1024 and b.graph.launches == 2
+    assert mismatched_words(g.memory.view(dst, 4096), 42) == 0
+
+
+def test_sm_engine_loops_inside_one_launch_only_for_large_buffers():
+    g, src, dst = gpu_with_buffers(1 << 16)  # fake L2 4 KiB: loops from 16 KiB
+    GraphBatch(g, METHODS["sm_write"], src, dst, 4096, 10).enqueue()
+    assert g.launches == [(4096, 1)] * 10
+    g.launches.clear()
+    GraphBatch(g, METHODS["sm_read"], src, dst, 1 << 16, 10).enqueue()
+    assert g.launches == [(1 << 16, 10)]
+
+
+def test_method_enqueue_dispatches_on_its_engine():
+    g, src, dst = gpu_with_buffers()
+    Method("x", "sm", "push", "legacy", ("push", "bidir"), "").enqueue(g, g.stream, src, dst, 64, 3)
+    assert len(g.launches) == 3 and g.copies == 3
+    Method("y", "ce", "push", "legacy", ("push", "bidir"), "").enqueue(g, g.stream, src, dst, 64, 2)
+    assert len(g.launches) == 3 and g.copies == 5
+
+
+def test_time_batch_adds_the_segments_and_releases_after_sync():
+    g, src, dst = gpu_with_buffers()
+    b = GraphBatch(g, METHODS["ce"], src, dst, 4096, 1000)
+    order = []
+    g.log = order
+    ms = time_batch(g, b, sync_peer=lambda: order.append("sync"))
+    assert ms == pytest.approx(1024 * 1000 / 1e6)  # 1024 transfers of 1 us
+    assert order == ["gate", "sync", "release"] * 2
+    assert g.released == [1, 2]
+
+
+def test_time_batch_with_stamps_returns_a_window_per_segment():
+    g, src, dst = gpu_with_buffers(skew_ns=300)
+    b = GraphBatch(g, METHODS["ce"], src, dst, 4096, 600)  # 2 segments of 512
+    ms, marks = time_batch(g, b, stamps=True)
+    assert ms == pytest.approx(1024 * 1e-3)
+    assert marks == [(300, 300 + 512_000), (300, 300 + 512_000)]
+
+
+def test_time_batch_raises_when_the_gate_timed_out():
+    g, src, dst = gpu_with_buffers(gate_times_out=True)
+    b = GraphBatch(g, METHODS["ce"], src, dst, 64, 3)
+    with pytest.raises(MeasureError, match="gate kernel timed out"):
+        time_batch(g, b)
+    assert g.released == [1]  # the gate was opened before giving up, so the stream cannot stay stuck
+
+
+def test_one_window_ms():
+    a = [(0, 1_000_000), (10, 20)]
+    b = [(500_000, 3_000_000), (0, 15)]
+    assert one_window_ms(a, b) == pytest.approx(3.0 + 20e-6)
+    with pytest.raises(MeasureError, match="timed 2 and 1 segments"):
+        one_window_ms(a, b[:1])
+
+
+def test_fake_pattern_tells_seeds_and_positions_apart():
+    """The fake's pattern follows kernels/pattern.cu: no two neighbouring words or seeds agree, and the
+    tail past the last full word is checked byte by byte."""
+    p = pattern(7, 4099)
+    assert len(p) == 4099 and mismatched_words(p, 7) == 0
+    words = p[:4096].view("<u4")
+    assert (words[1:] != words[:-1]).all()
+    assert mismatched_words(pattern(8, 4099), 7) == 1024 + 3
+    q = p.copy()
+    q[4097] ^= 1
+    assert mismatched_words(q, 7) == 1
+    g, src, _ = gpu_with_buffers()
+    g.fill(src, 4096, 5)
+    g.corrupt(src, 4096)
+    assert g.verify(src, 4096, 5) == 4
+    with pytest.raises(AssertionError, match="outside every fake allocation"):
+        g.memory.view(src + 4000, 200)
