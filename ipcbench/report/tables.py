@@ -1,0 +1,287 @@
+"""The numbers of the report: pandas tables computed from the rows of one or many runs.
+
+Input is one DataFrame of rows (results_load.load_frame's columns) with two extra columns: `run` naming
+the run each row came from and `scope` (see add_scope): "pair" for a cross-GPU pair, "same GPU" for ranks
+sharing one GPU, "aggregate" for rows that describe no single pair (dst_rank or a GPU index -1). Every
+function returns a DataFrame; nothing here draws or formats. All statistics are over rows, vectorized: a
+fleet of 200,000 rows is a few groupbys.
+
+Conventions: "cross-GPU" rows are those of scope "pair"; the "largest size" of a method is the largest
+`bytes` it measured in that run; bandwidth statistics are over the per-pair medians (bw_gbps_median) at
+that size.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+BW_DIRECTIONS = ("push", "pull", "bidir")
+METHOD = ["suite", "method", "direction"]
+SMALL_MAX = 64 * 1024  # latency plot: messages up to 64 KiB
+WEAK_FRACTION = 0.10  # a pair more than 10% below its method's median is a weak link
+OUTLIER_FRACTION = 0.10  # a host more than 10% below the fleet median is an outlier
+
+
+def add_scope(df: pd.DataFrame) -> pd.DataFrame:
+    import numpy as np
+
+    aggregate = (df["dst_rank"] < 0) | (df["src_rank"] < 0) | (df["src_gpu"] < 0) | (df["dst_gpu"] < 0)
+    scope = np.where(aggregate, "aggregate", np.where(df["same_gpu"], "same GPU", "pair"))
+    return df.assign(scope=pd.Categorical(scope, categories=["pair", "same GPU", "aggregate"]))
+
+
+def bw_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a bandwidth (push, pull, bidir)."""
+    return df[df["direction"].isin(BW_DIRECTIONS) & df["bw_gbps_median"].notna()]
+
+
+def cross_gpu(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["scope"] == "pair"]
+
+
+def at_largest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The rows at the largest size of each group."""
+    if df.empty:
+        return df
+    return df[df["bytes"] == df.groupby(keys, sort=False)["bytes"].transform("max")]
+
+
+def at_smallest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    if df.empty:
+        return df
+    return df[df["bytes"] == df.groupby(keys, sort=False)["bytes"].transform("min")]
+
+
+def method_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run and (suite, method, direction, scope): bandwidth at the largest size (median, min and
+    max over pairs) and time at the smallest size (median over pairs).
+
+    Columns: run, suite, method, direction, scope, pairs, size_max, bw_median, bw_min, bw_max,
+    size_min, time_us.
+    """
+    keys = ["run"] + METHOD + ["scope"]
+    base = df
+    groups = base.groupby(keys, sort=True, observed=True)
+    out = groups.agg(size_max=("bytes", "max"), size_min=("bytes", "min"))
+    bw = bw_rows(base)
+    big = at_largest(bw, keys).groupby(keys, observed=True)["bw_gbps_median"]
+    out = out.join(big.median().rename("bw_median")).join(big.min().rename("bw_min"))
+    out = out.join(big.max().rename("bw_max")).join(big.size().rename("pairs"))
+    timed = base[base["time_us_median"].notna()]
+    small = at_smallest(timed, keys).groupby(keys, observed=True)
+    out = out.join(small["time_us_median"].median().rename("time_us"))
+    out = out.join(small.size().rename("pairs_small"))
+    out["pairs"] = out["pairs"].fillna(out["pairs_small"]).fillna(0).astype(int)
+    # bandwidth rows are described at their largest size, the others (latency, op) at their smallest
+    out.loc[out["bw_median"].isna(), "size_max"] = pd.NA
+    return out.drop(columns="pairs_small").reset_index()
+
+
+def heatmap_matrix(df: pd.DataFrame) -> pd.DataFrame:
+    """src_gpu x dst_gpu matrix of the median bandwidth at the largest size of one method's cross-GPU rows
+    (df already restricted to one run, host, suite, method and direction)."""
+    rows = at_largest(cross_gpu(bw_rows(df)), ["direction"])
+    if rows.empty:
+        return pd.DataFrame()
+    m = rows.pivot_table(index="src_gpu", columns="dst_gpu", values="bw_gbps_median", aggfunc="median")
+    gpus = sorted(set(m.index) | set(m.columns))
+    return m.reindex(index=gpus, columns=gpus)
+
+
+def size_curves(df: pd.DataFrame) -> pd.DataFrame:
+    """Bandwidth vs size: per run, method and size the median, min and max over cross-GPU pairs."""
+    rows = cross_gpu(bw_rows(df))
+    rows = rows[rows["bytes"] > 0]  # drawn on a log axis
+    g = rows.groupby(["run"] + METHOD + ["bytes"], observed=True)["bw_gbps_median"]
+    return g.agg(["median", "min", "max"]).reset_index()
+
+
+def latency_curves(df: pd.DataFrame) -> pd.DataFrame:
+    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows), median over pairs."""
+    rows = df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] > 0)
+              & (df["bytes"] <= SMALL_MAX)]
+    rows = cross_gpu(rows)
+    g = rows.groupby(["run"] + METHOD + ["bytes"], observed=True)["time_us_median"]
+    return g.agg(["median", "min", "max"]).reset_index()
+
+
+def is_staged(method: pd.Series) -> pd.Series:
+    return method.astype(str).str.endswith("_staged")
+
+
+def speedup_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Speedup of every IPC bandwidth row over the best host-staged bandwidth (methods named *_staged).
+
+    The baseline is the best staged bandwidth at the same size and for the same pair (same run and host)
+    in the same kind of direction (bidir vs one-way); where that pair has no staged row, the best staged
+    method's median over all pairs at that size. Columns: the row's keys, bw, baseline, speedup, basis
+    ("pair" or "all pairs").
+    """
+    bw = cross_gpu(bw_rows(df)).assign(dirclass=lambda d: d["direction"].eq("bidir").map({True: "bidir",
+                                                                                         False: "oneway"}))
+    staged_mask = is_staged(bw["method"])
+    staged, ipc = bw[staged_mask], bw[~staged_mask]
+    if staged.empty or ipc.empty:
+        return pd.DataFrame(columns=["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median",
+                                     "baseline", "speedup", "basis"])
+    pair_keys = ["run", "host", "dirclass", "bytes", "src_gpu", "dst_gpu"]
+    pair_best = staged.groupby(pair_keys, observed=True)["bw_gbps_median"].max().rename("pair_base")
+    all_keys = ["run", "host", "dirclass", "bytes"]
+    per_method = staged.groupby(all_keys + ["method", "direction"], observed=True)["bw_gbps_median"].median()
+    all_best = per_method.groupby(all_keys, observed=True).max().rename("all_base")
+    out = ipc.join(pair_best, on=pair_keys).join(all_best, on=all_keys)
+    out["baseline"] = out["pair_base"].fillna(out["all_base"])
+    out["basis"] = out["pair_base"].notna().map({True: "pair", False: "all pairs"})
+    out = out[out["baseline"].notna()]
+    out["speedup"] = out["bw_gbps_median"] / out["baseline"]
+    return out[["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median", "baseline",
+                "speedup", "basis"]]
+
+
+def speedup_summary(sp: pd.DataFrame) -> pd.DataFrame:
+    """Per run and method, the speedup at the largest size: median, min and max over pairs."""
+    keys = ["run"] + METHOD
+    big = at_largest(sp, keys)
+    g = big.groupby(keys, observed=True)
+    out = g.agg(bytes=("bytes", "max"), speedup_median=("speedup", "median"), speedup_min=("speedup", "min"),
+                speedup_max=("speedup", "max"), bw_median=("bw_gbps_median", "median"),
+                baseline=("baseline", "median"), pairs=("speedup", "size"))
+    return out.reset_index()
+
+
+def speedup_curves(sp: pd.DataFrame) -> pd.DataFrame:
+    sp = sp[sp["bytes"] > 0]
+    g = sp.groupby(["run"] + METHOD + ["bytes"], observed=True)["speedup"]
+    return g.median().reset_index()
+
+
+def handle_costs(df: pd.DataFrame) -> pd.DataFrame:
+    """Handle/import costs (direction op): per run, method and same_gpu, the median time over rows."""
+    rows = df[(df["direction"] == "op") & df["time_us_median"].notna()]
+    g = rows.groupby(["run", "suite", "method", "same_gpu"], observed=True)["time_us_median"]
+    return g.agg(time_us="median", rows="size").reset_index()
+
+
+def link_table(metas: dict[str, dict]) -> pd.DataFrame:
+    """NVML links of every run's meta.json: run, host, src_gpu, dst_gpu, kind, peak_gbps (both orders)."""
+    recs = []
+    for run, meta in metas.items():
+        topo = (meta or {}).get("topology") or {}
+        if not isinstance(topo, dict):
+            continue
+        for host, t in topo.items():
+            for link in (t or {}).get("links") or []:
+                try:
+                    s, d, peak = int(link["src_gpu"]), int(link["dst_gpu"]), float(link["peak_gbps"])
+                except (KeyError, TypeError, ValueError):
+                    continue
+                if peak > 0:
+                    recs.append((run, host, s, d, str(link.get("kind", "")), peak))
+    links = pd.DataFrame(recs, columns=["run", "host", "src_gpu", "dst_gpu", "link_kind", "peak_gbps"])
+    rev = links.rename(columns={"src_gpu": "dst_gpu", "dst_gpu": "src_gpu"})
+    links = pd.concat([links, rev], ignore_index=True).drop_duplicates(["run", "host", "src_gpu", "dst_gpu"])
+    return links
+
+
+def peak_rows(df: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
+    """Every cross-GPU bandwidth row at its method's largest size with its link's peak (bidir: twice the
+    one-way peak) and the percentage reached."""
+    big = at_largest(cross_gpu(bw_rows(df)), ["run", "host"] + METHOD)
+    if big.empty or links.empty:
+        return pd.DataFrame(columns=["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median",
+                                     "link_kind", "peak_gbps", "pct"])
+    out = big.merge(links.astype({"run": str, "host": str}).assign(
+        run=lambda d: d["run"].astype(big["run"].dtype)), on=["run", "host", "src_gpu", "dst_gpu"], how="inner")
+    out["peak_gbps"] = out["peak_gbps"] * out["direction"].eq("bidir").map({True: 2.0, False: 1.0})
+    out["pct"] = 100.0 * out["bw_gbps_median"] / out["peak_gbps"]
+    return out[["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median", "link_kind",
+                "peak_gbps", "pct"]]
+
+
+def peak_by_pair(pk: pd.DataFrame) -> pd.DataFrame:
+    """Per pair, the best one-way (push/pull) method at the largest size and its % of the link peak."""
+    uni = pk[pk["direction"] != "bidir"]
+    if uni.empty:
+        return uni
+    idx = uni.groupby(["run", "host", "src_gpu", "dst_gpu"], observed=True)["bw_gbps_median"].idxmax()
+    return uni.loc[idx].sort_values(["run", "host", "src_gpu", "dst_gpu"]).reset_index(drop=True)
+
+
+def peak_by_method(pk: pd.DataFrame) -> pd.DataFrame:
+    g = pk.groupby(["run"] + METHOD, observed=True)["pct"]
+    return g.agg(pct_median="median", pct_min="min", pct_max="max", pairs="size").reset_index()
+
+
+def weak_links(df: pd.DataFrame, fraction: float = WEAK_FRACTION) -> pd.DataFrame:
+    """Cross-GPU pairs whose bandwidth at the largest size is more than `fraction` below the median of
+    their method (same run, host, suite, method, direction and size)."""
+    keys = ["run", "host"] + METHOD
+    big = at_largest(cross_gpu(bw_rows(df)), keys)
+    med = big.groupby(keys + ["bytes"], observed=True)["bw_gbps_median"].transform("median")
+    mask = big["bw_gbps_median"] < (1.0 - fraction) * med
+    # Assign the filtered medians: a whole Series assigned to an empty frame would become its index.
+    weak = big[mask].assign(method_median=med[mask])
+    weak = weak.assign(below_pct=100.0 * (1.0 - weak["bw_gbps_median"] / weak["method_median"]))
+    return weak.sort_values("below_pct", ascending=False)
+
+
+def noisy_rows(df: pd.DataFrame, cv_threshold: float) -> pd.DataFrame:
+    return df[df["cv"] > cv_threshold].sort_values("cv", ascending=False)
+
+
+def unverified_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose destination check failed or did not run; error-path probes (kind `error`) are not
+    transfers and are never verified, so they are left out (their note says whether the error was clear)."""
+    return df[~df["verified"] & (df["kind"] != "error")]
+
+
+def impossible_rows(df: pd.DataFrame, metas: dict[str, dict]) -> pd.DataFrame:
+    """Rows above a physical ceiling of their run's meta.json (ceilings.py: link peak, memory bandwidth of
+    a same-GPU copy, a GPU's NVLink aggregate for all-to-all flows), with `check`, `ceiling_gbps`,
+    `value_gbps` and `reason`; runs without the numbers in meta.json are not checked."""
+    from ipcbench.report.ceilings import COLUMNS
+    from ipcbench.report.ceilings import impossible_rows as above_ceiling
+
+    parts = [above_ceiling(g, metas.get(str(run))) for run, g in df.groupby("run", observed=True, sort=False)]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return df.iloc[0:0].assign(**{c: pd.Series(dtype=object) for c in COLUMNS})
+    return pd.concat(parts).sort_values(["run", "host", *METHOD, "bytes"], kind="stable")
+
+
+def flag_counts(weak: pd.DataFrame, noisy: pd.DataFrame, unver: pd.DataFrame,
+                impossible: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per run and (suite, method, direction): number of weak pairs, noisy rows, unverified rows and rows
+    above a physical ceiling (impossible)."""
+    keys = ["run"] + METHOD
+    named = [(weak, "weak"), (noisy, "noisy"), (unver, "unverified")]
+    if impossible is not None:
+        named.append((impossible, "impossible"))
+    parts = [x.groupby(keys, observed=True).size().rename(name) for x, name in named]
+    out = pd.concat(parts, axis=1).fillna(0).astype(int)
+    return out.reset_index() if not out.empty else pd.DataFrame(columns=keys + [name for _, name in named])
+
+
+def host_method_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Fleet view, long form: per host and method, the median over cross-GPU pairs (all runs of the host)
+    of the bandwidth at the method's largest size. Columns: host, suite, method, direction, bw, pairs."""
+    keys = ["host"] + METHOD
+    big = at_largest(cross_gpu(bw_rows(df)), keys)
+    g = big.groupby(keys, observed=True)["bw_gbps_median"]
+    return g.agg(bw="median", pairs="size").reset_index()
+
+
+def outlier_hosts(hm: pd.DataFrame, fraction: float = OUTLIER_FRACTION) -> pd.DataFrame:
+    """Hosts whose median is more than `fraction` below the fleet median (median of host medians) of the
+    same method."""
+    if hm.empty:
+        return hm.assign(fleet=[], below_pct=[])
+    fleet = hm.groupby(METHOD, observed=True)["bw"].transform("median")
+    out = hm.assign(fleet=fleet, below_pct=100.0 * (1.0 - hm["bw"] / fleet))
+    return out[out["bw"] < (1.0 - fraction) * out["fleet"]].sort_values("below_pct", ascending=False)
+
+
+def fleet_box_data(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-pair bandwidth at the largest size with its host, for the per-host distribution plot."""
+    keys = ["host"] + METHOD
+    return at_largest(cross_gpu(bw_rows(df)), keys)[keys + ["bytes", "bw_gbps_median"]]

@@ -1,0 +1,70 @@
+"""`ipcbench compare` on runs recorded on a 2x H200 machine (tests/data/compare/README.md): three quiet
+runs of the same build compare clean in all six orders, and a run with a neighbour process loading the link
+is caught, naming the slowed rows. No GPU needed: the runs are files."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parent / "data" / "compare"
+QUIET = ["quiet1", "quiet2", "quiet3"]
+
+
+def compare(*args: str, fmt: str = "csv"):
+    p = subprocess.run([sys.executable, "-m", "ipcbench", "compare", *(str(DATA / a) for a in args), "--format", fmt],
+                       capture_output=True, text=True, timeout=120)
+    return p
+
+
+def verdicts(out: str) -> dict:
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(out)))
+    return {(r["suite"], r["method"], r["direction"], r["src_gpu"], r["dst_gpu"], r["seq"], r["bytes"]): r["verdict"]
+            for r in rows}
+
+
+@pytest.mark.parametrize("base,new", list(itertools.permutations(QUIET, 2)))
+def test_quiet_runs_compare_clean_in_every_order(base, new):
+    p = compare(base, new, fmt="text")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "verdict: no regression" in p.stdout
+
+
+def test_quiet_runs_mirror():
+    ab, ba = verdicts(compare("quiet1", "quiet2").stdout), verdicts(compare("quiet2", "quiet1").stdout)
+    assert ab.keys() == ba.keys() and len(ab) > 150
+    mirror = {"regression": "improvement", "improvement": "regression"}
+    for k, v in ab.items():
+        assert ba[k] == mirror.get(v, v), k
+
+
+def test_a_loaded_link_is_caught_and_named():
+    p = compare("quiet1", "loaded", fmt="text")
+    assert p.returncode == 1 and "REGRESSION" in p.stdout
+    v = verdicts(compare("quiet1", "loaded").stdout)
+    regressed = {k for k, x in v.items() if x == "regression"}
+    # the neighbour copied GPU0 -> GPU1 with the copy engine: the large transfers over that link slowed down
+    assert any(k[:3] == ("kernel", "sm_read", "pull") and k[-1] == str(512 << 20) for k in regressed)
+    assert any(k[:3] == ("copy", "ce", "push") for k in regressed)
+    assert not any(x == "improvement" for x in v.values())
+
+
+def test_loaded_as_base_shows_improvements_only():
+    p = compare("loaded", "quiet1", fmt="text")
+    assert p.returncode == 0 and "verdict: no regression" in p.stdout
+    v = verdicts(compare("loaded", "quiet1").stdout)
+    assert "regression" not in v.values() and "improvement" in v.values()
+
+
+def test_several_base_runs():
+    p = compare("quiet1", "quiet2", "quiet3", fmt="text")
+    assert p.returncode == 0, p.stdout[-2000:]
+    p = compare("quiet1", "quiet2", "quiet3", "loaded", fmt="text")
+    assert p.returncode == 1 and "REGRESSION" in p.stdout
