@@ -2,7 +2,7 @@
 # A real one-machine Slurm cluster in CI: install slurm-wlm + munge from the distribution (unless Slurm is
 # already there), start munged, slurmctld and slurmd with a private configuration (no cgroups), submit the
 # job scripts in jobs/ with IPCBENCH_DRY_RUN=1 (no GPU needed), check every job's state, task count and
-# the PLAN line ipcbench prints, print the job outputs, shut the cluster down.
+# the plan ipcbench prints (--dry-run --json), print the job outputs, shut the cluster down.
 #
 #   bash .ci/slurm-test.sh          (as root, after `pip install -e '.[mpi,test]'` into .venv)
 #
@@ -313,9 +313,9 @@ if ((CLUSTER_UP)); then
         if [[ $want_state == COMPLETED && $exitcode != 0:0 ]]; then why+=("exit code $exitcode"); fi
         if [[ $want_state == FAILED && $exitcode == 0:0 ]]; then why+=("exit code 0:0 on a job that must fail"); fi
         if [[ $want_plan != - ]]; then
-            plan=$(grep -a '^PLAN ' "$WORK/out/$name.out" 2>/dev/null | tail -n 1 | cut -c6- || true)
+            plan=$(grep -a '^{"nodes"' "$WORK/out/$name.out" 2>/dev/null | tail -n 1 || true)
             if [[ -z $plan ]]; then
-                why+=("no 'PLAN {json}' line in the output")
+                why+=("no plan (a JSON line from --dry-run --json) in the output")
             elif ! msg=$(python3 - "$plan" "${want_plan//@HOST/$HOST}" "$HOST" <<'PY'
 import ast, json, sys
 plan, want, host = json.loads(sys.argv[1]), ast.literal_eval(sys.argv[2]), sys.argv[3]

@@ -12,7 +12,7 @@
 #   IPCBENCH_LAUNCHER   mpirun (default) | mpiexec | srun
 #   IPCBENCH_LAUNCHER_ARGS  extra arguments for the launcher
 #   IPCBENCH_SRUN_MPI   the --mpi= plugin for srun (default: pmix; set it empty to use the site's MpiDefault)
-#   IPCBENCH_DRY_RUN    1: pass --dry-run (print the plan, no GPU work) and skip the report
+#   IPCBENCH_DRY_RUN    1: pass --dry-run --json (print the plan as one JSON line, no GPU work); no report
 #   GPUS_PER_NODE       ranks per node, one per GPU (default: SLURM_GPUS_ON_NODE, else the tasks per node)
 # Test only:
 #   IPCBENCH_PRETEND_NODES  fleet mode: split one node's ranks into this many pretend nodes by giving
@@ -176,7 +176,7 @@ ipcb_main() {
     read -r -a suites <<<"${IPCBENCH_SUITES:-all}"
     ((${#suites[@]} > 0)) || suites=(all)
     read -r -a args <<<"${IPCBENCH_ARGS:-}"
-    if [[ ${IPCBENCH_DRY_RUN:-0} == 1 ]]; then args+=(--dry-run); fi
+    if [[ ${IPCBENCH_DRY_RUN:-0} == 1 ]]; then args+=(--dry-run --json); fi
 
     # Test only: pretend nodes. Each rank learns its rank from its launcher and picks its node key.
     local wrap=()

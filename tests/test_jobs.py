@@ -256,7 +256,7 @@ def test_node_job_runs_all_then_report(tmp_path):
 def test_dry_run_passes_flag_and_skips_report(tmp_path):
     r, calls = _run_job(tmp_path, "node.sbatch", {"IPCBENCH_DRY_RUN": "1", "IPCBENCH_ARGS": "--quick --sizes 4K:1M"})
     assert r.returncode == 0, r.stdout + r.stderr
-    assert len(calls) == 4 and all(c.endswith("--quick --sizes 4K:1M --dry-run") for c in calls), calls
+    assert len(calls) == 4 and all(c.endswith("--quick --sizes 4K:1M --dry-run --json") for c in calls), calls
     assert "dry run: no report" in r.stdout
 
 

@@ -121,16 +121,37 @@ def test_calibrate_with_a_launch_overhead_lands_in_the_accepted_band():
     assert all(b <= 64 * a for a, b in zip(calls, calls[1:]))
 
 
-def test_calibrate_from_a_hint_needs_one_run():
+def test_calibrate_from_a_right_hint_needs_one_quarter_run():
     calls = []
     count, _ = calibrate(SamplingRule(min_time_s=0.005), steady(0.01, calls), hint_ms=0.01)
-    assert calls == [500] and count == 500
+    assert calls == [125] and count == 500
+
+
+def test_calibrate_from_a_wrong_hint_goes_on_from_the_probe():
+    """The hint says 0.01 ms per transfer, the link takes 0.1: the probe's answer (50) is far from the
+    hint's (500), so a full run at the probe's count confirms it."""
+    calls = []
+    count, _ = calibrate(SamplingRule(min_time_s=0.005), steady(0.1, calls), hint_ms=0.01)
+    assert calls == [125, 50] and count == 50
+
+
+def test_calibrate_probe_with_a_fixed_cost_stays_in_the_band():
+    """A 0.2 ms launch cost makes the quarter probe overestimate the per-transfer time a little: the count
+    is still within the accepted band of a sample (half to four times min_time)."""
+    calls = []
+
+    def timed(c):
+        calls.append(c)
+        return 0.2 + 0.01 * c, c
+
+    count, _ = calibrate(SamplingRule(min_time_s=0.005), timed, hint_ms=0.01)
+    assert len(calls) == 1 and 2.5 <= 0.2 + 0.01 * count <= 20.0
 
 
 def test_calibrate_warmup_repeats_the_calibrated_count():
     calls = []
     count, _ = calibrate(SamplingRule(min_time_s=0.005, warmup=2), steady(0.01, calls), hint_ms=0.01)
-    assert calls == [500, 500] and count == 500
+    assert calls == [125, 500, 500] and count == 500
 
 
 def test_calibrate_caps_at_max_count():
@@ -167,8 +188,8 @@ def test_ctx_calibrate_remembers_a_hint_per_pair_and_label():
     assert ctx.calibrate(key, 4096, steady(0.01, calls)) == 500
     assert ctx.hints[key] == (4096, pytest.approx(0.01))
     calls.clear()
-    # twice the bytes at twice the time: the hint is right, so one run suffices
-    assert ctx.calibrate(key, 8192, steady(0.02, calls)) == 250 and calls == [250]
+    # twice the bytes at twice the time: the hint is right, so one quarter-length probe suffices
+    assert ctx.calibrate(key, 8192, steady(0.02, calls)) == 250 and calls == [62]
     calls.clear()
     ctx.calibrate(("copy/ce/pull", 0, 1), 8192, steady(0.02, calls))
     assert calls[0] == 1  # another label: no hint
@@ -182,3 +203,21 @@ def test_ctx_relations():
     assert ctx.time_sliced(0, 1) and not ctx.time_sliced(0, 2)
     ctx.mps = True
     assert not ctx.time_sliced(0, 1)
+
+
+def test_sm_copies_that_loop_in_one_launch_take_longer_samples():
+    """One launch per sample: its start and tail are amortized over a 4x longer sample (core/pair.py)."""
+    from types import SimpleNamespace
+
+    from ipcbench.core.methods import METHODS
+    from ipcbench.core.pair import SM_LOOP_SAMPLE_FACTOR, sample_factor
+
+    gpu = SimpleNamespace(loop_in_kernel_bytes=200 << 20)
+    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu) == SM_LOOP_SAMPLE_FACTOR
+    assert sample_factor(METHODS["pool_sm_write"], 256 << 20, gpu) == SM_LOOP_SAMPLE_FACTOR
+    assert sample_factor(METHODS["sm_read"], 64 << 20, gpu) == 1.0
+    assert sample_factor(METHODS["ce"], 256 << 20, gpu) == 1.0
+    ctx = Ctx(world=None, gpu=None, buffers={}, rule=SamplingRule(min_time_s=0.005), verify=True, run_id="r",
+              gpu_of=[0, 1], node_ranks=[0, 1])
+    calls = []
+    assert ctx.calibrate(("k", 0, 1), 4096, steady(0.01, calls), sample_factor=4.0) == 2000

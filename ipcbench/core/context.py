@@ -37,12 +37,16 @@ class Ctx:
         """Two processes on one GPU without MPS: their kernels never run at the same time."""
         return self.same_gpu(a, b) and not self.mps
 
-    def calibrate(self, key: tuple, nbytes: int, timed):
-        """sampler.calibrate with a hint from the previous size of the same (label, pair); remembers."""
+    def calibrate(self, key: tuple, nbytes: int, timed, sample_factor: float = 1.0):
+        """sampler.calibrate with a hint from the previous size of the same (label, pair); remembers.
+        `sample_factor` makes this measurement's samples that many times longer than --min-time."""
+        from dataclasses import replace
+
         from ipcbench.core.sampler import calibrate, scale_hint
 
         prev = self.hints.get(key)
         hint = scale_hint(prev[1], prev[0], nbytes) if prev else None
-        count, per_ms = calibrate(self.rule, timed, hint)
+        rule = self.rule if sample_factor == 1.0 else replace(self.rule, min_time_s=self.rule.min_time_s * sample_factor)
+        count, per_ms = calibrate(rule, timed, hint)
         self.hints[key] = (nbytes, per_ms)
         return count

@@ -61,6 +61,17 @@ def endpoints(bufs, style: str, me: int, peer: int) -> tuple[int, int]:
     raise ValueError(f"unknown style {style!r}")
 
 
+# An SM copy that loops inside one launch (core/methods.SmEngine) is one launch per sample, and the launch's
+# start and tail cost a fixed ~25 us: at 5 ms samples that read 0.4-0.5% under a run of 50 ms samples on an
+# H200 pair (sm_read 374.0-374.4 vs 375.9 GB/s). Those samples are made this many times longer.
+SM_LOOP_SAMPLE_FACTOR = 4.0
+
+
+def sample_factor(method, nbytes: int, gpu) -> float:
+    """How many times --min-time one sample of this measurement lasts (see SM_LOOP_SAMPLE_FACTOR)."""
+    return SM_LOOP_SAMPLE_FACTOR if method.engine == "sm" and nbytes >= gpu.loop_in_kernel_bytes else 1.0
+
+
 def per_transfer_us(direction: str, one_clock: bool, mine, theirs, n: int) -> float:
     """The pair's time per transfer (µs) of one sample from both ranks' reports (ms, stamps).
 
@@ -111,7 +122,7 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
                 b = make(c)
                 return time_batch(gpu, b), b.count
 
-            count = ctx.calibrate((label, src, dst), nbytes, timed)
+            count = ctx.calibrate((label, src, dst), nbytes, timed, sample_factor(method, nbytes, gpu))
             if direction == "bidir":
                 count = max(count, w.exchange(count, r.peer))
             batch = make(count)

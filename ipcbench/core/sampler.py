@@ -84,19 +84,33 @@ def transfers_for(rule: SamplingRule, per_transfer_ms: float) -> int:
     return int(max(1, min(rule.max_count, math.ceil(target_ms / max(per_transfer_ms, 1e-6)))))
 
 
+HINT_PROBE_FRACTION = 4  # with a hint, probe with a quarter of a sample's transfers
+HINT_AGREES = (0.5, 2.0)  # the probe confirms the hint when its count lands within these factors
+
+
 def calibrate(rule: SamplingRule, timed: Callable[[int], tuple[float, int]],
               hint_ms: float | None = None) -> tuple[int, float]:
     """Transfers per sample, and the time per transfer (ms) it was based on.
 
     `timed(count)` runs about `count` transfers and returns (ms, transfers done); every call is also a
-    warm-up. `hint_ms` (the time per transfer of the previous size of the same pair and method, scaled)
-    lets a sweep start close to the answer instead of from one transfer. A run counts as calibrated when
-    it lasted between half and four times a sample; then `rule.warmup` more runs at that count follow
-    only if none of the runs so far was at that count.
+    warm-up. Without a hint, counts grow from one transfer (at most 64x a round) until a run lasts between
+    half and four times a sample; then `rule.warmup` more runs at that count follow only if none of the
+    runs so far was at that count. With a hint (the time per transfer of the previous size of the same
+    pair and method, scaled), one probe of a quarter of the hinted count checks it: if the count it
+    implies is within a factor of two of the hint's, that count is the answer (the probe was the warm-up,
+    at a quarter of a sample's cost); otherwise calibration goes on from there as without a hint.
     """
-    count = 1 if hint_ms is None else transfers_for(rule, hint_ms)
     target_ms = rule.min_time_s * 1e3
-    per_ms = hint_ms or 0.0
+    count, per_ms = 1, hint_ms or 0.0
+    if hint_ms is not None:
+        hinted = transfers_for(rule, hint_ms)
+        probe = max(1, hinted // HINT_PROBE_FRACTION)
+        ms, done = timed(probe)
+        per_ms = ms / max(done, 1)
+        want = transfers_for(rule, per_ms)
+        if HINT_AGREES[0] * hinted <= want <= HINT_AGREES[1] * hinted and rule.warmup <= 1:
+            return want, per_ms
+        count = want
     warmed = 0
     for _ in range(CALIBRATION_ROUNDS):
         ms, done = timed(count)
