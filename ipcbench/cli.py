@@ -46,7 +46,7 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, help="exactly N timed samples per measurement (default: the stopping "
                                                "rule, 3-15 samples until the median is known to --noise)")
     p.add_argument("--min-time", type=float, metavar="MS",
-                   help="minimum duration of one sample in ms (default 5, 2 with --quick)")
+                   help="minimum duration of one sample in ms (default 3, 2 with --quick)")
     p.add_argument("--noise", type=float, metavar="PCT",
                    help="stop sampling when the median's relative standard error is below PCT percent "
                         "(default 0.5, 2 with --quick)")

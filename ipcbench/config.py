@@ -20,7 +20,7 @@ MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
 PAIRS_MODES = ("auto", "sequential", "concurrent")
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
 # copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; --quick is looser.
-DEFAULT_RULE = SamplingRule(min_time_s=0.005, min_samples=3, max_samples=15, noise=0.005, max_time_s=0.25)
+DEFAULT_RULE = SamplingRule(min_time_s=0.003, min_samples=3, max_samples=15, noise=0.005, max_time_s=0.25)
 QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=3, max_samples=5, noise=0.02, max_time_s=0.05)
 
 

@@ -210,13 +210,14 @@ def test_sm_copies_that_loop_in_one_launch_take_longer_samples():
     from types import SimpleNamespace
 
     from ipcbench.core.methods import METHODS
-    from ipcbench.core.pair import SM_LOOP_SAMPLE_FACTOR, sample_factor
+    from ipcbench.core.pair import SM_LOOP_MIN_SAMPLE_S, sample_factor
 
     gpu = SimpleNamespace(loop_in_kernel_bytes=200 << 20)
-    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu) == SM_LOOP_SAMPLE_FACTOR
-    assert sample_factor(METHODS["pool_sm_write"], 256 << 20, gpu) == SM_LOOP_SAMPLE_FACTOR
-    assert sample_factor(METHODS["sm_read"], 64 << 20, gpu) == 1.0
-    assert sample_factor(METHODS["ce"], 256 << 20, gpu) == 1.0
+    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu, 0.005) == pytest.approx(SM_LOOP_MIN_SAMPLE_S / 0.005)
+    assert sample_factor(METHODS["pool_sm_write"], 256 << 20, gpu, 0.002) == pytest.approx(SM_LOOP_MIN_SAMPLE_S / 0.002)
+    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu, 0.05) == 1.0  # already longer
+    assert sample_factor(METHODS["sm_read"], 64 << 20, gpu, 0.005) == 1.0
+    assert sample_factor(METHODS["ce"], 256 << 20, gpu, 0.005) == 1.0
     ctx = Ctx(world=None, gpu=None, buffers={}, rule=SamplingRule(min_time_s=0.005), verify=True, run_id="r",
               gpu_of=[0, 1], node_ranks=[0, 1])
     calls = []

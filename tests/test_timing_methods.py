@@ -52,6 +52,17 @@ def test_graph_batch_rounds_up_and_launches_one_graph_per_segment():
     assert mismatched_words(g.memory.view(dst, 4096), 42) == 0
 
 
+def test_one_graph_serves_every_count_of_its_size():
+    """Calibration and sampling at different counts reuse one captured graph (only launches change)."""
+    g, src, dst = gpu_with_buffers()
+    b = GraphBatch(g, METHODS["ce"], src, dst, 4096, 1000)
+    c = b.with_count(3000)
+    assert c.graph is b.graph and (c.k, c.n_segments, c.count) == (512, 6, 3072)
+    assert (b.n_segments, b.count) == (2, 1024)  # the original is untouched
+    with pytest.raises(ValueError, match="cannot serve"):
+        b.with_count(100)  # a smaller count needs a graph of 100 transfers
+
+
 def test_sm_engine_loops_inside_one_launch_only_for_large_buffers():
     g, src, dst = gpu_with_buffers(1 << 16)  # fake L2 4 KiB: loops from 16 KiB
     GraphBatch(g, METHODS["sm_write"], src, dst, 4096, 10).enqueue()

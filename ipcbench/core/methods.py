@@ -13,6 +13,7 @@ Directions (from the point of view of the ordered pair src -> dst):
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 # Stream operations (graph nodes: copies, kernels) queued behind one gate. Far more than this (5,120 small
@@ -114,6 +115,17 @@ class GraphBatch:
             self.graph = s.end_capture()
         self.graph.upload(s)  # so that no launch behind a gate has to build the executable graph first
         s.synchronize()
+
+    def with_count(self, count: int) -> "GraphBatch":
+        """The same graph for another count of transfers: only the number of launches changes. Valid
+        when plan_segments gives the same graph size `k` (every count from MAX_QUEUED up, for one-node
+        transfers), so calibration and sampling at different counts build one graph, not two."""
+        k, n = plan_segments(count)
+        if k != self.k:
+            raise ValueError(f"a graph of {self.k} transfers cannot serve {count} (needs {k} per graph)")
+        other = copy.copy(self)
+        other.n_segments, other.count = n, k * n
+        return other
 
     def segments(self) -> list[int]:
         """Graph launches per gated segment (one each)."""

@@ -63,13 +63,15 @@ def endpoints(bufs, style: str, me: int, peer: int) -> tuple[int, int]:
 
 # An SM copy that loops inside one launch (core/methods.SmEngine) is one launch per sample, and the launch's
 # start and tail cost a fixed ~25 us: at 5 ms samples that read 0.4-0.5% under a run of 50 ms samples on an
-# H200 pair (sm_read 374.0-374.4 vs 375.9 GB/s). Those samples are made this many times longer.
-SM_LOOP_SAMPLE_FACTOR = 4.0
+# H200 pair (sm_read 374.0-374.4 vs 375.9 GB/s; 20 ms: 375.3-375.4). Those samples last at least this long.
+SM_LOOP_MIN_SAMPLE_S = 0.020
 
 
-def sample_factor(method, nbytes: int, gpu) -> float:
-    """How many times --min-time one sample of this measurement lasts (see SM_LOOP_SAMPLE_FACTOR)."""
-    return SM_LOOP_SAMPLE_FACTOR if method.engine == "sm" and nbytes >= gpu.loop_in_kernel_bytes else 1.0
+def sample_factor(method, nbytes: int, gpu, min_time_s: float) -> float:
+    """How many times --min-time one sample of this measurement lasts (see SM_LOOP_MIN_SAMPLE_S)."""
+    if method.engine == "sm" and nbytes >= gpu.loop_in_kernel_bytes:
+        return max(1.0, SM_LOOP_MIN_SAMPLE_S / min_time_s)
+    return 1.0
 
 
 def per_transfer_us(direction: str, one_clock: bool, mine, theirs, n: int) -> float:
@@ -94,7 +96,7 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
 
     `row_direction`/`kind`/`note` label the rows (the latency suite reports one-way times as `oneway`).
     """
-    from ipcbench.core.methods import GraphBatch
+    from ipcbench.core.methods import GraphBatch, plan_segments
     from ipcbench.core.timing import time_batch
 
     w, gpu = ctx.world, ctx.gpu
@@ -110,19 +112,21 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
         batch = None
         if r.driving:
             s_ptr, d_ptr = endpoints(bufs, style, me, r.peer)
-            built = {}
+            built = {}  # graph size k -> batch: one graph per size, whatever counts calibration tries
 
             def make(c):
-                if c not in built:
+                k, _ = plan_segments(c)
+                if k not in built:
                     built.clear()
-                    built[c] = GraphBatch(gpu, method, s_ptr, d_ptr, nbytes, c)
-                return built[c]
+                    built[k] = GraphBatch(gpu, method, s_ptr, d_ptr, nbytes, c)
+                return built[k].with_count(c)
 
             def timed(c):
                 b = make(c)
                 return time_batch(gpu, b), b.count
 
-            count = ctx.calibrate((label, src, dst), nbytes, timed, sample_factor(method, nbytes, gpu))
+            count = ctx.calibrate((label, src, dst), nbytes, timed,
+                                  sample_factor(method, nbytes, gpu, ctx.rule.min_time_s))
             if direction == "bidir":
                 count = max(count, w.exchange(count, r.peer))
             batch = make(count)
