@@ -12,8 +12,9 @@ from pathlib import Path
 
 from ipcbench.report.cells import f1, method_label, method_sort, size_text, times, us
 from ipcbench.report.figure_plan import MAX_FIGURE_RUNS, MAX_HEATMAP_HOSTS, figure_job, run_figures
+from ipcbench.report.headline import glance_blocks, options_line, run_options
 from ipcbench.report.load import Run
-from ipcbench.report.render import Figure, Heading, Para, Table
+from ipcbench.report.render import Figure, Heading, Para, Table, clean
 from ipcbench.results import META_NAME
 
 MAX_FLAG_ROWS = 40  # rows listed per kind of flag in the report (all are counted)
@@ -49,7 +50,7 @@ def _host_summary(run: Run) -> str:
     sw = [("driver", v.get("driver")), ("CUDA driver", cuda(v.get("cuda_driver"))),
           ("runtime", cuda(v.get("cuda_runtime"))), ("MPI", v.get("mpi_library")), ("cupy", v.get("cupy")),
           ("ipcbench", meta.get("ipcbench_version")), ("commit", meta.get("git_commit"))]
-    sw = [f"{k} {val}" for k, val in sw if val]
+    sw = [f"{k} {clean(val).strip()}" for k, val in sw if val]
     if sw:
         parts.append("**software** " + ", ".join(sw))
     if meta.get("start"):
@@ -107,18 +108,23 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
     pk = T.peak_rows(df, links)
     pk_pair = T.peak_by_pair(pk)
     pk_meth = T.peak_by_method(pk)
+    best = T.best_paths(df, links)
 
     doc = [Heading(1, "ipcbench report"),
-           Para(f"{len(runs)} run(s), {len(hosts)} host(s), {len(df)} rows; made by ipcbench {__version__}. "
-                f"Bandwidth in GB/s (1e9 B/s) at each method's largest size, median over GPU pairs (min/max: "
-                f"the weakest and strongest pair); time in µs per transfer at the smallest size. "
-                f"Flags: **weak** pairs more than {T.WEAK_FRACTION:.0%} below their method's median, **noisy** "
-                f"rows with CV above {cv_threshold:g}, **unverified** rows (data mismatch), **impossible** numbers "
-                f"(above a physical ceiling from {META_NAME}: the link peak, half the memory bandwidth for a "
-                f"same-GPU copy larger than L2, a GPU's NVLink aggregate for its all-to-all flows).")]
+           Para(f"{len(runs)} run(s), {len(hosts)} host(s), {len(df)} rows; made by ipcbench {__version__}.")]
     if skipped:
         doc.append(Heading(2, "Skipped inputs", terminal=True))
         doc += [Para(f"`{s}`", terminal=True) for s in skipped]
+    doc += glance_blocks(runs, dict(best=best, staged=T.best_staged(df), spg=T.speedup_glance(sp),
+                                    lat=T.latency_glance(df), weak=weak, noisy=noisy, unver=unver,
+                                    impossible=impossible), cv_threshold)
+    doc.append(Heading(2, "How to read the details"))
+    doc.append(Para(f"Bandwidth in GB/s (1e9 B/s) at each method's largest size, median over GPU pairs (min/max: "
+                    f"the weakest and strongest pair); time in µs per transfer at the smallest size. "
+                    f"Flags: **weak** pairs more than {T.WEAK_FRACTION:.0%} below their method's median, **noisy** "
+                    f"rows with CV above {cv_threshold:g}, **unverified** rows (data mismatch), **impossible** "
+                    f"numbers (above a physical ceiling from {META_NAME}: the link peak, half the memory bandwidth "
+                    f"for a same-GPU copy larger than L2, a GPU's NVLink aggregate for its all-to-all flows)."))
 
     fig_runs = {r.label for r in runs[:MAX_FIGURE_RUNS]}
     heat_budget = MAX_HEATMAP_HOSTS
@@ -129,6 +135,7 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
             continue
         doc.append(Heading(2, f"Run {run.label}", terminal=True))
         doc.append(Para(_host_summary(run), terminal=True))
+        doc.append(Para("**options** " + options_line(run_options(run.meta, run.frame)), terminal=True))
         for note in run.notes:
             doc.append(Para(f"Note: {note}.", terminal=True))
         rs = summary[summary["run"] == run.label]
@@ -179,7 +186,8 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
 
         if figures and run.label in fig_runs:
             doc.append(Heading(3, "Figures"))
-            figs, heat_budget = run_figures(run, rdf, sp, pk, handles, out_dir, heat_budget)
+            figs, heat_budget = run_figures(run, rdf, sp, pk, handles, out_dir, heat_budget,
+                                            best[best["run"] == run.label], links)
             doc += figs
         elif figures:
             doc.append(Para(f"Figures are drawn for the first {MAX_FIGURE_RUNS} runs only."))

@@ -1,4 +1,14 @@
-"""Which figures the report draws for a run, and their titles and file names.
+"""Which figures the report draws for a run, and their titles and file names: one figure per question.
+
+1. Is any GPU pair weak? The pair heatmap: each pair's best one-way path, coloured by its % of link peak
+   on a scale centred on the run's median pair (or by % of the median pair without a link table).
+2. How does bandwidth grow with message size? One figure, a panel per direction, the link peak drawn.
+3. What does IPC buy over the host-staged paths? Speedup vs size, a panel per direction.
+4. What does a small message cost? Latency suite one way, and the time per transfer of the bandwidth
+   methods, a panel each.
+5. How close to the link peak is each method? One row per method, a dot per pair.
+6. What do handles cost? Bars per operation.
+7. Per method, which pair is off? A heatmap per method (the detail behind 1).
 
 The figures are planned here as Figure blocks holding a drawing job (a figures.py function name and its
 arguments); document.build draws them all at once afterwards (in worker processes on a big report) and fills
@@ -15,6 +25,7 @@ from ipcbench.report.render import Figure, Para
 
 MAX_FIGURE_RUNS = 2  # runs that get the detailed figures (curves, speedup, handles, peak)
 MAX_HEATMAP_HOSTS = 2  # (run, host) units that get heatmaps, over the whole report
+HEAT_SPAN = 15.0  # the pair heatmap's colour scale: the median pair ± 15 points of % of peak
 
 
 def figure_job(title: str, fn: str, *args, **kwargs):
@@ -22,64 +33,139 @@ def figure_job(title: str, fn: str, *args, **kwargs):
     return Figure(title, None, job=(fn, args, kwargs))
 
 
-def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int):
+def _single_peak(links, run_label: str) -> float | None:
+    """The run's one-way link peak when every link of the run has the same one (else None: no line)."""
+    if links is None or links.empty:
+        return None
+    peaks = links.loc[links["run"].astype(str) == str(run_label), "peak_gbps"].unique()
+    return float(peaks[0]) if len(peaks) == 1 else None
+
+
+def _by_direction(curves, directions) -> list:
+    return [(d, curves[curves["direction"] == d]) for d in directions if (curves["direction"] == d).any()]
+
+
+def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int, best=None, links=None):
     """Figure blocks (not drawn yet) of one run; heatmaps only while heat_budget lasts."""
     from ipcbench.report import tables as T
 
     figs = []
     run_slug = slug(run.label)
     bw = T.cross_gpu(T.bw_rows(rdf))
-    # heatmaps: one figure per (host, suite, method), one panel per direction
-    for host, hdf in bw.groupby("host", sort=True):
+    heat_hosts = []
+    for host in sorted(bw["host"].unique()):
         if heat_budget <= 0:
             figs.append(Para(f"Heatmaps are drawn for the first {MAX_HEATMAP_HOSTS} hosts only."))
             break
         heat_budget -= 1
-        for (suite, method), mdf in method_sort(hdf).groupby(["suite", "method"], sort=False):
-            panels = [(d, T.heatmap_matrix(mdf[mdf["direction"] == d]))
-                      for d in sorted(mdf["direction"].unique(), key=lambda d: DIR_ORDER.get(d, 9))]
-            size = size_text(mdf["bytes"].max())
-            name = method_label(suite, method)
-            figs.append(figure_job(f"Heatmap {name} at {size} ({host})", "heatmap", panels,
-                                   f"{name} at {size}, {host} (source row → destination column)",
-                                   out_dir, f"{run_slug}-{slug(host)}-heatmap-{slug(suite)}-{slug(method)}.png"))
+        heat_hosts.append(host)
+    peak = _single_peak(links, run.label)
+
+    # 1. the pair heatmap (one per host)
+    if best is not None and not best.empty:
+        for host in heat_hosts:
+            b = best[best["host"] == host]
+            if b.empty:
+                continue
+            m = b.pivot_table(index="src_gpu", columns="dst_gpu", values="bw", aggfunc="first")
+            gpus = sorted(set(m.index) | set(m.columns))
+            m = m.reindex(index=gpus, columns=gpus)
+            size = size_text(b["bytes"].max())
+            if b["pct"].notna().any():
+                pct = b.pivot_table(index="src_gpu", columns="dst_gpu", values="pct", aggfunc="first")
+                colour = [pct.reindex(index=gpus, columns=gpus)]
+                kw = dict(colour_by=colour, centre=float(best["pct"].median()), span=HEAT_SPAN,
+                          cbar_label="% of link peak (centre: the median pair)")
+                cells = "GB/s and % of link peak"
+            else:
+                kw = dict(cbar_label="% of the median pair")
+                cells = "GB/s and % of the median pair"
+            figs.append(figure_job(
+                f"Is any GPU pair weak? Best one-way path per pair at {size} ({host}); red: below the typical "
+                f"pair", "heatmap", [("", m)], "Best one-way path per GPU pair",
+                out_dir, f"{run_slug}-{slug(host)}-pairs.png",
+                subtitle=f"{run.label}, {host}, {size}: fastest push/pull method of each pair; cells: {cells}; "
+                         f"row: source GPU, column: destination GPU", **kw))
+
+    # 2. bandwidth vs size, one panel per direction
     curves = T.size_curves(rdf)
-    for d in ("push", "pull", "bidir"):
-        c = curves[curves["direction"] == d]
-        if c.empty:
-            continue
-        c = c.assign(label=[method_label(s, m) for s, m in zip(c["suite"], c["method"])])
-        figs.append(figure_job(f"Bandwidth vs message size ({d})", "lines_vs_size", c, "median",
-                               f"Bandwidth vs size, {d} (median over cross-GPU pairs)", "GB/s", out_dir,
-                               f"{run_slug}-bw-vs-size-{d}.png", band=False))
-    lat = T.latency_curves(rdf)
-    if not lat.empty:
-        lat = lat.assign(label=[method_label(s, m, d)
-                                for s, m, d in zip(lat["suite"], lat["method"], lat["direction"])])
-        figs.append(figure_job("Latency vs message size (≤ 64K)", "lines_vs_size", lat, "median",
-                               "Time per transfer, messages ≤ 64K (median over pairs)", "µs", out_dir,
-                               f"{run_slug}-latency.png", logy=True, band=False))
+    panels = _by_direction(curves, ("push", "pull", "bidir"))
+    if panels:
+        hl = {}
+        if peak:
+            hl = {d: (peak * (2 if d == "bidir" else 1),
+                      f"link peak {peak * (2 if d == 'bidir' else 1):.0f} GB/s" + (" (2 × one way)" if d == "bidir"
+                                                                                  else ""))
+                  for d, _ in panels}
+        figs.append(figure_job("Bandwidth vs message size (median over cross-GPU pairs; dashed grey: link peak)",
+                               "curves_panels", panels, "Bandwidth vs message size", "GB/s", out_dir,
+                               f"{run_slug}-bw-vs-size.png", hlines=hl, ylim0=True, sharey=False,
+                               subtitle=f"{run.label}: median over cross-GPU pairs; one panel per direction "
+                                        "(bidir counts both directions)"))
+    # 3. speedup over the best host-staged path
     rsp = sp[sp["run"] == run.label]
     if not rsp.empty:
-        c = T.speedup_curves(rsp)
-        c = c.assign(label=[method_label(s, m, d) for s, m, d in zip(c["suite"], c["method"], c["direction"])],
-                     median=c["speedup"])
-        figs.append(figure_job("Speedup of each IPC method over the best host-staged path", "lines_vs_size", c,
-                               "median", "Speedup over the best host-staged path (median over pairs)", "× staged",
-                               out_dir, f"{run_slug}-speedup.png", logy=True, band=False))
-    h = handles[handles["run"] == run.label]
-    if not h.empty:
-        h = h.assign(label=[m if s == "handles" else method_label(s, m) for s, m in zip(h["suite"], h["method"])],
-                     gpus=h["same_gpu"].map({True: "same GPU", False: "cross-GPU"}))
-        figs.append(figure_job("Handle and import costs", "bars", h, "label", "time_us", "gpus",
-                               "Handle and import costs (median)", "µs", out_dir, f"{run_slug}-handles.png",
-                               logy=True))
+        c = T.speedup_curves(rsp).rename(columns={"speedup": "median"})
+        panels = _by_direction(c, ("push", "pull", "bidir"))
+        figs.append(figure_job("Speedup of each IPC method over the best host-staged path", "curves_panels", panels,
+                               "What IPC buys: speedup over the best host-staged path", "× best staged path",
+                               out_dir, f"{run_slug}-speedup.png", logy=True, yunit="×",
+                               hlines={d: (1.0, "1× = staged") for d, _ in panels},
+                               subtitle=f"{run.label}: IPC bandwidth / best *_staged bandwidth of the same pair and "
+                                        "size; median over pairs"))
+    # 4. small messages: latency suite, then the time per transfer of the bandwidth methods
+    lat = T.latency_curves(rdf)
+    if not lat.empty:
+        one = lat[(lat["direction"] == "oneway") & (lat["suite"] == "latency")]
+        panels = [("one-way latency (latency suite)", one)] if not one.empty else []
+        for d in ("push", "pull", "bidir"):
+            c = lat[lat["direction"] == d]
+            c = c[c.groupby(["suite", "method"], observed=True)["bytes"].transform("size") > 1]
+            if not c.empty:
+                panels.append((f"{d}: time per transfer in a batch", c))
+        if panels:
+            figs.append(figure_job("Small messages (≤ 64K): latency and time per transfer", "curves_panels", panels,
+                                   "Small messages: what one transfer costs", "µs per transfer (log)", out_dir,
+                                   f"{run_slug}-latency.png", logy=True,
+                                   subtitle=f"{run.label}: median over cross-GPU pairs, messages ≤ 64K; "
+                                            "latency suite: one message at a time, one way; others: back-to-back "
+                                            "transfers of a batch"))
+    # 5. % of peak per method
     rpk = pk[pk["run"] == run.label]
     if not rpk.empty:
         rpk = method_sort(rpk)
         rpk = rpk.assign(label=[method_label(s, m, d)
                                 for s, m, d in zip(rpk["suite"], rpk["method"], rpk["direction"])])
-        figs.append(figure_job("% of theoretical link peak per pair", "strip", rpk, "label", "pct",
-                               "% of theoretical link peak at the largest size (dot: a pair)", "% of peak", out_dir,
-                               f"{run_slug}-peak.png", hline=100.0))
+        figs.append(figure_job("% of theoretical link peak per method and pair", "hstrip", rpk, "label", "pct",
+                               "How close to the link peak does each method get?",
+                               "% of theoretical link peak (bidir: of twice the one-way peak)", out_dir,
+                               f"{run_slug}-peak.png", vline=100.0, xmax=105.0,
+                               subtitle=f"{run.label}: at each method's largest size; dot: a pair, black tick: "
+                                        "the median pair"))
+    # 6. handles
+    h = handles[handles["run"] == run.label]
+    if not h.empty:
+        h = h.assign(label=[m if s == "handles" else method_label(s, m) for s, m in zip(h["suite"], h["method"])],
+                     gpus=h["same_gpu"].map({True: "same GPU", False: "cross-GPU"}),
+                     kind=[("error-path probe" if str(m).startswith("err_") else "setup") for m in h["method"]])
+        h = h.sort_values(["kind", "label"], key=lambda s: s.map({"setup": 0, "error-path probe": 1})
+                          if s.name == "kind" else s, kind="stable")
+        figs.append(figure_job("Handle and import costs", "hbars", h, "label", "time_us", "gpus",
+                               "What does sharing memory cost? Handle and import operations", "µs (median, log)",
+                               out_dir, f"{run_slug}-handles.png", logx=True, section="kind",
+                               subtitle=f"{run.label}: median over rows; below the line: error-path probes "
+                                        "(how long a refused call takes)"))
+    # 7. a heatmap per method: one figure per (host, suite, method), one panel per direction
+    for host in heat_hosts:
+        hdf = bw[bw["host"] == host]
+        for (suite, method), mdf in method_sort(hdf).groupby(["suite", "method"], sort=False):
+            panels = [(d, T.heatmap_matrix(mdf[mdf["direction"] == d]))
+                      for d in sorted(mdf["direction"].unique(), key=lambda d: DIR_ORDER.get(d, 9))]
+            size = size_text(mdf["bytes"].max())
+            name = method_label(suite, method)
+            figs.append(figure_job(f"Heatmap {name} at {size} ({host}); colour: % of the method's median pair",
+                                   "heatmap", panels, name, out_dir,
+                                   f"{run_slug}-{slug(host)}-heatmap-{slug(suite)}-{slug(method)}.png",
+                                   subtitle=f"{size}, {host}; row: source GPU, column: destination GPU; "
+                                            "colour: % of the median pair"))
     return figs, heat_budget

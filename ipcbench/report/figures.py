@@ -1,18 +1,77 @@
-"""The report's figures: matplotlib (Agg, no pyplot state), one PNG file per figure.
+"""The report's figures: matplotlib (Agg, no pyplot state), one PNG file per figure, one question per figure.
 
 Each function takes a table from tables.py, writes one PNG into `out_dir` and returns its file name
 (or None when there is nothing to draw). PNGs carry no metadata (no software URL inside).
+
+One look everywhere (`method_style`): a colour per engine (copy engine, SM read, SM write, host-staged
+MPI, host-staged shm, pipeline ring), a solid thick pale line for legacy cudaIpc memory and a thin dashed
+line on top of it for the same engine on pool memory, so "pool sits on legacy" and "pool differs" are both
+visible at a glance. Curves are small multiples (one panel per direction) with one legend beside them, never
+over the data. Heatmaps colour a pair by how far it is from the typical pair (a diverging scale centred on
+the median, with a colour bar), so a 10% weak pair is a red cell in a white matrix.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 from ipcbench.sizes import fmt_size
 
 DPI = 90
 _PNG_META = {"Software": None}
+_CHAR_IN = 0.0085  # approximate width of one character, inches per point of font size (DejaVu Sans)
+
+# colour per engine (Okabe-Ito where possible: distinct for colour-blind readers)
+ENGINE_COLOURS = {
+    "ce": "#0072B2",
+    "sm_read": "#009E73",
+    "sm_write": "#E69F00",
+    "mpi_staged": "#555555",
+    "shm_staged": "#CC79A7",
+    "sm_pingpong": "#D55E00",
+    "event_pingpong": "#56B4E9",
+}
+RING_COLOURS = ["#C5B3E6", "#9A7FD1", "#6A4BB5", "#3F2785"]  # pipeline rings, light (shallow) to dark (deep)
+OTHER_COLOURS = ["#8C564B", "#17BECF", "#BCBD22", "#E377C2", "#7F7F7F", "#1F77B4", "#FF7F0E", "#2CA02C"]
+
+
+def engine_of(method: str) -> str:
+    """The engine a method uses: pool_ce -> ce, ce_alltoall -> ce, ring_d4_latency -> ring_d4."""
+    m = str(method)
+    if m.startswith("pool_"):
+        m = m[len("pool_"):]
+    for suffix in ("_alltoall", "_latency"):
+        if m.endswith(suffix):
+            m = m[: -len(suffix)]
+    return m
+
+
+def method_style(suite: str, method: str, others: list[str] | None = None) -> dict:
+    """Line style of a method: colour per engine, legacy solid and thick, pool dashed and thin, all-to-all
+    dotted. `others` (the sorted list of every unknown engine in the figure) keeps fallback colours stable."""
+    eng = engine_of(method)
+    pool = str(suite) == "pool" or str(method).startswith("pool_")
+    if eng in ENGINE_COLOURS:
+        colour = ENGINE_COLOURS[eng]
+    elif eng.startswith("ring"):
+        digits = "".join(c for c in eng if c.isdigit())
+        depth = int(digits) if digits else 4
+        colour = RING_COLOURS[min(len(RING_COLOURS) - 1, max(0, int(round(math.log2(max(depth, 1)))) - 1))]
+    else:
+        others = others or [eng]
+        colour = OTHER_COLOURS[others.index(eng) % len(OTHER_COLOURS)] if eng in others else OTHER_COLOURS[0]
+    if pool:
+        return dict(color=colour, linestyle=(0, (4, 2)), linewidth=1.6, alpha=1.0, marker="x", markersize=4,
+                    zorder=4)
+    if str(method).endswith("_alltoall"):
+        return dict(color=colour, linestyle=":", linewidth=2.0, alpha=0.9, marker="^", markersize=4, zorder=3)
+    return dict(color=colour, linestyle="-", linewidth=3.2, alpha=0.55, marker="o", markersize=4, zorder=2)
+
+
+def _known(eng: str) -> bool:
+    return eng in ENGINE_COLOURS or eng.startswith("ring")
 
 
 def _figure(w: float, h: float, left: float = 0.8, right: float = 0.2, bottom: float = 0.6, top: float = 0.45,
@@ -31,127 +90,347 @@ def _save(fig, out_dir: Path, name: str) -> str:
     return name
 
 
+def _wrap(text: str, width_in: float, fontsize: float) -> str:
+    """Wrap a title so that it fits `width_in` inches at `fontsize` points."""
+    chars = max(12, int(width_in / (_CHAR_IN * fontsize)))
+    return "\n".join(textwrap.wrap(text, chars)) or text
+
+
+def _titles(fig, title: str, subtitle: str, w: float) -> None:
+    """Figure title (bold) and a smaller line under it, both wrapped to the figure's width."""
+    t = _wrap(title, w - 0.3, 11)
+    fig.text(0.5, 1 - 0.08 / fig.get_figheight(), t, ha="center", va="top", fontsize=11, fontweight="bold")
+    if subtitle:
+        lines = t.count("\n") + 1
+        fig.text(0.5, 1 - (0.12 + 0.2 * lines) / fig.get_figheight(), _wrap(subtitle, w - 0.3, 8.5), ha="center",
+                 va="top", fontsize=8.5, color="#444444")
+
+
+def _title_height(title: str, subtitle: str, w: float) -> float:
+    """Inches the two title lines need at the top of a figure `w` inches wide."""
+    n = _wrap(title, w - 0.3, 11).count("\n") + 1
+    m = (_wrap(subtitle, w - 0.3, 8.5).count("\n") + 1) if subtitle else 0
+    return 0.15 + 0.2 * n + 0.16 * m
+
+
 def _size_axis(ax, sizes) -> None:
     sizes = sorted({int(s) for s in sizes if s > 0})
     ax.set_xscale("log", base=2)
     if not sizes:
         return
-    step = max(1, math.ceil(len(sizes) / 10))
+    step = max(1, math.ceil(len(sizes) / 7))
     ticks = sizes[::step]
     ax.set_xticks(ticks)
-    ax.set_xticklabels([fmt_size(s) for s in ticks], fontsize=8)
+    ax.set_xticklabels([size_label(s) for s in ticks], fontsize=8)
     ax.minorticks_off()
 
 
-def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name: str, unit: str = "GB/s",
-            fmt: str = "{:.0f}") -> str | None:
-    """One figure, one panel per (label, src x dst DataFrame), values written in the cells."""
-    import numpy as np
+def size_label(n: int) -> str:
+    """4 B, 64 B, 4K, 256M: a message size for an axis."""
+    return f"{n} B" if n < 1024 else fmt_size(n)
 
-    matrices = [(lab, m) for lab, m in matrices if m is not None and not m.empty]
-    if not matrices:
+
+def _nice_log_ticks(lo: float, hi: float, unit: str) -> tuple[list[float], list[str]]:
+    """Ticks for a log axis between lo and hi labelled as plain numbers with a unit suffix ('4×', '20 µs'),
+    never 3×10⁰."""
+    if not (lo > 0 and hi > 0):
+        return [], []
+    ticks = []
+    for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+        for m in (1, 2, 5) if hi / lo > 30 else (1, 1.5, 2, 3, 5, 7):
+            v = m * 10.0 ** e
+            if lo <= v <= hi:
+                ticks.append(v)
+    if len(ticks) < 2:
+        ticks = [lo, hi]
+
+    def fmt(v):
+        s = f"{v:.3g}"
+        return s + unit
+
+    return ticks, [fmt(v) for v in ticks]
+
+
+def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name: str, unit: str = "GB/s",
+            fmt: str = "{:.0f}", subtitle: str = "", colour_by: list | None = None, centre: float | None = None,
+            span: float = 15.0, cbar_label: str = "% of the median pair") -> str | None:
+    """One figure, one panel per (label, src x dst DataFrame of values in `unit`), each cell showing its value
+    and its colour. The colour is `colour_by` (one matrix per panel, e.g. % of link peak) or, by default, each
+    cell's value as % of the median cell of its panel; the scale is diverging, centred on `centre` (default:
+    100, or the median of the colour values) and `span` either side, so a pair 10% off the typical pair stands
+    out against white ones. One colour bar for the figure."""
+    import numpy as np
+    from matplotlib.colors import Normalize
+
+    keep = [(i, lab, m) for i, (lab, m) in enumerate(matrices) if m is not None and not m.empty]
+    if not keep:
         return None
-    n = max(len(m.index) for _, m in matrices)
-    cell = 0.42 if n > 8 else 0.55
-    w = max(3.2, cell * n + 1.6)
-    fig = _figure(w * len(matrices), max(2.8, cell * n + 1.3), left=0.6, right=0.1, bottom=0.55, top=0.6,
-                  wspace=0.45)
-    axes = fig.subplots(1, len(matrices), squeeze=False)[0]
-    for ax, (label, m) in zip(axes, matrices):
+    panels = []
+    for i, lab, m in keep:
         data = m.to_numpy(dtype=float)
-        masked = np.ma.masked_invalid(data)
-        vmax = np.nanmax(data) if np.isfinite(data).any() else 1.0
-        im = ax.imshow(masked, cmap="viridis", vmin=0, vmax=vmax)
-        im.cmap.set_bad("#dddddd")
-        fs = 8 if n <= 8 else 6
+        if colour_by is not None:
+            col = colour_by[i].reindex(index=m.index, columns=m.columns).to_numpy(dtype=float)
+        else:
+            med = np.nanmedian(data) if np.isfinite(data).any() else float("nan")
+            col = 100.0 * data / med if med and np.isfinite(med) else np.full_like(data, np.nan)
+        panels.append((lab, m, data, col))
+    allc = np.concatenate([c[np.isfinite(c)] for *_, c in panels]) if panels else np.array([])
+    mid = centre if centre is not None else (100.0 if colour_by is None else
+                                             float(np.median(allc)) if allc.size else 100.0)
+    norm = Normalize(vmin=mid - span, vmax=mid + span)
+    n = max(len(m.index) for _, m, _, _ in panels)
+    cell = 0.62 if n <= 4 else (0.5 if n <= 8 else 0.36)
+    side = cell * n  # every panel is side x side inches: square cells
+    left, gap, cbar_gap, cbar_w, right = 0.7, 0.75, 0.25, 0.16, 1.0
+    content = left + len(panels) * side + (len(panels) - 1) * gap + cbar_gap + cbar_w + right
+    w = max(4.2, content)
+    left += (w - content) / 2
+    th = _title_height(title, subtitle, w)
+    bottom, top = 0.6, th + 0.35
+    h = side + bottom + top
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), dpi=DPI)
+    cmap = colormaps["RdBu"].with_extremes(bad="#e6e6e6", under="#67001f", over="#053061")
+    im = None
+    fs = 9 if n <= 4 else (8 if n <= 8 else 6)
+    for k, (label, m, data, col) in enumerate(panels):
+        ax = fig.add_axes([(left + k * (side + gap)) / w, bottom / h, side / w, side / h])
+        im = ax.imshow(np.ma.masked_invalid(col), cmap=cmap, norm=norm, aspect="auto")
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
-                v = data[i, j]
-                txt = "–" if not np.isfinite(v) else fmt.format(v)
-                dark = np.isfinite(v) and v > 0.6 * vmax
-                ax.text(j, i, txt, ha="center", va="center", fontsize=fs, color="black" if dark else "white"
-                        if np.isfinite(v) else "#666666")
+                v, c = data[i, j], col[i, j]
+                if not np.isfinite(v):
+                    ax.text(j, i, "–", ha="center", va="center", fontsize=fs, color="#888888")
+                    continue
+                strong = np.isfinite(c) and abs(c - mid) > 0.6 * span
+                txt = fmt.format(v) if n > 8 or not np.isfinite(c) else f"{fmt.format(v)}\n{c:.0f}%"
+                ax.text(j, i, txt, ha="center", va="center", fontsize=fs, linespacing=1.1,
+                        color="white" if strong else "black")
         ax.set_xticks(range(len(m.columns)), [str(c) for c in m.columns], fontsize=8)
         ax.set_yticks(range(len(m.index)), [str(r) for r in m.index], fontsize=8)
         ax.set_xlabel("destination GPU", fontsize=8)
         ax.set_ylabel("source GPU", fontsize=8)
-        ax.set_title(f"{label} ({unit})", fontsize=9)
-    fig.suptitle(title, fontsize=10)
+        ax.set_title(f"{label} ({unit})" if label else unit, fontsize=9)
+    x = left + len(panels) * side + (len(panels) - 1) * gap + cbar_gap
+    cax = fig.add_axes([x / w, bottom / h, cbar_w / w, side / h])
+    cb = fig.colorbar(im, cax=cax, extend="both")
+    cb.set_label(_wrap(cbar_label, side + 0.4, 8), fontsize=8)
+    cb.ax.tick_params(labelsize=7)
+    _titles(fig, title, subtitle, w)
     return _save(fig, out_dir, name)
 
 
-def lines_vs_size(curves, y: str, title: str, ylabel: str, out_dir: Path, name: str, logy: bool = False,
-                  band: bool = True) -> str | None:
-    """One line per label (curves: DataFrame with columns label, bytes, median[, min, max])."""
-    if curves is None or curves.empty:
-        return None
-    fig = _figure(7.5, 4.2, left=0.7, bottom=0.55, top=0.35)
-    ax = fig.subplots()
-    for label, c in curves.groupby("label", sort=True):
-        c = c.sort_values("bytes")
-        ax.plot(c["bytes"], c[y], marker=".", linewidth=1.3, label=label)
-        if band and "min" in c and "max" in c:
-            ax.fill_between(c["bytes"], c["min"], c["max"], alpha=0.15)
-    _size_axis(ax, curves["bytes"])
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel("message size")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, ncol=2 if curves["label"].nunique() > 8 else 1, loc="upper left")
-    return _save(fig, out_dir, name)
+def _legend_entries(curves) -> list[tuple[str, dict]]:
+    """(legend label, style) per method of the curves, in a stable reading order: engine, legacy before pool."""
+    seen = {}
+    for s, m in zip(curves["suite"].astype(str), curves["method"].astype(str)):
+        seen.setdefault((s, m), None)
+    unknown = sorted({engine_of(m) for _, m in seen if not _known(engine_of(m))})
+    order = list(ENGINE_COLOURS) + ["ring"]
+
+    def key(sm):
+        s, m = sm
+        e = engine_of(m)
+        base = "ring" if e.startswith("ring") else e
+        return (order.index(base) if base in order else len(order) + unknown.index(e) if e in unknown else 99,
+                e, s == "pool" or m.startswith("pool_"), m)
+
+    out = {}
+    for s, m in sorted(seen, key=key):
+        out.setdefault(_series_label(s, m), method_style(s, m, unknown))
+    return list(out.items())
 
 
-def bars(table, label: str, value: str, group: str, title: str, ylabel: str, out_dir: Path, name: str,
-         logy: bool = False) -> str | None:
-    """Grouped bars: one bar per `label`, one colour per value of `group`."""
+def _series_label(suite: str, method: str) -> str:
+    if str(method).startswith("pool_") or str(suite) == "pool":
+        return f"{method} (pool)" if not str(method).startswith("pool_") else str(method)
+    return str(method)
+
+
+def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out_dir: Path, name: str,
+                  subtitle: str = "", logy: bool = False, hlines: dict | None = None, ylim0: bool = False,
+                  y: str = "median", yunit: str = "", sharey: bool = True) -> str | None:
+    """Small multiples: one panel per (panel title, curves) with one line per (suite, method) of the curves
+    (columns suite, method, bytes, `y`); one legend for the figure, beside the panels (never over the data).
+    sharey: one y scale for every panel (else each panel its own, from 0 with ylim0). `hlines`: {panel
+    title: (value, label)} draws a dashed reference line (a link peak, 1× staged)."""
     import numpy as np
+    import pandas as pd
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullLocator
+
+    panels = [(t, c[c["bytes"] > 0]) for t, c in panels if c is not None and not c.empty]
+    panels = [(t, c) for t, c in panels if not c.empty]
+    if not panels:
+        return None
+    allc = pd.concat([c for _, c in panels])
+    entries = _legend_entries(allc)
+    styles = dict(entries)
+    ncol = 1 if len(panels) == 1 else 2
+    nrow = math.ceil(len(panels) / ncol)
+    spare = nrow * ncol > len(panels)  # the legend goes into the empty cell, else beside the panels
+    pw, ph = (6.6, 4.0) if ncol == 1 else (5.0, 3.3)
+    legend_w = 0.0 if spare else 2.0
+    w = ncol * pw + legend_w
+    th = _title_height(title, subtitle, w)
+    h = nrow * ph + th + 0.35
+    h += 0.25
+    fig = _figure(w, h, left=0.95, right=legend_w + 0.25, bottom=0.65, top=th + 0.35, wspace=0.22 if sharey else 0.3,
+                  hspace=0.5 / ph * 2.4)
+    axes = fig.subplots(nrow, ncol, squeeze=False, sharey=sharey)
+    flat = [a for row in axes for a in row]
+    vals = []
+    for ax, (ptitle, c) in zip(flat, panels):
+        pvals = []
+        for (suite, method), s in c.groupby(["suite", "method"], sort=False, observed=True):
+            s = s.sort_values("bytes")
+            st = dict(styles[_series_label(suite, method)])
+            if len(s) == 1:
+                st["linestyle"] = "none"
+                st["markersize"] = 7
+                st["alpha"] = 1.0
+            ax.plot(s["bytes"], s[y], **st)
+            pvals += [v for v in s[y].to_numpy(dtype=float) if np.isfinite(v)]
+        ref = (hlines or {}).get(ptitle)
+        if ref:
+            ax.axhline(ref[0], color="#888888", linestyle="--", linewidth=1, zorder=1)
+            ax.annotate(ref[1], (0.01, ref[0]), xycoords=("axes fraction", "data"), fontsize=7, color="#555555",
+                        va="bottom")
+            pvals.append(ref[0])
+        if not sharey and ylim0 and pvals:
+            ax.set_ylim(0, max(pvals) * 1.08)
+        vals += pvals
+        _size_axis(ax, c["bytes"])
+        ax.set_title(ptitle, fontsize=9.5)
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=8)
+        ax.set_xlabel("message size", fontsize=8.5)
+    for ax in flat[len(panels):]:
+        ax.axis("off")
+    for row in axes:
+        row[0].set_ylabel(ylabel, fontsize=9)
+        row[0].yaxis.set_tick_params(labelleft=True)
+    if not sharey:
+        for ax in flat:
+            ax.set_ylabel(ylabel, fontsize=9)
+    ax0 = flat[0]
+    if logy and vals:
+        lo, hi = min(v for v in vals if v > 0), max(vals)
+        lo, hi = lo / 1.25, hi * 1.25
+        ax0.set_yscale("log")
+        ax0.set_ylim(lo, hi)
+        ticks, labels = _nice_log_ticks(lo, hi, yunit)
+        ax0.set_yticks(ticks, labels)
+        ax0.yaxis.set_minor_locator(NullLocator())
+    elif sharey and ylim0 and vals:
+        ax0.set_ylim(0, max(vals) * 1.08)
+
+    handles = [Line2D([], [], **st) for _, st in entries]
+    legend = dict(fontsize=8, frameon=False, title="solid: legacy IPC\ndashed: pool IPC", title_fontsize=7.5,
+                  alignment="left", ncol=2 if spare and len(entries) > 8 else 1)
+    if spare:
+        flat[-1].legend(handles, [lab for lab, _ in entries], loc="center", **legend)
+    else:
+        fig.legend(handles, [lab for lab, _ in entries], loc="upper left",
+                   bbox_to_anchor=(1 - (legend_w - 0.05) / w, 1 - (th + 0.35) / h), **legend)
+    _titles(fig, title, subtitle, w)
+    return _save(fig, out_dir, name)
+
+
+def hbars(table, label: str, value: str, group: str, title: str, xlabel: str, out_dir: Path, name: str,
+          logx: bool = False, subtitle: str = "", section: str | None = None) -> str | None:
+    """Horizontal grouped bars: one row per `label` (read without tilting the head), one colour per value of
+    `group`, the value written at the end of each bar. `section` (a column) splits the rows into titled
+    blocks (e.g. transfer setup costs vs error-path probes)."""
+    import numpy as np
+    from matplotlib.ticker import NullLocator
 
     if table is None or table.empty:
         return None
     labels = list(dict.fromkeys(table[label]))
     groups = list(dict.fromkeys(table[group]))
-    width = 0.8 / max(1, len(groups))
-    fig = _figure(max(5.0, 0.7 * len(labels) + 2), 4.4, left=0.9, bottom=1.3, top=0.35)
+    sections = dict(zip(table[label], table[section])) if section else {}
+    bar_h = 0.8 / max(1, len(groups))
+    longest = max(len(str(x)) for x in labels)
+    left = min(3.2, 0.25 + longest * _CHAR_IN * 8.5)
+    w = 9.0
+    th = _title_height(title, subtitle, w)
+    h = 0.26 * len(labels) * max(1, len(groups)) ** 0.5 + th + 0.8
+    fig = _figure(w, h, left=left, right=0.9, bottom=0.55, top=th + 0.1)
     ax = fig.subplots()
-    x = np.arange(len(labels))
+    y = np.arange(len(labels))
+    colours = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]
     for k, g in enumerate(groups):
         sub = table[table[group] == g].set_index(label)[value]
-        vals = [sub.get(lab, np.nan) for lab in labels]
-        rects = ax.bar(x + (k - (len(groups) - 1) / 2) * width, vals, width, label=str(g))
-        ax.bar_label(rects, labels=["" if not np.isfinite(v) else f"{v:.3g}" for v in vals], fontsize=7)
-    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
-    if logy:
-        ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
+        vals = np.array([sub.get(lab, np.nan) for lab in labels], dtype=float)
+        rects = ax.barh(y + (k - (len(groups) - 1) / 2) * bar_h, vals, bar_h * 0.92, label=str(g),
+                        color=colours[k % len(colours)])
+        ax.bar_label(rects, labels=["" if not np.isfinite(v) else f"{v:.3g}" for v in vals], fontsize=7.5,
+                     padding=2)
+    ax.set_yticks(y, labels, fontsize=8.5)
+    ax.invert_yaxis()
+    if section:
+        prev = None
+        for i, lab in enumerate(labels):
+            if prev is not None and sections.get(lab) != prev:
+                ax.axhline(i - 0.5, color="#999999", linewidth=0.8)
+            prev = sections.get(lab)
+    if logx:
+        ax.set_xscale("log")
+        v = table[value].to_numpy(dtype=float)
+        v = v[np.isfinite(v) & (v > 0)]
+        if v.size:
+            lo, hi = v.min() / 2, v.max() * 3
+            ax.set_xlim(lo, hi)
+            ticks, tl = _nice_log_ticks(lo, hi, "")
+            ax.set_xticks(ticks, tl)
+            ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.grid(True, axis="x", alpha=0.3)
+    if len(groups) > 1:
+        ax.legend(fontsize=8, loc="lower right")
+    _titles(fig, title, subtitle, w)
     return _save(fig, out_dir, name)
 
 
-def strip(table, label: str, value: str, title: str, ylabel: str, out_dir: Path, name: str,
-          hline: float | None = None) -> str | None:
-    """One column of dots per `label` (every row a dot), the column's median as a bar."""
+def hstrip(table, label: str, value: str, title: str, xlabel: str, out_dir: Path, name: str,
+           vline: float | None = None, subtitle: str = "", xmax: float | None = None) -> str | None:
+    """One row per `label` (table columns suite and method give the colour), every row of the table a dot,
+    the row's median a black tick; labels read horizontally."""
     import numpy as np
 
     if table is None or table.empty:
         return None
     labels = list(dict.fromkeys(table[label]))
-    fig = _figure(max(5.0, 0.55 * len(labels) + 2), 4.6, left=0.7, bottom=1.35, top=0.35)
+    first = table.drop_duplicates(label).set_index(label)
+    unknown = sorted({engine_of(m) for m in table["method"].astype(str) if not _known(engine_of(m))})
+    longest = max(len(str(x)) for x in labels)
+    left = min(3.4, 0.25 + longest * _CHAR_IN * 8.5)
+    w = 9.0
+    th = _title_height(title, subtitle, w)
+    h = 0.26 * len(labels) + th + 0.8
+    fig = _figure(w, h, left=left, right=0.3, bottom=0.55, top=th + 0.1)
     ax = fig.subplots()
     for i, lab in enumerate(labels):
         v = table.loc[table[label] == lab, value].to_numpy(dtype=float)
-        jitter = (np.arange(len(v)) % 7 - 3) * 0.04
-        ax.scatter(i + jitter, v, s=10, alpha=0.7)
-        ax.hlines(np.median(v), i - 0.3, i + 0.3, color="black", linewidth=1.5)
-    if hline is not None:
-        ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
+        st = method_style(first.loc[lab, "suite"], first.loc[lab, "method"], unknown)
+        jitter = (np.arange(len(v)) % 5 - 2) * 0.06
+        ax.scatter(v, i + jitter, s=16, color=st["color"], marker=st["marker"], alpha=0.85, zorder=3,
+                   linewidths=1.2)
+        ax.vlines(np.median(v), i - 0.35, i + 0.35, color="black", linewidth=1.6, zorder=4)
+    if vline is not None:
+        ax.axvline(vline, color="#888888", linestyle="--", linewidth=1)
+    top = xmax if xmax is not None else max(float(np.nanmax(table[value].to_numpy(dtype=float))), vline or 0)
+    ax.set_xlim(0, top * 1.05)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8.5)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.grid(True, axis="x", alpha=0.3)
+    _titles(fig, title, subtitle, w)
     return _save(fig, out_dir, name)
 
 
@@ -165,8 +444,9 @@ def host_boxes(data, methods: list[str], title: str, out_dir: Path, name: str) -
         return None
     hosts = sorted(data["host"].unique())
     pos = {h: i for i, h in enumerate(hosts)}
-    fig = _figure(min(22.0, max(6.0, 0.28 * len(hosts) + 2)), 2.8 * len(methods) + 1.1, left=0.7, bottom=0.9,
-                  top=0.8, hspace=0.75)
+    w = min(22.0, max(6.0, 0.28 * len(hosts) + 2))
+    th = _title_height(title, "", w)
+    fig = _figure(w, 2.8 * len(methods) + 0.6 + th, left=0.8, bottom=0.9, top=th + 0.35, hspace=0.75)
     axes = fig.subplots(len(methods), 1, squeeze=False)[:, 0]
     for ax, meth in zip(axes, methods):
         sub = data[data["label"] == meth]
@@ -178,13 +458,14 @@ def host_boxes(data, methods: list[str], title: str, out_dir: Path, name: str) -
         ax.hlines(q[0.5], x - 0.3, x + 0.3, color="black", linewidth=1.2)
         fleet = q[0.5].median()
         ax.axhline(fleet, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(f"{meth} (GB/s per pair at the largest size; box: quartiles, line: min–max, "
-                     "dashed: fleet median)", fontsize=9)
+        ax.set_title(_wrap(f"{meth} (GB/s per pair at the largest size; box: quartiles, line: min–max, "
+                           "dashed: fleet median)", w - 1, 9), fontsize=9)
         ax.set_xlim(-0.7, len(hosts) - 0.3)
         ax.set_xticks(range(len(hosts)), hosts if len(hosts) <= 80 else [""] * len(hosts), rotation=60,
                       ha="right", fontsize=7)
+        ax.set_ylabel("GB/s", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(title, fontsize=10)
+    _titles(fig, title, "", w)
     return _save(fig, out_dir, name)
 
 

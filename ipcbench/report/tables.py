@@ -285,3 +285,89 @@ def fleet_box_data(df: pd.DataFrame) -> pd.DataFrame:
     """Per-pair bandwidth at the largest size with its host, for the per-host distribution plot."""
     keys = ["host"] + METHOD
     return at_largest(cross_gpu(bw_rows(df)), keys)[keys + ["bytes", "bw_gbps_median"]]
+
+
+# ------------------------------------------------------------------------------------------ headline
+
+ONEWAY = ("push", "pull")
+
+
+def pair_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Cross-GPU one-way bandwidth rows reduced to GPU pairs: per run, host, method, direction, GPU pair and
+    size, the median over the rank pairs that share that GPU pair (several ranks per GPU). All-to-all rows
+    (flows measured all at once, not one pair's path) are left out."""
+    bw = cross_gpu(bw_rows(df))
+    bw = bw[bw["direction"].isin(ONEWAY) & ~bw["method"].astype(str).str.endswith("_alltoall")]
+    keys = ["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes"]
+    return bw.groupby(keys, observed=True, sort=False)["bw_gbps_median"].median().reset_index()
+
+
+def best_paths(df: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per run, host and GPU pair, the fastest one-way method at the pair's largest size, with its link's
+    peak and % of it (when meta.json has the link table) and how far it is below the median pair of its run
+    (`below_pct`, negative when above). Columns: run, host, src_gpu, dst_gpu, suite, method, direction,
+    bytes, bw, peak_gbps, link_kind, pct, run_median, below_pct."""
+    cols = ["run", "host", "src_gpu", "dst_gpu", *METHOD, "bytes", "bw", "peak_gbps", "link_kind", "pct",
+            "run_median", "below_pct"]
+    pr = pair_rows(df)
+    if pr.empty:
+        return pd.DataFrame(columns=cols)
+    pkeys = ["run", "host", "src_gpu", "dst_gpu"]
+    pr = pr[pr["bytes"] == pr.groupby(pkeys, observed=True)["bytes"].transform("max")]
+    best = pr.loc[pr.groupby(pkeys, observed=True)["bw_gbps_median"].idxmax()].rename(
+        columns={"bw_gbps_median": "bw"})
+    if links is not None and not links.empty:
+        lk = links.astype({"run": str, "host": str}).assign(run=lambda d: d["run"].astype(best["run"].dtype))
+        best = best.merge(lk, on=pkeys, how="left")
+    else:
+        best = best.assign(peak_gbps=float("nan"), link_kind="")
+    best["pct"] = 100.0 * best["bw"] / best["peak_gbps"]
+    best["run_median"] = best.groupby("run", observed=True)["bw"].transform("median")
+    best["below_pct"] = 100.0 * (1.0 - best["bw"] / best["run_median"])
+    return best.sort_values(pkeys).reset_index(drop=True)[cols]
+
+
+def best_staged(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run, the best host-staged one-way method at the largest size (median over pairs): run, suite,
+    method, direction, bytes, bw."""
+    pr = pair_rows(df)
+    pr = pr[is_staged(pr["method"])]
+    if pr.empty:
+        return pd.DataFrame(columns=["run", *METHOD, "bytes", "bw"])
+    pr = pr[pr["bytes"] == pr.groupby("run", observed=True)["bytes"].transform("max")]
+    med = pr.groupby(["run", *METHOD, "bytes"], observed=True)["bw_gbps_median"].median().rename("bw").reset_index()
+    return med.loc[med.groupby("run", observed=True)["bw"].idxmax()].reset_index(drop=True)
+
+
+def speedup_glance(sp: pd.DataFrame) -> pd.DataFrame:
+    """Per run and IPC method, its best one-way direction's speedup over the best host-staged path: at the
+    method's largest size (median, min and max over pairs; GB/s median) and at its smallest size (median).
+    All-to-all rows are left out (concurrent flows, not one pair's path). Columns: run, suite, method,
+    direction, bytes, bw, speedup, speedup_min, speedup_max, pairs, small_bytes, small_speedup."""
+    cols = ["run", *METHOD, "bytes", "bw", "speedup", "speedup_min", "speedup_max", "pairs", "small_bytes",
+            "small_speedup"]
+    one = sp[sp["direction"].isin(ONEWAY) & ~sp["method"].astype(str).str.endswith("_alltoall")]
+    if one.empty:
+        return pd.DataFrame(columns=cols)
+    keys = ["run", *METHOD]
+    big = at_largest(one, keys).groupby(keys, observed=True).agg(
+        bytes=("bytes", "max"), bw=("bw_gbps_median", "median"), speedup=("speedup", "median"),
+        speedup_min=("speedup", "min"), speedup_max=("speedup", "max"), pairs=("speedup", "size"))
+    small = at_smallest(one, keys).groupby(keys, observed=True).agg(
+        small_bytes=("bytes", "min"), small_speedup=("speedup", "median"))
+    out = big.join(small).reset_index()
+    out = out.loc[out.groupby(["run", "suite", "method"], observed=True)["speedup"].idxmax()]
+    return out.sort_values(["run", "speedup"], ascending=[True, False]).reset_index(drop=True)[cols]
+
+
+def latency_glance(df: pd.DataFrame) -> pd.DataFrame:
+    """Latency suite, cross-GPU pairs: per run and method, the time at the method's smallest size, median,
+    min and max over pairs. Columns: run, method, bytes, median, min, max, pairs."""
+    rows = cross_gpu(df[(df["suite"] == "latency") & df["time_us_median"].notna()])
+    if rows.empty:
+        return pd.DataFrame(columns=["run", "method", "bytes", "median", "min", "max", "pairs"])
+    small = at_smallest(rows, ["run", "method"])
+    g = small.groupby(["run", "method"], observed=True)
+    out = g.agg(bytes=("bytes", "min"), median=("time_us_median", "median"), min=("time_us_median", "min"),
+                max=("time_us_median", "max"), pairs=("time_us_median", "size"))
+    return out.reset_index().sort_values(["run", "median"]).reset_index(drop=True)
