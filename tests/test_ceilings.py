@@ -146,14 +146,27 @@ def test_several_checks_on_one_row():
 
 # ------------------------------------------------------------------------------------------ real runs, report
 
-def test_real_committed_quick_run_has_impossible_alltoall_rows():
-    run = Path(__file__).resolve().parents[1] / "results" / "20261122-194200-vm"
-    if not (run / "results.csv").is_file():
-        pytest.skip("the committed 4-rank run is not there")
+def test_a_real_run_with_impossible_alltoall_rows_is_caught():
+    """tests/data/impossible/README.md: a run from before the all-to-all was timed on one window."""
+    run = Path(__file__).resolve().parent / "data" / "impossible" / "20261122-194200-vm"
     from ipcbench.results_load import load_frame, read_meta
 
     out = ceilings.impossible_rows(load_frame(run / "results.csv"), read_meta(run))
     assert len(out) and set(out["method"]) == {"ce_alltoall"} and set(out["check"]) == {"alltoall"}
+
+
+def test_committed_runs_have_no_impossible_rows():
+    """Every run shipped under results/ comes from the current code, which times concurrent flows on one
+    window: none of its rows may be above a physical ceiling."""
+    from ipcbench.results_load import load_frame, read_meta
+
+    runs = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "results").glob("*/results.csv"))
+    assert runs, "no committed run under results/"
+    for run in runs:
+        meta = read_meta(run)
+        out = ceilings.impossible_rows(load_frame(run / "results.csv"), meta)
+        assert len(out) == 0, (run.name, out.head().to_dict("records"))
+        assert meta["gpus"][meta["hosts"][0]][0].get("mem_bw_gbps"), "the memory ceiling needs mem_bw_gbps"
 
 
 def test_report_flags_impossible_numbers(tmp_path, capsys):

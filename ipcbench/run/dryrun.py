@@ -1,8 +1,7 @@
 """`--dry-run`: the plan (nodes, ranks, pairs, sizes, measurements, estimated time); no GPU work.
 
-The estimate follows the sampling rule: per measurement, calibration plus the samples the rule takes at
-least (min_samples x min_time, the noise test usually stops there for copy-engine rows) plus the
-coordination around each sample, calibrated against measured wall times (docs/architecture.md).
+The estimate follows the sampling rule and the pair mode: per measurement about two samples' worth of
+--min-time plus a fixed cost, weighted by each step's cost, fitted to measured suite wall times.
 """
 
 from __future__ import annotations
@@ -11,22 +10,24 @@ import json
 
 from ipcbench.sizes import fmt_size
 
-CALIBRATION_SAMPLES = 1.5  # calibration runs, in units of one sample, per measurement
-PER_SAMPLE_S = 0.002  # fill, poison, verify, two pair exchanges around every sample
-PER_MEASUREMENT_S = 0.004  # graph capture and upload, the end-of-measurement exchanges
-STARTUP_S = 3.0
+# The cost of one measurement, fitted to suite wall times (meta.json's suite_wall_s) of `all` on a 2x H200
+# machine (2 ranks default and --quick, 4 ranks --quick): about 2 samples' worth of GPU time (3 samples,
+# a quarter-sample probe, fewer where the noise target stops early) plus the fixed work around it (fill,
+# poison, verify, barriers, graph capture, exchanges). Steps weigh it by their `cost`.
+SAMPLES_PER_MEASUREMENT = 2.0
+FIXED_PER_MEASUREMENT_S = 0.0115
+STARTUP_S = 2.5  # MPI and CUDA start, kernels compiled, buffers shared: before the first measurement
 
 
 def estimate_seconds(steps, rule, mode=None) -> float:
-    """Rough duration of a plan under `rule`: steps walked in rounds of disjoint pairs (`mode` concurrent)
-    cost one measurement per round and size, not per pair."""
+    """Expected wall time of a plan under `rule`: steps walked in rounds of disjoint pairs (`mode`
+    concurrent) cost one measurement per round and size, not per pair."""
     from ipcbench.run.walk import groups_of
 
-    samples = rule.min_samples
-    per = (samples + CALIBRATION_SAMPLES) * (rule.min_time_s + PER_SAMPLE_S) + PER_MEASUREMENT_S
     total = 0.0
     for s in steps:
         walked = len(s.sizes) * len(groups_of(s, mode)) if mode is not None else s.measurements
+        per = SAMPLES_PER_MEASUREMENT * max(rule.min_time_s, s.min_sample_s) + FIXED_PER_MEASUREMENT_S
         total += walked * s.cost * per
     return total + STARTUP_S
 

@@ -382,12 +382,12 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
 
         return measure_pool_handles(ctx, src, dst, sizes)
 
-    out = [Step("handles", "memory handles", pairs, classes, measure_mem_handles, needs=(), cost=2.0),
+    out = [Step("handles", "memory handles", pairs, classes, measure_mem_handles, needs=(), cost=1.0),
            Step("handles", "event handles", pairs, [0], measure_event_handles, needs=(), cost=1.0),
-           Step("handles", "pool handles", pairs, classes, pool_handles, needs=(), cost=3.0)]
+           Step("handles", "pool handles", pairs, classes, pool_handles, needs=(), cost=1.5)]
     ep = error_pairs(n)
     if ep:
-        out.append(Step("handles", "error paths", ep, [2 << 20], measure_errors, needs=(), cost=5.0))
+        out.append(Step("handles", "error paths", ep, [2 << 20], measure_errors, needs=(), cost=40.0))
     return out
 
 

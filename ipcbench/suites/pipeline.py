@@ -261,7 +261,7 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
             return measure_ring(ctx, src, dst, depth, chunk_list)
 
         out.append(Step("pipeline", f"ring depth {depth}", ordered_pairs(n), chunks, run,
-                        needs=("legacy",), cost=3.0))
+                        needs=("legacy",), cost=1.6))
     return out
 
 

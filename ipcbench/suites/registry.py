@@ -35,6 +35,7 @@ class Step:
     # May its pairs be measured in rounds of disjoint pairs (core/schedule.py) when the run allows? Only
     # GPU-to-GPU transfers: host paths share the host's memory and CPUs, handle costs the driver's locks.
     rounds_ok: bool = False
+    min_sample_s: float = 0.0  # its samples last at least this long whatever --min-time says (the estimate)
 
     @property
     def measurements(self) -> int:

@@ -124,8 +124,8 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     def mpi(ctx, src, dst, sizes):
         return sweep_staged(ctx, "mpi_staged", src, dst, sizes)
 
-    return [Step("staged", "shm_staged push", pairs, sizes, shm, cost=1.5),
-            Step("staged", "mpi_staged push", pairs, sizes, mpi, cost=2.0)]
+    return [Step("staged", "shm_staged push", pairs, sizes, shm, cost=1.5, min_sample_s=STAGED_MIN_SAMPLE_S),
+            Step("staged", "mpi_staged push", pairs, sizes, mpi, cost=2.5)]
 
 
 SUITE = SuiteSpec("staged", ABOUT, steps)
