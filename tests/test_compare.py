@@ -32,7 +32,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
-from ipcbench.report import compare  # noqa: E402
+from ipcbench.report import compare, significance  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("IPCBENCH_RESULTS_DIR", REPO / "results"))
@@ -127,7 +127,7 @@ def new_run(base_run, tmp_path):
 @pytest.mark.parametrize("t, df, p", [(12.706, 1, 0.05), (63.657, 1, 0.01), (2.776, 4, 0.05), (4.604, 4, 0.01),
                                       (2.228, 10, 0.05), (3.169, 10, 0.01), (1.960, 1e6, 0.05), (0.0, 7, 1.0)])
 def test_t_pvalue_matches_the_tables(t, df, p):
-    got = compare.t_pvalue(np.array([t, -t]), np.array([float(df)] * 2))
+    got = significance.t_pvalue(np.array([t, -t]), np.array([float(df)] * 2))
     assert got[0] == pytest.approx(p, rel=2e-3) and got[0] == got[1]
 
 
@@ -138,12 +138,12 @@ def test_welch_is_symmetric_and_sane():
     def stats(x):
         return float(len(x)), x.mean(), ((x - x.mean()) ** 2).sum()
 
-    p1, d1 = compare.welch(*map(np.array, stats(a)), *map(np.array, stats(b)))
-    p2, d2 = compare.welch(*map(np.array, stats(b)), *map(np.array, stats(a)))
+    p1, d1 = significance.welch(*map(np.array, stats(a)), *map(np.array, stats(b)))
+    p2, d2 = significance.welch(*map(np.array, stats(b)), *map(np.array, stats(a)))
     assert p1 == p2 and d1 == -d2 and 0 < p1 < 1
-    p, _ = compare.welch(np.array(5.0), np.array(1.0), np.array(0.0), np.array(5.0), np.array(1.0), np.array(0.0))
+    p, _ = significance.welch(np.array(5.0), np.array(1.0), np.array(0.0), np.array(5.0), np.array(1.0), np.array(0.0))
     assert p == 1.0  # no variance, same mean
-    p, _ = compare.welch(np.array(1.0), np.array(1.0), np.array(0.0), np.array(5.0), np.array(2.0), np.array(0.1))
+    p, _ = significance.welch(np.array(1.0), np.array(1.0), np.array(0.0), np.array(5.0), np.array(2.0), np.array(0.1))
     assert np.isnan(p)  # one sample: no test
 
 
@@ -152,7 +152,7 @@ def test_host_timed_rows():
                       "method": ["mpi_staged", "mpi_staged", "ipc_open_mem_handle_first", "err_open_own_handle",
                                  "shm_staged", "ce"],
                       "kind": ["bandwidth", "latency", "op", "error", "bandwidth", "bandwidth"]})
-    assert list(compare.host_timed(f)) == [True, True, True, False, False, False]
+    assert list(significance.host_timed(f)) == [True, True, True, False, False, False]
 
 
 # ------------------------------------------------------------------------------------------ verdicts

@@ -1,0 +1,139 @@
+"""The statistics of `ipcbench compare` (report/compare.py): Welch's t-test on the log of two rows' sample
+times with the t distribution computed here (regularized incomplete beta; no scipy), each row's sample
+statistics, and which rows are host-timed. Pure math and pandas columns; docs/report.md says how a verdict
+uses them.
+"""
+
+from __future__ import annotations
+
+import math
+
+HOST_TIMED_METHODS = ("mpi_staged",)  # Python in the loop, host clock (suites/staged_mpi.py)
+HOST_TIMED_OP_SUITES = ("handles",)  # kind op rows of these suites: host-timed API calls
+
+
+def _betainc(a, b, x):
+    """Regularized incomplete beta I_x(a, b), vectorized (numpy arrays of one shape); NaN where undefined.
+    Continued fraction (modified Lentz), with the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) for convergence."""
+    import numpy as np
+
+    a, b, x = (np.asarray(v, dtype=float) for v in (a, b, x))
+    out = np.full(x.shape, np.nan)
+    ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(x) & (a > 0) & (b > 0) & (x >= 0) & (x <= 1)
+    out[ok & (x == 0)] = 0.0
+    out[ok & (x == 1)] = 1.0
+    m = ok & (x > 0) & (x < 1)
+    if not m.any():
+        return out
+    a0, b0, x0 = a[m], b[m], x[m]
+    swap = x0 > (a0 + 1.0) / (a0 + b0 + 2.0)
+    aa_, bb_, xx = np.where(swap, b0, a0), np.where(swap, a0, b0), np.where(swap, 1.0 - x0, x0)
+    lgamma = np.frompyfunc(math.lgamma, 1, 1)
+    ln_front = (lgamma(aa_ + bb_).astype(float) - lgamma(aa_).astype(float) - lgamma(bb_).astype(float)
+                + aa_ * np.log(xx) + bb_ * np.log1p(-xx))
+    tiny, eps = 1e-300, 3e-16
+    qab, qap, qam = aa_ + bb_, aa_ + 1.0, aa_ - 1.0
+    c = np.ones_like(xx)
+    d = 1.0 - qab * xx / qap
+    d = np.where(np.abs(d) < tiny, tiny, d)
+    d = 1.0 / d
+    h = d.copy()
+    for i in range(1, 3001):
+        i2 = 2 * i
+        num = i * (bb_ - i) * xx / ((qam + i2) * (aa_ + i2))
+        d = 1.0 + num * d
+        d = np.where(np.abs(d) < tiny, tiny, d)
+        c = 1.0 + num / c
+        c = np.where(np.abs(c) < tiny, tiny, c)
+        d = 1.0 / d
+        h *= d * c
+        num = -(aa_ + i) * (qab + i) * xx / ((aa_ + i2) * (qap + i2))
+        d = 1.0 + num * d
+        d = np.where(np.abs(d) < tiny, tiny, d)
+        c = 1.0 + num / c
+        c = np.where(np.abs(c) < tiny, tiny, c)
+        d = 1.0 / d
+        step = d * c
+        h *= step
+        if np.all(np.abs(step - 1.0) < eps):
+            break
+    val = np.exp(ln_front) * h / aa_
+    out[m] = np.clip(np.where(swap, 1.0 - val, val), 0.0, 1.0)
+    return out
+
+
+def t_pvalue(t, df):
+    """Two-sided p-value of Student's t with df degrees of freedom (arrays; df may be fractional):
+    P(|T| >= |t|) = I_{df/(df+t^2)}(df/2, 1/2). t = ±inf gives 0; NaN where t or df is NaN or df <= 0."""
+    import numpy as np
+
+    t, df = np.asarray(t, dtype=float), np.asarray(df, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        t2 = t * t
+        x = np.where(np.isinf(t2), 0.0, df / (df + t2))
+        p = _betainc(df / 2.0, np.full(df.shape, 0.5), x)
+    return np.where(np.isnan(t) | ~(df > 0), np.nan, p)
+
+
+def welch(n1, mean1, m2_1, n2, mean2, m2_2):
+    """Welch's two-sample t-test from (count, mean, sum of squared deviations) of each side, arrays.
+    Returns (p, mean2 - mean1). Symmetric: swapping the sides gives the same p and the opposite difference.
+    p is NaN where a side has fewer than 2 values; 0 (or 1) where both variances are 0 and the means
+    differ (or not)."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        v1 = m2_1 / (n1 - 1.0) / n1
+        v2 = m2_2 / (n2 - 1.0) / n2
+        se2 = v1 + v2
+        diff = mean2 - mean1
+        t = diff / np.sqrt(se2)
+        df = se2 * se2 / (v1 * v1 / (n1 - 1.0) + v2 * v2 / (n2 - 1.0))
+        p = t_pvalue(t, df)
+    p = np.where(se2 == 0, np.where(diff == 0, 1.0, 0.0), p)
+    return np.where((n1 < 2) | (n2 < 2) | np.isnan(se2) | np.isnan(diff), np.nan, p), diff
+
+
+def _sample_stats(frame):
+    """Per row, from samples_us: (count, mean of log time, sum of squared deviations of log time); count 0
+    where the row has no (usable) samples."""
+    import numpy as np
+
+    n = len(frame)
+    texts = frame["samples_us"].fillna("").astype(str).tolist() if "samples_us" in frame.columns else [""] * n
+    parts = [t.split() for t in texts]
+    lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=n)
+    try:
+        flat = np.array([x for p in parts for x in p], dtype=float)
+    except ValueError:  # a malformed sample somewhere: parse row by row, that row has no samples
+        good = []
+        for i, p in enumerate(parts):
+            try:
+                good.append([float(x) for x in p])
+            except ValueError:
+                good.append([])
+                lens[i] = 0
+        flat = np.array([x for p in good for x in p], dtype=float)
+    ids = np.repeat(np.arange(n), lens)
+    bad_rows = np.unique(ids[~(np.isfinite(flat) & (flat > 0))])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(np.where(flat > 0, flat, np.nan))
+    cnt = lens.astype(float)
+    if len(bad_rows):
+        keep = ~np.isin(ids, bad_rows)
+        ids, logs = ids[keep], logs[keep]
+        cnt[bad_rows] = 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(ids, weights=logs, minlength=n) / cnt
+        dev = logs - mean[ids]
+        m2 = np.bincount(ids, weights=dev * dev, minlength=n)
+    return cnt, np.where(cnt > 0, mean, np.nan), np.where(cnt > 0, m2, np.nan)
+
+
+def host_timed(frame):
+    """Boolean array: rows timed on the host with Python in the loop (see HOST_TIMED_*)."""
+    import numpy as np
+
+    method, suite, kind = (frame[c].astype(str) for c in ("method", "suite", "kind"))
+    return (method.isin(HOST_TIMED_METHODS) | (suite.isin(HOST_TIMED_OP_SUITES) & (kind == "op"))).to_numpy(
+        dtype=bool) if len(frame) else np.zeros(0, dtype=bool)
