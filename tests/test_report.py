@@ -136,6 +136,40 @@ def check_speedup_numbers(run_dir: Path, md: str) -> None:
         assert num(row["max"]) == pytest.approx(sp.max(), abs=0.0051)
 
 
+def check_headline_numbers(run_dir: Path, md: str) -> int:
+    """The headline's best path per GPU pair: the fastest one-way (push/pull) method at the pair's largest
+    size, rank pairs of one GPU pair reduced to their median, all-to-all left out; % of the NVML link peak."""
+    import json
+
+    df = cross_pairs(independent_frame(run_dir))
+    bw = df[df["direction"].isin(("push", "pull")) & df["bw_gbps_median"].notna()
+            & ~df["method"].str.endswith("_alltoall")]
+    if bw.empty:
+        return 0
+    keys = ["host", "src_gpu", "dst_gpu"]
+    bw = bw[bw["bytes"] == bw.groupby(keys)["bytes"].transform("max")]
+    best = bw.groupby(keys + ["suite", "method", "direction"])["bw_gbps_median"].median().groupby(keys).max()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    peaks = {}
+    for host, t in (meta.get("topology") or {}).items():
+        for link in t.get("links") or []:
+            peaks[(host, link["src_gpu"], link["dst_gpu"])] = link["peak_gbps"]
+            peaks.setdefault((host, link["dst_gpu"], link["src_gpu"]), link["peak_gbps"])
+    caption = next(ln for ln in md.splitlines() if ln.startswith("Best one-way path per GPU pair")
+                   or re.match(r"The \d+ weakest of \d+ GPU pairs", ln))
+    table = md_table(md, caption)
+    median = best.median()
+    for _, r in table.iterrows():
+        s, d = map(int, r["pair"].split("→"))
+        host = r["host"] if "host" in table.columns else best.index.get_level_values(0)[0]
+        want = best[(host, s, d)]
+        assert num(r["GB/s"]) == pytest.approx(want, abs=0.051), (host, s, d)
+        if (host, s, d) in peaks:
+            assert num(r["% of link peak"]) == pytest.approx(100 * want / peaks[(host, s, d)], abs=0.051)
+        assert num(r["vs median pair"]) == pytest.approx(100 * (want / median - 1), abs=0.051)
+    return len(table)
+
+
 def check_self_contained_html(html: str) -> None:
     assert "http://" not in html and "https://" not in html
     assert "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html
@@ -194,9 +228,10 @@ def test_synthetic_every_figure_written(synth_report):
     for method in ("copy-ce", "copy-ce_alltoall", "kernel-sm_read", "kernel-sm_write", "pool-pool_ce",
                    "staged-mpi_staged", "staged-shm_staged", "pipeline-ring_ce"):
         assert f"heatmap-{method}.png" in names, method
-    for kind in ("bw-vs-size-push", "bw-vs-size-pull", "bw-vs-size-bidir", "latency", "speedup", "handles",
-                 "peak"):
+    for kind in ("hostA-pairs", "bw-vs-size", "latency", "speedup", "handles", "peak"):
         assert f"-{kind}.png" in names, kind
+    # one figure per question, in reading order: pair health first, the per-method heatmaps (detail) last
+    assert figs[0].endswith("-hostA-pairs.png") and "-heatmap-" in figs[-1]
 
 
 def test_synthetic_html_self_contained(synth_report):
@@ -270,6 +305,166 @@ def test_cv_threshold_option(tmp_path, capsys):
     rc, out, _ = run_report(capsys, tmp_path / "results", "--no-figures", "--cv-threshold", "0.001")
     df = independent_frame(next((tmp_path / "results").glob("*/results.csv")).parent)
     assert f"Noisy rows (CV above 0.001): {int((df['cv'] > 0.001).sum())}" in out
+
+
+# ------------------------------------------------------------------------------------------ headline
+
+def test_headline_comes_first_and_flags_the_weak_pair(synth_report):
+    """The synthetic run has pair 1→2 at 70%, an unverified and a noisy row: the headline says Check, names
+    the weakest pair with the right numbers, and sits above the details in all three renderings."""
+    md, out, html = synth_report["md"], synth_report["out"], synth_report["html"]
+    assert md.index("## At a glance") < md.index("## Run ") < md.index("## Flags")
+    assert out.index("At a glance") < out.index("Run 20261122-190000-synth")
+    assert html.index('class="glance"') < html.index("<h2>Run ")
+    assert "- ✗ **Check**: " in md and "1 unverified row" in md and "1 noisy row" in md
+    m = re.search(r"\*\*Weakest pair\*\* 1→2: [\d.]+ GB/s = [\d.]+% of peak, (\d+\.\d)% below the median pair", md)
+    assert m and 27 < float(m.group(1)) < 33, m  # the pair runs at 70% of the others
+    assert check_headline_numbers(synth_report["run_dir"], md) == 12  # 4 GPUs: every pair listed
+    assert re.search(r"P2P latency, one way\*\*: median \*\*[\d.]+ µs\*\*, [\d.]+–[\d.]+ µs over 12 pairs", md)
+    assert "half a store-and-poll round trip" in md and "not nvbandwidth's load latency" in md
+    assert "How it was measured**: **full run**: 3–15 samples per row until the median is known to ±0.5%" in md
+
+
+def test_headline_speedup_matches_the_speedup_table(synth_report):
+    """The headline's "what IPC buys" (best direction per method) agrees with the full speedup table, which
+    test_synthetic_tables_hold_the_right_numbers checks against an independent groupby; the terminal has it."""
+    md, out = synth_report["md"], synth_report["out"]
+    glance = md_table(md, "What IPC buys: speedup over the best host-staged path, same pair and size (median over "
+                          "pairs)")
+    full = md_table(md, "Speedup over the best host-staged path")
+    full = full.assign(label=full["suite"] + "/" + full["method"] + " " + full["direction"]).set_index("label")
+    assert len(glance) >= 6 and not glance["IPC method (best direction)"].str.contains("alltoall").any()
+    for _, r in glance.iterrows():
+        f = full.loc[r["IPC method (best direction)"]]
+        assert r["× best staged"] == f["speedup median"] and r["GB/s"] == f["GB/s"]
+    assert "What IPC buys" in out and re.search(r"copy/ce (push|pull)\s+256M\s+[\d.]+\s+[\d.]+x", out)
+
+
+def test_healthy_run_says_so(tmp_path, capsys):
+    synth.make_run(tmp_path / "results", suites=["copy", "staged", "latency"], same_gpu=False)
+    rc, out, err = run_report(capsys, tmp_path / "results", "--no-figures")
+    assert rc == 0, err
+    assert "✓ Healthy: every row verified, no impossible numbers, no pair more than 10% below the median" in out
+    assert "✗" not in out.split("Run 20261122")[0]
+
+
+def _quick_options():
+    return {"samples": None, "min_time_ms": 2.0, "verify": True, "quick": True,
+            "sampling": {"min_time_ms": 2.0, "min_samples": 3, "max_samples": 5, "noise": 0.02, "max_time_s": 0.05}}
+
+
+def test_options_shown_and_different_options_warned(tmp_path, capsys):
+    """Every run says how it was measured (quick or full, samples and stopping rule, min-time, sizes, ranks
+    per GPU, pair mode); older runs lacking fields say so; runs of different options side by side are warned
+    about, naming what differs; an MPI version ending in a NUL (older meta.json) prints clean."""
+    import json
+
+    synth.make_run(tmp_path / "results", run_id="a-full", suites=["copy"], same_gpu=False)
+    synth.make_run(tmp_path / "results", run_id="b-quick", suites=["copy"], same_gpu=False, options=_quick_options())
+    old = synth.make_run(tmp_path / "results", run_id="c-old", suites=["copy"], same_gpu=False,
+                         options={"samples": 5, "min_time_ms": 10.0, "verify": True, "quick": False})
+    meta = json.loads((old / "meta.json").read_text())
+    for k in ("ranks_per_gpu", "ranks", "sizes", "pair_mode"):
+        meta.pop(k, None)
+    meta["versions"]["mpi_library"] = "Open MPI v4.1.6, package: Debian OpenMPI\x00"
+    (old / "meta.json").write_text(json.dumps(meta))
+    rc, out, err = run_report(capsys, tmp_path / "results", "--no-figures")
+    assert rc == 0, err
+    md = (tmp_path / "results" / "report" / "report.md").read_text()
+    html = (tmp_path / "results" / "report" / "report.html").read_text()
+    for text in (md, " ".join(out.split())):  # the terminal wraps the headline's lines
+        assert "Runs of different options side by side" in text
+        assert "(they differ in mode, sampling, ranks/GPU): their numbers are not equally careful" in text
+    table = md_table(md, "How each run was measured (mode: quick or full sampling; sampling: samples per row × "
+                         "minimum sample time, stopping rule; ?: not in an older meta.json)").set_index("run")
+    assert table.loc["a-full"].tolist() == ["full", "3–15 × ≥5 ms, to ±0.5%", "17: 4K–256M", "1", "?"]
+    assert table.loc["b-quick"].tolist() == ["quick", "3–5 × ≥2 ms, to ±2%", "17: 4K–256M", "1", "?"]
+    assert table.loc["c-old"].tolist() == ["full", "5 fixed × ≥10 ms", "17: 4K–256M", "?", "?"]
+    assert "**quick (--quick) run**: 3–5 samples per row until the median is known to ±2% (or 0.05 s), each " \
+           "sample ≥ 2 ms" in md
+    assert "**full run**: 5 samples per row (fixed), each sample ≥ 10 ms" in md and "ranks per GPU not recorded" in md
+    assert "Quick run** (--quick)" in md
+    assert md.count("quick") >= 5 and out.count("quick") >= 3
+    assert "\x00" not in md + html + out and "MPI Open MPI v4.1.6, package: Debian OpenMPI, cupy" in md
+
+
+def test_same_options_no_warning(tmp_path, capsys):
+    for i in range(2):
+        synth.make_run(tmp_path / "results", run_id=f"r{i}", hosts=(f"h{i}",), suites=["copy"], same_gpu=False)
+    rc, out, _ = run_report(capsys, tmp_path / "results", "--no-figures")
+    assert rc == 0 and "different options" not in out and "Runs side by side" in out
+
+
+def test_real_quick_run_says_quick(tmp_path, capsys):
+    """`grep -c quick` on the report of a --quick run is not 0 (it was), in every rendering."""
+    run = synth.make_run(tmp_path / "results", suites=["copy"], options=_quick_options())
+    rc, out, _ = run_report(capsys, run, "--no-figures", "--out", tmp_path / "rep")
+    assert rc == 0
+    for text in (out, (tmp_path / "rep" / "report.md").read_text(), (tmp_path / "rep" / "report.html").read_text()):
+        assert text.count("quick") >= 2
+
+
+# ------------------------------------------------------------------------------------------ figures
+
+def test_method_styles_pair_legacy_with_pool():
+    """Same colour per engine, solid for legacy and dashed for pool; every engine its own colour."""
+    from ipcbench.report.figures import method_style
+
+    for legacy, pool in ((("copy", "ce"), ("pool", "pool_ce")), (("kernel", "sm_read"), ("pool", "pool_sm_read")),
+                         (("kernel", "sm_write"), ("pool", "pool_sm_write"))):
+        a, b = method_style(*legacy), method_style(*pool)
+        assert a["color"] == b["color"] and a["linestyle"] == "-" and b["linestyle"] != "-"
+        assert b["zorder"] > a["zorder"] and b["linewidth"] < a["linewidth"]  # pool drawn thin, on top
+    engines = [("copy", "ce"), ("kernel", "sm_read"), ("kernel", "sm_write"), ("staged", "mpi_staged"),
+               ("staged", "shm_staged"), ("pipeline", "ring_d2"), ("pipeline", "ring_d4"), ("pipeline", "ring_d8"),
+               ("latency", "sm_pingpong"), ("latency", "event_pingpong")]
+    colours = [method_style(*e)["color"] for e in engines]
+    assert len(set(colours)) == len(colours)
+    assert method_style("latency", "ce")["color"] == method_style("copy", "ce")["color"]
+
+
+def test_heatmap_scale_makes_a_weak_pair_stand_out():
+    """Colour = % of the median pair on a diverging scale centred at 100%: a pair 10% below is two thirds of
+    the way to full red while the others stay white (a scale from 0 made it only slightly darker)."""
+    import numpy as np
+
+    from ipcbench.report.figures import heat_colour_values, heat_norm
+
+    nan = float("nan")
+    m = pd.DataFrame([[nan, 394, 395, 393], [394, nan, 355, 394], [393, 395, nan, 394], [394, 393, 395, nan]])
+    col = heat_colour_values(m)
+    norm, mid = heat_norm([col], 100.0, 15.0)
+    assert mid == 100.0 and norm(col[1, 2]) < 0.2
+    others = [norm(v) for v in col[np.isfinite(col)] if v > 95]
+    assert len(others) == 11 and all(abs(x - 0.5) < 0.05 for x in others)
+
+
+def test_figure_jobs_one_question_each(tmp_path, monkeypatch):
+    """Latency is small multiples (no panel crowded), bandwidth vs size is one figure with a panel per
+    direction and the link peak, speedup has a log axis with plain labels, titles come with subtitles."""
+    from ipcbench.report import figures
+    from ipcbench.report.document import build
+    from ipcbench.report.load import load_runs
+
+    jobs = []
+    monkeypatch.setattr(figures, "draw_all", lambda js: [jobs.extend(js), [None] * len(js)][1])
+    runs, _ = load_runs([synth.make_run(tmp_path / "results")])
+    build(runs, [], tmp_path, 0.05, figures=True)
+    byname = {kw.get("name", args[4] if len(args) > 4 else ""): (fn, args, kw) for fn, args, kw in jobs}
+    names = [n for n in byname]
+    lat = next(byname[n] for n in names if n.endswith("-latency.png"))
+    assert lat[0] == "curves_panels" and len(lat[1][0]) >= 3
+    for _title, c in lat[1][0]:
+        assert c.groupby(["suite", "method"]).ngroups <= 10
+    assert lat[1][0][0][0] == "one-way latency (latency suite)"
+    bw = next(byname[n] for n in names if n.endswith("-bw-vs-size.png"))
+    assert [t for t, _ in bw[1][0]] == ["push", "pull", "bidir"] and bw[2]["hlines"]["bidir"][0] == pytest.approx(
+        2 * 478.1, abs=0.1)
+    sp = next(byname[n] for n in names if n.endswith("-speedup.png"))
+    assert sp[2]["logy"] and sp[2]["yunit"] == "×"
+    assert all(kw.get("subtitle") for fn, args, kw in jobs if fn != "host_boxes")
+    ticks, labels = figures._nice_log_ticks(3.5, 17.0, "×")
+    assert labels[:3] == ["5×", "7×", "10×"] and all("10^" not in t for t in labels)
 
 
 # ------------------------------------------------------------------------------------------ bad input
@@ -377,6 +572,23 @@ def test_fleet_outlier_host(tmp_path, capsys):
     assert "fleet-hosts.png" in figs
 
 
+def test_uniformly_slow_run_is_flagged_against_the_others(tmp_path, capsys):
+    """A host whose pairs are all 20% slow has no weak pair of its own: the headline compares it with the
+    other runs of the same GPU model, calls it out first and lists it first on the terminal."""
+    for i, h in enumerate(["h1", "h2", "h3", "h4"]):
+        synth.make_run(tmp_path / "results", run_id=f"r{i}-{h}", hosts=(h,), suites=["copy"], same_gpu=False,
+                       n_gpus=2, sizes=[4096, 1 << 20], seed=i, host_scale={"h3": 0.8})
+    rc, out, _ = run_report(capsys, tmp_path / "results", "--no-figures")
+    assert rc == 0
+    flat = " ".join(out.split())
+    m = re.search(r"✗ 1 of 4 runs to check: r2-h3 \(best path (\d+\.\d)% below the median of 4 runs", flat)
+    assert m and float(m.group(1)) > 10, flat[:400]  # 20% slower link, less at 1M where latency counts
+    table = out[out.index("Runs side by side"):]
+    assert table.splitlines()[3].startswith("r2-h3")
+    md = (tmp_path / "results" / "report" / "report.md").read_text()
+    assert "**Slow against the other runs**" in md and "All 4 runs healthy" not in md
+
+
 def test_figure_caps_for_many_runs(tmp_path, capsys):
     for i in range(figure_plan.MAX_FIGURE_RUNS + 2):
         synth.make_run(tmp_path / "results", run_id=f"run-{i}", hosts=(f"h{i}",), suites=["copy"],
@@ -413,8 +625,12 @@ def test_real_run_report(run_dir, tmp_path, capsys):
     html = (tmp_path / "report" / "report.html").read_text()
     assert check_summary_numbers(work, md) > 0
     check_speedup_numbers(work, md)
+    assert check_headline_numbers(work, md) > 0
     check_figures(tmp_path / "report", md, html)
     check_self_contained_html(html)
+    assert "\x00" not in md + html + out  # older runs' MPI version strings end in a NUL
+    assert out.index("At a glance") < out.index(f"Run {run_dir.name}")
+    assert "What IPC buys" in out and "P2P latency" in out and "How it was measured" in out
 
 
 @pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")

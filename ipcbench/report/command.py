@@ -1,13 +1,13 @@
 """`ipcbench report PATH...`: every run under the paths -> terminal summary, report.html, report.md, PNGs.
 
 The command only reads its arguments and writes the files: load.py finds and loads the runs, document.py
-builds the document (numbers from tables.py, figures from figure_plan.py and figures.py), render.py renders
-it three ways (docs/architecture.md). No MPI or CUDA anywhere; pandas and matplotlib are imported only when
+builds the document (numbers from tables.py, the headline from headline.py, figures from figure_plan.py and
+figures.py), render.py renders it three ways (docs/architecture.md). No MPI or CUDA anywhere; pandas and matplotlib are imported only when
 a report is made, so `import ipcbench.report.command` stays instant.
 
 A malformed results.csv or meta.json skips that run with a warning naming file:line; the other runs are
-still reported. Exit status: 0 when a report was written, 2 when no usable run was found or a path does
-not exist.
+still reported. Exit status: 0 when a report of every input was written, 1 when one was written but an input
+had to be skipped, 2 when no usable run was found or a path does not exist.
 """
 
 from __future__ import annotations

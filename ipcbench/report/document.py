@@ -117,7 +117,8 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
         doc += [Para(f"`{s}`", terminal=True) for s in skipped]
     doc += glance_blocks(runs, dict(best=best, staged=T.best_staged(df), spg=T.speedup_glance(sp),
                                     lat=T.latency_glance(df), weak=weak, noisy=noisy, unver=unver,
-                                    impossible=impossible), cv_threshold)
+                                    impossible=impossible, same=summary[summary["scope"] == "same GPU"]),
+                          cv_threshold)
     doc.append(Heading(2, "How to read the details"))
     doc.append(Para(f"Bandwidth in GB/s (1e9 B/s) at each method's largest size, median over GPU pairs (min/max: "
                     f"the weakest and strongest pair); time in µs per transfer at the smallest size. "

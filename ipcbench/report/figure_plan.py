@@ -53,9 +53,14 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
     run_slug = slug(run.label)
     bw = T.cross_gpu(T.bw_rows(rdf))
     heat_hosts = []
-    for host in sorted(bw["host"].unique()):
+    hosts = sorted(bw["host"].unique())
+    if best is not None and not best.empty:  # the hosts with the weakest pairs get the heatmaps first
+        worst = best.groupby("host")["below_pct"].max()
+        hosts = sorted(hosts, key=lambda h: (-worst.get(h, float("-inf")), h)) if len(hosts) > heat_budget else hosts
+    for host in hosts:
         if heat_budget <= 0:
-            figs.append(Para(f"Heatmaps are drawn for the first {MAX_HEATMAP_HOSTS} hosts only."))
+            figs.append(Para(f"Heatmaps are drawn for {MAX_HEATMAP_HOSTS} hosts only (those with the weakest "
+                             f"pairs): {', '.join(map(str, heat_hosts))}."))
             break
         heat_budget -= 1
         heat_hosts.append(host)
@@ -126,7 +131,7 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
         if panels:
             figs.append(figure_job("Small messages (≤ 64K): latency and time per transfer", "curves_panels", panels,
                                    "Small messages: what one transfer costs", "µs per transfer (log)", out_dir,
-                                   f"{run_slug}-latency.png", logy=True,
+                                   f"{run_slug}-latency.png", logy=True, point_unit=" µs",
                                    subtitle=f"{run.label}: median over cross-GPU pairs, messages ≤ 64K; "
                                             "latency suite: one message at a time, one way; others: back-to-back "
                                             "transfers of a batch"))

@@ -151,6 +151,30 @@ def _nice_log_ticks(lo: float, hi: float, unit: str) -> tuple[list[float], list[
     return ticks, [fmt(v) for v in ticks]
 
 
+def heat_colour_values(m, colour_by=None):
+    """What a heatmap cell's colour shows: `colour_by` (aligned to m), else the cell as % of the median cell."""
+    import numpy as np
+
+    data = m.to_numpy(dtype=float)
+    if colour_by is not None:
+        return colour_by.reindex(index=m.index, columns=m.columns).to_numpy(dtype=float)
+    med = np.nanmedian(data) if np.isfinite(data).any() else float("nan")
+    return 100.0 * data / med if med and np.isfinite(med) else np.full_like(data, np.nan)
+
+
+def heat_norm(colour_values: list, centre: float | None, span: float):
+    """(Normalize, centre): a diverging scale `span` either side of `centre` (default: the median of the
+    values), so that a cell 10% off the centre lands two thirds of the way to the scale's end (span 15)."""
+    import numpy as np
+    from matplotlib.colors import Normalize
+
+    vals = np.concatenate([np.asarray(c, dtype=float).ravel() for c in colour_values]) if colour_values else \
+        np.array([])
+    vals = vals[np.isfinite(vals)]
+    mid = centre if centre is not None else (float(np.median(vals)) if vals.size else 100.0)
+    return Normalize(vmin=mid - span, vmax=mid + span), mid
+
+
 def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name: str, unit: str = "GB/s",
             fmt: str = "{:.0f}", subtitle: str = "", colour_by: list | None = None, centre: float | None = None,
             span: float = 15.0, cbar_label: str = "% of the median pair") -> str | None:
@@ -160,24 +184,14 @@ def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name:
     100, or the median of the colour values) and `span` either side, so a pair 10% off the typical pair stands
     out against white ones. One colour bar for the figure."""
     import numpy as np
-    from matplotlib.colors import Normalize
 
     keep = [(i, lab, m) for i, (lab, m) in enumerate(matrices) if m is not None and not m.empty]
     if not keep:
         return None
-    panels = []
-    for i, lab, m in keep:
-        data = m.to_numpy(dtype=float)
-        if colour_by is not None:
-            col = colour_by[i].reindex(index=m.index, columns=m.columns).to_numpy(dtype=float)
-        else:
-            med = np.nanmedian(data) if np.isfinite(data).any() else float("nan")
-            col = 100.0 * data / med if med and np.isfinite(med) else np.full_like(data, np.nan)
-        panels.append((lab, m, data, col))
-    allc = np.concatenate([c[np.isfinite(c)] for *_, c in panels]) if panels else np.array([])
-    mid = centre if centre is not None else (100.0 if colour_by is None else
-                                             float(np.median(allc)) if allc.size else 100.0)
-    norm = Normalize(vmin=mid - span, vmax=mid + span)
+    panels = [(lab, m, m.to_numpy(dtype=float),
+               heat_colour_values(m, None if colour_by is None else colour_by[i])) for i, lab, m in keep]
+    norm, mid = heat_norm([c for *_, c in panels], centre if centre is not None else
+                          (100.0 if colour_by is None else None), span)
     n = max(len(m.index) for _, m, _, _ in panels)
     cell = 0.62 if n <= 4 else (0.5 if n <= 8 else 0.36)
     side = cell * n  # every panel is side x side inches: square cells
@@ -251,11 +265,12 @@ def _series_label(suite: str, method: str) -> str:
 
 def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out_dir: Path, name: str,
                   subtitle: str = "", logy: bool = False, hlines: dict | None = None, ylim0: bool = False,
-                  y: str = "median", yunit: str = "", sharey: bool = True) -> str | None:
+                  y: str = "median", yunit: str = "", sharey: bool = True, point_unit: str = "") -> str | None:
     """Small multiples: one panel per (panel title, curves) with one line per (suite, method) of the curves
     (columns suite, method, bytes, `y`); one legend for the figure, beside the panels (never over the data).
     sharey: one y scale for every panel (else each panel its own, from 0 with ylim0). `hlines`: {panel
-    title: (value, label)} draws a dashed reference line (a link peak, 1× staged)."""
+    title: (value, label)} draws a dashed reference line (a link peak, 1× staged). A series of one point (a
+    ping-pong measured at one size) is a large marker labelled with its method and value (`point_unit`)."""
     import numpy as np
     import pandas as pd
     from matplotlib.lines import Line2D
@@ -291,6 +306,9 @@ def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out
                 st["linestyle"] = "none"
                 st["markersize"] = 7
                 st["alpha"] = 1.0
+                v = float(s[y].iloc[0])
+                ax.annotate(f"{method} {v:.3g}{point_unit}", (float(s["bytes"].iloc[0]), v), xytext=(7, 0),
+                            textcoords="offset points", va="center", fontsize=7.5, color=st["color"])
             ax.plot(s["bytes"], s[y], **st)
             pvals += [v for v in s[y].to_numpy(dtype=float) if np.isfinite(v)]
         ref = (hlines or {}).get(ptitle)
@@ -327,7 +345,12 @@ def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out
     elif sharey and ylim0 and vals:
         ax0.set_ylim(0, max(vals) * 1.08)
 
-    handles = [Line2D([], [], **st) for _, st in entries]
+    points = {_series_label(sm, m) for _, c in panels for (sm, m), g in c.groupby(["suite", "method"], observed=True)
+              if len(g) == 1}
+    lines = {_series_label(sm, m) for _, c in panels for (sm, m), g in c.groupby(["suite", "method"], observed=True)
+             if len(g) > 1}
+    handles = [Line2D([], [], **(dict(st, linestyle="none", markersize=7, alpha=1.0) if lab in points - lines
+                                 else st)) for lab, st in entries]
     legend = dict(fontsize=8, frameon=False, title="solid: legacy IPC\ndashed: pool IPC", title_fontsize=7.5,
                   alignment="left", ncol=2 if spare and len(entries) > 8 else 1)
     if spare:

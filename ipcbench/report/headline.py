@@ -84,9 +84,9 @@ def run_options(meta: dict | None, frame=None) -> dict[str, str]:
 def options_line(opts: dict[str, str]) -> str:
     """One line of markdown-ish text: "**quick (--quick)** sampling: …; sizes …; ranks per GPU …"."""
     mode = opts.get("mode", "not recorded")
-    head = f"**{mode} run**" if mode != "not recorded" else "**options not recorded** (an older run)"
+    head = f"**{mode} run**" if mode != "not recorded" else "**options not recorded** (no meta.json, or an older one)"
     parts = [f"{head}: {opts['sampling']}" if opts.get("sampling") != "not recorded" else head,
-             opts.get("sizes", ""), f"{opts.get('ranks per GPU')} rank(s) per GPU",
+             opts.get("sizes", ""), ranks_text(opts.get("ranks per GPU", "not recorded")),
              f"pairs: {opts.get('pairs')}"]
     if opts.get("verify"):
         parts.append(f"verify {opts['verify']}")
@@ -95,27 +95,89 @@ def options_line(opts: dict[str, str]) -> str:
     return "; ".join(p for p in parts if p)
 
 
-COMPARED = ("mode", "sampling", "sizes", "ranks per GPU", "pairs")
+def ranks_text(v: str) -> str:
+    return "ranks per GPU not recorded" if v == "not recorded" else f"{v} rank per GPU" if v == "1" else \
+        f"{v} ranks per GPU (same-GPU rows measured)"
 
 
-def options_warning(runs) -> str | None:
-    """A warning when the runs reported side by side were measured with different options, naming each
-    field that differs and each run's value; None when they agree (or there is one run)."""
+def options_short(meta: dict | None, frame=None) -> dict[str, str]:
+    """The options of a run in a few characters each, for the side-by-side table and the comparison: mode,
+    sampling, sizes, ranks per GPU, pairs."""
+    meta = meta or {}
+    o = meta.get("options") if isinstance(meta.get("options"), dict) else {}
+    samp = o.get("sampling") if isinstance(o.get("sampling"), dict) else {}
+    quick = o.get("quick")
+    out = {"mode": "quick" if quick else "full" if quick is False else "?"}
+    mt = o.get("min_time_ms", samp.get("min_time_ms"))
+    each = f" × ≥{mt:g} ms" if isinstance(mt, (int, float)) else ""
+    if o.get("samples"):
+        out["sampling"] = f"{o['samples']} fixed{each}"
+    elif samp:
+        noise = samp.get("noise")
+        out["sampling"] = (f"{samp.get('min_samples', '?')}–{samp.get('max_samples', '?')}{each}"
+                           + (f", to ±{noise * 100:g}%" if isinstance(noise, (int, float)) else ""))
+    else:
+        out["sampling"] = "?"
+    sizes = meta.get("sizes")
+    if not (isinstance(sizes, list) and sizes) and frame is not None and len(frame):
+        sizes = sorted(int(b) for b in set(frame["bytes"]) if b > 0)
+    out["sizes"] = f"{len(sizes)}: {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "?"
+    rpg = _ranks_per_gpu(meta)
+    out["ranks/GPU"] = "?" if rpg is None else str(rpg)
+    pm = meta.get("pair_mode")
+    out["pairs"] = ({"sequential": "one at a time", "concurrent": "at once"}.get(pm.get("mode"), str(pm.get("mode")))
+                    if isinstance(pm, dict) and pm.get("mode") else "?")
+    return {k: clean(v) for k, v in out.items()}
+
+
+COMPARED = ("mode", "sampling", "sizes", "ranks/GPU", "pairs")
+
+
+def options_blocks(runs) -> list:
+    """Several runs: their options side by side and a warning naming the options that differ; one line when
+    every run was measured the same way."""
     if len(runs) < 2:
-        return None
-    opts = {r.label: run_options(r.meta, r.frame) for r in runs}
-    diffs = []
-    for k in COMPARED:
-        values = {label: o.get(k, "not recorded") for label, o in opts.items()}
-        if len(set(values.values())) > 1:
-            groups: dict[str, list[str]] = {}
-            for label, v in values.items():
-                groups.setdefault(v, []).append(label)
-            diffs.append(f"{k} ({'; '.join(f'{v}: ' + ', '.join(ls) for v, ls in groups.items())})")
-    if not diffs:
-        return None
-    return ("These runs were measured with different options, so their numbers are not equally careful or "
-            "not measured the same way; compare like with like. They differ in " + " · ".join(diffs) + ".")
+        return []
+    rows = [[r.label] + [options_short(r.meta, r.frame)[k] for k in COMPARED] for r in runs]
+    differ = [k for i, k in enumerate(COMPARED) if len({row[i + 1] for row in rows}) > 1]
+    if not differ:
+        same = "; ".join(f"{k} {v}" for k, v in zip(COMPARED, rows[0][1:]))
+        return [Para(f"**Every run was measured the same way**: {same}.", terminal=True)]
+    caption = ("How each run was measured (mode: quick or full sampling; sampling: samples per row × minimum "
+               "sample time, stopping rule; ?: not in an older meta.json)")
+    blocks = [Callout([("warn", "**Runs of different options side by side** (they differ in " + ", ".join(differ)
+                        + "): their numbers are not equally careful or not measured the same way; compare like "
+                          "with like.")], terminal=True),
+              Table(["run", *COMPARED], rows, caption=caption),
+              Table(["run", *COMPARED], rows[:MAX_TERMINAL_RUN_ROWS], terminal=True, files=False,
+                    caption="How each run was measured")]
+    if len(rows) > MAX_TERMINAL_RUN_ROWS:
+        blocks.append(Para(f"… and {len(rows) - MAX_TERMINAL_RUN_ROWS} more runs in the report.", terminal=True,
+                           files=False))
+    return blocks
+
+
+def slow_runs(runs, best) -> dict[str, str]:
+    """{run: reason} for runs whose median best path is more than 10% below the median run of the same GPU
+    model (three runs or more of that model): a host whose pairs are all equally slow has no weak pair of
+    its own, only the other runs show it."""
+    if best.empty or len(runs) < 3:
+        return {}
+    med = best.groupby("run", observed=True)["bw"].median()
+    model = {r.label: _gpu_desc(r.meta, r.frame).split(" · ", 1)[-1] for r in runs}
+    out = {}
+    groups: dict[str, list[str]] = {}
+    for label in med.index.astype(str):
+        groups.setdefault(model.get(label, "?"), []).append(label)
+    for labels in groups.values():
+        if len(labels) < 3:
+            continue
+        ref = med.reindex(labels).median()
+        for label in labels:
+            below = 100.0 * (1 - med[label] / ref)
+            if below > 10:
+                out[label] = f"best path {below:.1f}% below the median of {len(labels)} runs, {ref:.1f} GB/s"
+    return out
 
 
 # ------------------------------------------------------------------------------------------ glance
@@ -124,25 +186,58 @@ def _pair(r) -> str:
     return f"{int(r.src_gpu)}→{int(r.dst_gpu)}"
 
 
+def _n(n: int, word: str) -> str:
+    """'1 row', '3 rows'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _signed(v: float) -> str:
+    """+0.1%, -10.0%, and 0.0% rather than -0.0%."""
+    v = round(float(v), 1)
+    return "0.0%" if v == 0 else f"{v:+.1f}%"
+
+
+def _bytes(b) -> str:
+    b = int(b)
+    return f"{b} B" if b < 1024 else size_text(b)
+
+
+ENGINES = {"ce": "the copy engine", "sm_read": "SM read kernels", "sm_write": "SM write kernels",
+           "mpi_staged": "MPI through host memory", "shm_staged": "shared host memory"}
+
+
+def _engine_text(best) -> str:
+    """Which engine is the fastest path, and over how many pairs: "the copy engine (copy/ce push, pool/pool_ce
+    push) on every pair"."""
+    from ipcbench.report.figures import engine_of
+
+    eng = Counter(engine_of(m) for m in best["method"].astype(str))
+    top, n = eng.most_common(1)[0]
+    methods = sorted({method_label(s, m, d) for s, m, d in zip(best["suite"], best["method"], best["direction"])
+                      if engine_of(str(m)) == top})
+    name = ENGINES.get(top, "pipeline rings" if top.startswith("ring") else top)
+    where = "on every pair" if n == len(best) else f"on {n} of {len(best)} pairs"
+    return f"{name} ({', '.join(methods[:3])}{', …' if len(methods) > 3 else ''}) {where}"
+
+
 def _link_desc(meta: dict | None) -> str:
-    """"NVSwitch, 18 × NVLink 4.0 links, 478 GB/s per direction" from meta.json's link table."""
+    """"NVSwitch (18 × NVLink 4.0, 478 GB/s per direction)" from meta.json's link table."""
     topo = (meta or {}).get("topology")
     descs = Counter()
     if isinstance(topo, dict):
         for t in topo.values():
-            for link in (t or {}).get("links") or [] if isinstance(t, dict) else []:
+            for link in ((t or {}).get("links") or []) if isinstance(t, dict) else []:
                 if not isinstance(link, dict) or not link.get("peak_gbps"):
                     continue
                 kind = {"nvswitch": "NVSwitch", "nvlink": "NVLink", "pcie": "PCIe"}.get(
                     str(link.get("kind")), str(link.get("kind") or "link"))
                 n, ver = link.get("nvlink_count"), link.get("nvlink_version")
-                how = f"{n} × NVLink{' ' + str(ver) if ver else ''}" if n else ""
+                how = f"{n} × NVLink{' ' + str(ver) if ver else ''}, " if n else ""
                 descs[(kind, how, float(link["peak_gbps"]))] += 1
     if not descs:
         return ""
-    parts = [f"{kind}{', ' + how if how else ''}: {peak:.0f} GB/s per direction" for (kind, how, peak), _ in
-             descs.most_common(2)]
-    return "; ".join(parts) + (" (and other links)" if len(descs) > 2 else "")
+    parts = [f"{kind} ({how}{peak:.0f} GB/s per direction)" for (kind, how, peak), _ in descs.most_common(2)]
+    return " and ".join(parts) + (" and other links" if len(descs) > 2 else "")
 
 
 def _gpu_desc(meta: dict | None, frame) -> str:
@@ -156,13 +251,13 @@ def _gpu_desc(meta: dict | None, frame) -> str:
     else:
         g = f"{len((set(frame['src_gpu']) | set(frame['dst_gpu'])) - {-1})} GPUs"
     h = ", ".join(map(str, hosts[:3])) + (f" (+{len(hosts) - 3} hosts)" if len(hosts) > 3 else "")
-    return clean(f"{h}: {g}")
+    return clean(f"{h} · {g}")
 
 
 def _noisy_text(noisy_run, cv_threshold: float) -> str:
     by_suite = Counter(map(str, noisy_run["suite"]))
     parts = ", ".join(f"{s} {n}" for s, n in by_suite.most_common())
-    return f"{len(noisy_run)} noisy rows (CV above {cv_threshold:g}): {parts}"
+    return f"{_n(len(noisy_run), 'noisy row')} (CV above {cv_threshold:g}): {parts}"
 
 
 def _methods_text(rows, limit: int = 3) -> str:
@@ -171,23 +266,24 @@ def _methods_text(rows, limit: int = 3) -> str:
     return out + (f" and {len(c) - limit} more methods" if len(c) > limit else "")
 
 
-def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv_threshold: float) -> dict:
+def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv_threshold: float,
+                 same=None) -> dict:
     """Everything the headline says about one run, as words and small tables (the frames already restricted
-    to the run)."""
+    to the run; `same`: the method summary's same-GPU rows)."""
     meta = run.meta or {}
     reds, ambers, lines = [], [], []
     # --- health: best path per pair
     n_pairs = len(best)
     if n_pairs:
-        top = Counter(method_label(s, m, d) for s, m, d in zip(best["suite"], best["method"], best["direction"]))
-        common = top.most_common(1)[0][0]
         med = float(best["bw"].median())
         pct = best["pct"].dropna()
-        peak_txt = (f" ({pct.median():.1f}% of link peak)" if len(pct) else " (no link table: % of peak unknown)")
-        rng = f", {best['bw'].min():.1f}–{best['bw'].max():.1f} over the pairs" if n_pairs > 1 else ""
-        lines.append(("info", f"**Best path per pair**: {med:.1f} GB/s median over {n_pairs} GPU pair(s) at "
-                              f"{size_text(best['bytes'].max())}{peak_txt}{rng}; fastest method: "
-                              f"{common}" + (f" on {top[common]} of {n_pairs} pairs" if len(top) > 1 else "") + "."))
+        peak_txt = (f" = **{pct.median():.1f}%** of the link peak" if len(pct) else
+                    " (no link table: % of peak unknown)")
+        lo, hi = f"{best['bw'].min():.1f}", f"{best['bw'].max():.1f}"
+        rng = f" (pairs {lo}–{hi})" if n_pairs > 1 and lo != hi else ""
+        lines.append(("info", f"**Best path per pair** at {size_text(best['bytes'].max())}: **{med:.1f} GB/s**"
+                              f"{' median over ' + _n(n_pairs, 'GPU pair') if n_pairs > 1 else ''}{rng}{peak_txt}; "
+                              f"fastest: {_engine_text(best)}."))
         w = best.loc[best["bw"].idxmin()]
         host = f" ({w.host})" if best["host"].nunique() > 1 else ""
         wp = f" = {w.pct:.1f}% of peak" if w.pct == w.pct else ""
@@ -199,11 +295,16 @@ def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv
         else:
             text = f"**Only one GPU pair** measured ({_pair(w)}{host}): nothing to compare it with."
         lines.append((level, text))
-        if level == "bad":
+        low = best[best["below_pct"] > 10]
+        if len(low) > 1:
+            hosts = Counter(map(str, low["host"]))
+            where = ""
+            if best["host"].nunique() > 1:
+                where = " on " + ", ".join(f"{h} ({n})" for h, n in hosts.most_common(4))
+                where += f" and {len(hosts) - 4} more hosts" if len(hosts) > 4 else ""
+            reds.append(f"{len(low)} of {n_pairs} GPU pairs more than 10% below the median pair{where}")
+        elif level == "bad":
             reds.append(f"pair {_pair(w)}{host} is {w.below_pct:.1f}% below the median pair")
-    else:
-        lines.append(("warn", "**No cross-GPU one-way bandwidth rows**: node health (best path per pair) "
-                              "cannot be judged from this run."))
     # --- what IPC buys
     if len(spg):
         b = spg.iloc[0]
@@ -211,13 +312,14 @@ def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv
         base_txt = (f"{base.method} {base.direction}, {base.bw:.1f} GB/s at {size_text(base.bytes)}"
                     if base is not None else "per size")
         small = spg.dropna(subset=["small_speedup"])
+        small = small[small["small_bytes"] == small["small_bytes"].min()]
         small_txt = ""
         if len(small):
             sb = size_text(small["small_bytes"].min())
             lo, hi = small["small_speedup"].min(), small["small_speedup"].max()
-            small_txt = (f"; at the smallest size ({sb}) {lo:.1f}–{hi:.1f}×" if abs(hi - lo) >= 0.05 else
-                         f"; at the smallest size ({sb}) {lo:.1f}×")
-        lines.append(("info", f"**What IPC buys**: {b.speedup:.1f}× the best host-staged path ({base_txt}) with "
+            small_txt = (f"; at {sb}, {lo:.1f}–{hi:.1f}× depending on the method" if abs(hi - lo) >= 0.05 else
+                         f"; at {sb}, {lo:.1f}×")
+        lines.append(("info", f"**What IPC buys**: **{b.speedup:.1f}×** the best host-staged path ({base_txt}) with "
                               f"{method_label(b.suite, b.method, b.direction)} ({b.bw:.1f} GB/s at "
                               f"{size_text(b.bytes)}){small_txt}; every method in the table below."))
     elif len(staged) == 0:
@@ -225,35 +327,48 @@ def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv
     # --- latency
     if len(lat):
         lat = lat.set_index("method")
-        parts = []
         if "sm_pingpong" in lat.index:
             p = lat.loc["sm_pingpong"]
-            spread = (f"median {us(p['median'])} µs, {us(p['min'])}–{us(p['max'])} µs over {int(p['pairs'])} pairs"
-                      if p["pairs"] > 1 else f"{us(p['median'])} µs (1 pair)")
-            parts.append(f"**P2P latency, one way** (sm_pingpong): {spread}: half a store-and-poll round trip "
-                         "between kernels spinning on flags in each other's memory, not nvbandwidth's load latency "
-                         "(a dependent read of peer memory)")
-        rest = lat.drop(index=["sm_pingpong"], errors="ignore").sort_values("median")
-        if len(rest):
-            parts.append("smallest message, one way, median over pairs: " + ", ".join(
-                f"{m} {us(r['median'])} µs ({size_text(r['bytes']) if r['bytes'] else '0 B'})"
-                for m, r in rest.iterrows()))
+            spread = (f"median **{us(p['median'])} µs**, {us(p['min'])}–{us(p['max'])} µs over "
+                      f"{int(p['pairs'])} pairs" if p["pairs"] > 1 else f"**{us(p['median'])} µs** (1 pair)")
+            lines.append(("info", f"**P2P latency, one way**: {spread} (sm_pingpong: half a store-and-poll round "
+                                  "trip between two kernels spinning on flags in each other's memory; not "
+                                  "nvbandwidth's load latency)."))
+        rest = lat.drop(index=["sm_pingpong"], errors="ignore")
+        data, signal = rest[rest["bytes"] > 0], rest[rest["bytes"] <= 0]
+        parts = []
+        for b, g in data.groupby("bytes", sort=True):
+            g = g.sort_values("median")
+            parts.append(f"at {_bytes(b)}: " + ", ".join(f"{m} {us(r['median'])} µs" for m, r in g.iterrows()))
+        parts += [f"{m} {us(r['median'])} µs (an event, no data)" for m, r in signal.iterrows()]
         if parts:
-            lines.append(("info", "; ".join(parts) + "."))
+            lines.append(("info", "**Smallest message, one way** (latency suite, median over pairs): "
+                                  + "; ".join(parts) + "."))
+    # --- ranks sharing a GPU
+    if same is not None and len(same):
+        sb = same[same["direction"].isin(("push", "pull")) & same["bw_median"].notna()
+                  & ~same["method"].astype(str).str.endswith("_alltoall")]
+        if len(sb):
+            top = sb.loc[sb["bw_median"].idxmax()]
+            lines.append(("info", f"**Same GPU** (ranks sharing a GPU, left out of the pair numbers above): best "
+                                  f"{method_label(top.suite, top.method, top.direction)} {top.bw_median:.1f} GB/s at "
+                                  f"{size_text(top.size_max)} (device-local copies, no link crossed); ping-pong "
+                                  "latencies there measure the time-slicing of the two processes' kernels (no MPS), "
+                                  "not a link."))
     # --- flags
     if len(unver):
-        reds.append(f"{len(unver)} unverified rows")
-        lines.append(("bad", f"**{len(unver)} unverified rows** (the destination did not hold what was sent, or "
+        reds.append(_n(len(unver), "unverified row"))
+        lines.append(("bad", f"**{_n(len(unver), 'unverified row')}** (the destination did not hold what was sent, or "
                              f"the check did not run): {_methods_text(unver)}. Never quote these numbers."))
     if len(impossible):
-        reds.append(f"{len(impossible)} impossible numbers")
-        lines.append(("bad", f"**{len(impossible)} impossible numbers** (above a physical ceiling): "
+        reds.append(_n(len(impossible), "impossible number"))
+        lines.append(("bad", f"**{_n(len(impossible), 'impossible number')}** (above a physical ceiling): "
                              f"{_methods_text(impossible)}. A timing bug or flows counted twice."))
     if len(weak):
         pairs = Counter(f"{int(s)}→{int(d)}" for s, d in zip(weak["src_gpu"], weak["dst_gpu"]))
-        reds.append(f"{len(weak)} weak-pair rows")
-        lines.append(("bad", f"**{len(weak)} weak-pair rows** (a pair more than 10% below its method's median): "
-                             + ", ".join(f"{p} ({n} methods)" for p, n in pairs.most_common(4))
+        reds.append(_n(len(weak), "weak-pair row") + " (" + ", ".join(p for p, _ in pairs.most_common(4)) + ")")
+        lines.append(("bad", f"**{_n(len(weak), 'weak-pair row')}** (a pair more than 10% below its method's "
+                             "median): " + ", ".join(f"{p} ({_n(n, 'method')})" for p, n in pairs.most_common(4))
                              + f", up to {weak['below_pct'].max():.0f}% below."))
     status = meta.get("status")
     if status not in (None, "complete") or any("did not complete" in n for n in run.notes):
@@ -276,10 +391,16 @@ def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv
                               "without --quick for numbers to quote."))
     if opts.get("verify"):
         reds.append("verification off")
+        lines.append(("bad", f"**Verification {opts['verify']}**: no number of this run is checked."))
     verdict_ok = not reds
     checks = "every row verified, no impossible numbers, no pair more than 10% below the median"
-    verdict = (("ok", f"**Healthy**: {checks}" + (", run complete." if status == "complete" else "."))
-               if verdict_ok else ("bad", "**Check**: " + "; ".join(reds) + "."))
+    if reds:
+        verdict = ("bad", "**Check**: " + "; ".join(reds) + ".")
+    elif not n_pairs:
+        verdict = ("warn", "**No health verdict**: no cross-GPU bandwidth rows (run the copy, kernel or pool suite "
+                           "on two GPUs or more); nothing else is flagged.")
+    else:
+        verdict = ("ok", f"**Healthy**: {checks}" + (", run complete." if status == "complete" else "."))
     lines.insert(0, verdict)
     return dict(lines=lines, options=opts, reds=reds, ambers=ambers, ok=verdict_ok)
 
@@ -292,17 +413,17 @@ def _pair_table(best, terminal: bool) -> list:
     if len(best) > MAX_PAIR_ROWS:
         shown = best.sort_values("below_pct", ascending=False).head(WEAKEST_SHOWN)
         caption = (f"The {len(shown)} weakest of {len(best)} GPU pairs (best one-way path at the largest size); "
-                   "every pair is in the pair heatmap")
+                   "the pair heatmaps show every pair of the hosts with the weakest pairs")
     has_pct = best["pct"].notna().any()
     cols = (["host"] if multi_host else []) + ["pair", "best one-way path", "GB/s"] + \
-        (["link", "% of link peak"] if has_pct else []) + ["vs median pair"]
+        (["link, peak GB/s", "% of link peak"] if has_pct else []) + ["vs median pair"]
     rows = []
     for r in shown.itertuples():
         row = ([str(r.host)] if multi_host else []) + [_pair(r), method_label(r.suite, r.method, r.direction),
                                                           f1(r.bw)]
         if has_pct:
             row += [f"{r.link_kind} {r.peak_gbps:.0f}" if r.peak_gbps == r.peak_gbps else "", f1(r.pct)]
-        row.append(f"{-r.below_pct:+.1f}%")
+        row.append(_signed(-r.below_pct))
         rows.append(row)
     numeric = [c in ("GB/s", "% of link peak", "vs median pair") for c in cols]
     return [Table(cols, rows, numeric=numeric, caption=caption, terminal=terminal)]
@@ -327,9 +448,6 @@ def glance_blocks(runs, tables: dict, cv_threshold: float) -> list:
     """The "At a glance" section: per run (the first MAX_GLANCE_RUNS) a callout, its options and two small
     tables; with several runs, a one-row-per-run table; with runs of different options, a warning."""
     blocks = [Heading(2, "At a glance", terminal=True)]
-    warn = options_warning(runs)
-    if warn:
-        blocks.append(Callout([("warn", warn)], terminal=True))
     split = {name: dict(tuple(t.groupby("run", observed=True, sort=False))) if len(t) else {}
              for name, t in tables.items()}
 
@@ -337,50 +455,71 @@ def glance_blocks(runs, tables: dict, cv_threshold: float) -> list:
         t = tables[name]
         return split[name].get(label, t.iloc[0:0])
 
-    summary_rows = []
+    summary_rows, per_run, to_check = [], [], []
+    slow = slow_runs(runs, tables["best"])
     for i, run in enumerate(runs):
         facts = glance_facts(run, part("best", run.label), part("staged", run.label), part("spg", run.label),
                              part("lat", run.label), part("weak", run.label), part("noisy", run.label),
-                             part("unver", run.label), part("impossible", run.label), cv_threshold)
+                             part("unver", run.label), part("impossible", run.label), cv_threshold,
+                             part("same", run.label))
+        if run.label in slow:
+            facts["reds"].append(slow[run.label])
+            facts["lines"][0] = ("bad", "**Check**: " + "; ".join(facts["reds"]) + ".")
+            facts["lines"].insert(1, ("bad", f"**Slow against the other runs**: {slow[run.label]}: every pair "
+                                             "of this run is slow alike (a throttled GPU, fewer NVLinks, another "
+                                             "load), so only the other runs show it."))
         summary_rows.append(_run_row(run, part("best", run.label), part("spg", run.label), part("lat", run.label),
                                      facts))
+        if facts["reds"]:
+            to_check.append(f"{run.label} ({'; '.join(facts['reds'])})")
         if i >= MAX_GLANCE_RUNS:
             continue
         link = _link_desc(run.meta)
-        title = f"{run.label}: {_gpu_desc(run.meta, run.frame)}" + (f"; {link}" if link else "")
+        title = f"{run.label} · {_gpu_desc(run.meta, run.frame)}" + (f" · {link}" if link else "")
         if len(runs) > 1:
-            blocks.append(Heading(3, f"{run.label}", terminal=True))
-        items = facts["lines"][:]
-        items.insert(1, ("info", "**Options**: " + options_line(facts["options"])))
-        blocks.append(Callout(items, title=title, terminal=True))
-        blocks += _pair_table(part("best", run.label), terminal=True)
-        blocks += _speedup_table(part("spg", run.label), terminal=True)
+            per_run.append(Heading(3, f"{run.label}", terminal=True))
+        items = facts["lines"] + [("info", "**How it was measured**: " + options_line(facts["options"]))]
+        per_run.append(Callout(items, title=title, terminal=True))
+        per_run += _pair_table(part("best", run.label), terminal=True)
+        per_run += _speedup_table(part("spg", run.label), terminal=True)
     if len(runs) > 1:
         cols = ["run", "GPUs", "mode", "best path GB/s", "% of peak", "weakest pair", "IPC × staged",
                 "P2P latency µs", "flags"]
-        blocks.append(Table(cols, summary_rows, numeric=[False, False, False, True, True, False, True, False, False],
-                            caption="Runs side by side (best path: median over pairs of each pair's fastest "
-                                    "one-way method at the largest size)"))
-        blocks.append(Table(cols, summary_rows[:MAX_TERMINAL_RUN_ROWS], terminal=True, files=False,
-                            numeric=[False, False, False, True, True, False, True, False, False],
-                            caption="Runs side by side"))
+        numeric = [False, False, False, True, True, False, True, False, False]
+        if to_check:
+            shown = to_check[:8]
+            verdict = ("bad", f"**{len(to_check)} of {len(runs)} runs to check**: " + "; ".join(shown)
+                       + (f"; and {len(to_check) - len(shown)} more (the flags column)" if len(to_check) > 8 else "")
+                       + ".")
+        else:
+            verdict = ("ok", f"**All {len(runs)} runs healthy**: every row verified, no impossible numbers, no pair "
+                             "more than 10% below its run's median, no run more than 10% below the others.")
+        blocks.append(Callout([verdict], terminal=True))
+        caption = ("Runs side by side (best path: median over GPU pairs of each pair's fastest one-way method at "
+                   "the largest size; weakest pair: vs the median pair; IPC × staged: the best IPC method over the "
+                   "best host-staged path; P2P latency: sm_pingpong one way, median (min–max) over pairs)")
+        blocks.append(Table(cols, summary_rows, numeric=numeric, caption=caption))
+        flagged_first = sorted(summary_rows, key=lambda r: r[-1] == "none" or r[-1].startswith(("noisy", "quick")))
+        blocks.append(Table(cols, flagged_first[:MAX_TERMINAL_RUN_ROWS], terminal=True, files=False, numeric=numeric,
+                            caption="Runs side by side" + (" (runs to check first)" if to_check else "")))
         if len(summary_rows) > MAX_TERMINAL_RUN_ROWS:
             blocks.append(Para(f"… and {len(summary_rows) - MAX_TERMINAL_RUN_ROWS} more runs in the report.",
                                terminal=True, files=False))
+        blocks += options_blocks(runs)
         if len(runs) > MAX_GLANCE_RUNS:
-            blocks.append(Para(f"Full headlines for the first {MAX_GLANCE_RUNS} runs; every run is in the table."))
-    return blocks
+            blocks.append(Para(f"Full headlines for the first {MAX_GLANCE_RUNS} runs; every run is in the tables."))
+    return blocks + per_run
 
 
 def _run_row(run, best, spg, lat, facts) -> list[str]:
-    gpus = _gpu_desc(run.meta, run.frame).split(": ", 1)[-1]
+    gpus = _gpu_desc(run.meta, run.frame).split(" · ", 1)[-1]
     med = pct = weakest = sp = ""
     if len(best):
         med = f1(best["bw"].median())
         pct = f1(best["pct"].median()) if best["pct"].notna().any() else ""
         if len(best) > 1:
             w = best.loc[best["bw"].idxmin()]
-            weakest = f"{_pair(w)} {-w.below_pct:+.1f}%"
+            weakest = f"{_pair(w)} {_signed(-w.below_pct)}"
     if len(spg):
         sp = times(spg["speedup"].iloc[0])
     lat_txt = ""
@@ -388,4 +527,4 @@ def _run_row(run, best, spg, lat, facts) -> list[str]:
         p = lat[lat["method"] == "sm_pingpong"].iloc[0]
         lat_txt = f"{us(p['median'])} ({us(p['min'])}–{us(p['max'])})" if p["pairs"] > 1 else us(p["median"])
     flags = "; ".join(facts["reds"] + facts["ambers"]) or "none"
-    return [run.label, gpus, facts["options"].get("mode", ""), med, pct, weakest, sp, lat_txt, flags]
+    return [run.label, gpus, options_short(run.meta, run.frame)["mode"], med, pct, weakest, sp, lat_txt, flags]

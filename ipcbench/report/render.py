@@ -89,7 +89,8 @@ def to_markdown(doc: list) -> str:
         elif isinstance(b, Callout):
             if b.title:
                 out += [f"**{clean(b.title)}**", ""]
-            out += [f"- {MARK.get(level, '·')} {clean(text)}" for level, text in b.items]
+            out += [f"- {clean(text)}" if level == "info" else f"- {MARK.get(level, '·')} {clean(text)}"
+                    for level, text in b.items]
             out.append("")
         elif isinstance(b, Table):
             if b.caption:
