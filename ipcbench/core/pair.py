@@ -162,9 +162,12 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
         receivers = 2 if direction == "bidir" else 1
         text = note
         if one_clock:
+            kernels = ""
+            if method.engine == "sm":
+                kernels = ("; the two processes' kernels are time-sliced (no MPS)" if ctx.time_sliced(src, dst)
+                           else "; the two processes' kernels run concurrently (MPS)")
             text = join_note(text, "same GPU: both processes' transfers timed over one window on the GPU clock"
-                             + ("; the two processes' kernels are time-sliced (no MPS)"
-                                if method.engine == "sm" and ctx.time_sliced(src, dst) else ""))
+                             + kernels)
         rows.append(make_row(ctx, suite, method.name, row_direction or direction, src, dst, nbytes,
                              got.per_transfer_us, n, nbytes * receivers if kind != "latency" else None,
                              got.checks + their_checks, got.mismatches + their_bad, note=text, kind=kind,

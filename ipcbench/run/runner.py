@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ipcbench import __version__
+from ipcbench.core import mps
 from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
 from ipcbench.errors import UsageError
 from ipcbench.results import ResultsWriter, write_meta
@@ -111,15 +112,19 @@ def run(cfg) -> int:
     from ipcbench.core.gpu import Gpu
 
     gpu = Gpu(index, copy_shape=cfg.copy_shape)
+    mps_on, mps_meta = _detect_mps(world, index)
     _check_memory(world, gpu, sizes, steps)
     gpu_of = world.node_allgather(index, "the GPU of every rank")
     ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
-              gpu_of=gpu_of, node_ranks=world.node_ranks, corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
+              gpu_of=gpu_of, node_ranks=world.node_ranks, mps=mps_on,
+              corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
     topo = _node_topology() if world.local_rank == 0 else None
     world.node_barrier("the topology of this node")
     topo = world.node.bcast(topo, root=0)
     mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo)
     meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
+    if world.rank == 0:
+        meta["mps"] = mps_meta
     # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
     _setup_buffers(ctx, steps, sizes)
@@ -136,6 +141,7 @@ def run(cfg) -> int:
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "
                f"estimated {estimate_seconds(steps, cfg.rule, mode):.0f} s")
     say(world, f"pairs: {mode.mode} ({mode.reason}); results: {run_dir / 'results.csv'}")
+    say(world, f"MPS: {mps.summary(mps_meta)}")
     timings: dict[str, float] = {}
     profile = _profiler()
     all_rows, check = walk(ctx, steps, sink, quiet=cfg.quiet, mode=mode, timings=timings)
@@ -197,6 +203,21 @@ def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | Non
     if errors:
         raise UsageError(errors[0])
     return mode
+
+
+def _detect_mps(world, index: int):
+    """Does each GPU's work run under MPS (core/mps.py)? Read on every rank (its context exists), decided
+    per node from every rank's readings; a refusal on any node (ranks sharing a GPU that disagree, or not
+    what IPCBENCH_EXPECT_MPS asked for) ends every rank alike. -> (this rank's GPU is under MPS,
+    {host: meta.json entry})."""
+    readings = world.node_allgather({**mps.read(index), "rank": world.rank}, "the MPS readings of every rank")
+    status = mps.decide(readings, world.host)
+    per_host = world.world_allgather((world.host, status.error, status.as_meta() if world.local_rank == 0 else None),
+                                     "the MPS status of every node")
+    errors = [e for _, e, _ in per_host if e]
+    if errors:
+        raise UsageError(errors[0])
+    return status.gpus[index], {h: m for h, _, m in per_host if m is not None}
 
 
 def _profiler():

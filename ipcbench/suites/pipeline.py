@@ -26,10 +26,12 @@ Rows (one pair at a time, every ordered pair; the producer is src, the consumer 
       release flag back (~0.75 us on NVLink). time_us_median/min/max; p50/p99 in the note.
 Both rows carry `verified` = every chunk of every sample matched its per-chunk pattern.
 
-Same-GPU pairs (two processes on one GPU) work, but the two persistent kernels are time-sliced by the
-driver (no MPS), so every hand-off waits for a context switch: those pairs run a few chunks only and the
-note says so. Chunk sizes: 64K, 1M, 4M clamped to the run's --sizes (at most half the largest size, a
-multiple of 16 bytes); ring depths 2, 4, 8. With --quick (2 ms samples) a pair takes about a second.
+Same-GPU pairs (two processes on one GPU) work. Without MPS the two persistent kernels are time-sliced
+by the driver, so every hand-off waits for a context switch: those pairs run a few chunks only and the
+note says so. Under MPS (ctx.mps, core/mps.py) they run concurrently and are measured like any pair;
+the note says that too. Chunk sizes: 64K, 1M, 4M clamped to the run's --sizes (at most half the
+largest size, a multiple of 16 bytes); ring depths 2, 4, 8. With --quick (2 ms samples) a pair takes
+about a second.
 """
 
 from __future__ import annotations
@@ -110,6 +112,15 @@ def lanes_for(chunk: int, sm_count: int, depth: int) -> tuple[int, int, int]:
 
 def latency_summary(lat_us: list[float]) -> dict:
     return {"p50": percentile(lat_us, 50), "p99": percentile(lat_us, 99), "min": min(lat_us), "max": max(lat_us)}
+
+
+def _same_gpu_note(ctx, producer: int, consumer: int, n: int) -> str:
+    """What a same-GPU pair's rows must say: time-sliced (a few chunks) without MPS, concurrent under it."""
+    if ctx.time_sliced(producer, consumer):
+        return f"same GPU: kernels time-sliced (no MPS), {n} chunks"
+    if ctx.same_gpu(producer, consumer):
+        return "same GPU under MPS: the two processes' kernels run concurrently"
+    return ""
 
 
 # ---- measurement -------------------------------------------------------------------------------
@@ -236,7 +247,7 @@ def measure_ring(ctx, producer: int, consumer: int, depth: int, chunks: list[int
             if not me_producer:
                 continue
             ls = latency_summary(lat_us)
-            extra = f"same GPU: kernels time-sliced (no MPS), {n} chunks" if slow else ""
+            extra = _same_gpu_note(ctx, producer, consumer, n)
             note = join_note(f"ring={depth} chunk={chunk} chunks={n} lanes={lanes}x{groups} p50_us={ls['p50']:.2f} "
                              f"p99_us={ls['p99']:.2f}", extra)
             rows.append(make_row(ctx, "pipeline", f"ring_d{depth}", "push", producer, consumer, chunk,

@@ -42,6 +42,8 @@ def _shm_note(ctx, src, dst, plan) -> str:
     if ctx.time_sliced(src, dst):
         text += ("; same GPU: the two processes' spinning flag kernels time-slice the GPU (no MPS), "
                  "so small messages pay context switches")
+    elif ctx.same_gpu(src, dst):
+        text += "; one GPU under MPS: the two processes' flag kernels run concurrently"
     return text
 
 
