@@ -14,6 +14,7 @@ from ipcbench.report.cells import f1, method_label, method_sort, size_text, time
 from ipcbench.report.figure_plan import MAX_FIGURE_RUNS, MAX_HEATMAP_HOSTS, figure_job, run_figures
 from ipcbench.report.headline import glance_blocks, options_line, run_options
 from ipcbench.report.load import Run
+from ipcbench.report.mps_view import side_by_side
 from ipcbench.report.render import Figure, Heading, Para, Table, clean
 from ipcbench.results import META_NAME
 
@@ -119,6 +120,7 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
                                     lat=T.latency_glance(df), weak=weak, noisy=noisy, unver=unver,
                                     impossible=impossible, same=summary[summary["scope"] == "same GPU"]),
                           cv_threshold)
+    doc += _mps_blocks(runs)
     doc.append(Heading(2, "How to read the details"))
     doc.append(Para(f"Bandwidth in GB/s (1e9 B/s) at each method's largest size, median over GPU pairs (min/max: "
                     f"the weakest and strongest pair); time in µs per transfer at the smallest size. "
@@ -240,6 +242,28 @@ def _fleet_blocks(df, out_dir: Path, figures: bool):
                                 for s, m, d in zip(box["suite"], box["method"], box["direction"])])
         blocks.append(figure_job("Per-host distribution of the largest-size bandwidth", "host_boxes", box, short,
                                  "Per-host distribution of pair bandwidth", out_dir, "fleet-hosts.png"))
+    return blocks
+
+
+def _mps_blocks(runs) -> list:
+    """Same GPU, without and with MPS, per host that has a run of each (report/mps_view.py)."""
+    views = side_by_side(runs)
+    if not views:
+        return []
+    blocks = [Heading(2, "Same GPU: without and with MPS", terminal=True),
+              Para("Processes sharing one GPU time-slice their kernels without MPS and run them concurrently with "
+                   "it. Each row: a same-GPU measurement at its largest size (bandwidth) or smallest (latency), "
+                   "median over the host's same-GPU pairs; **MPS gain** is how many times faster it is with MPS.",
+                   terminal=True)]
+    for host, without, with_, frame in views:
+        blocks.append(Para(f"**{host}**: without MPS `{without}`, with MPS `{with_}`", terminal=True))
+        cells = []
+        for r in frame.itertuples():
+            num = f1 if r.unit == "GB/s" else us
+            cells.append([method_label(r.suite, r.method, r.direction), size_text(r.bytes), r.unit,
+                          num(r.value_nomps), num(r.value_mps), times(r.mps_gain)])
+        blocks.append(Table(["same-GPU measurement", "size", "unit", "without MPS", "with MPS", "MPS gain"], cells,
+                            numeric=[False, True, False, True, True, True], terminal=True))
     return blocks
 
 

@@ -1,0 +1,68 @@
+"""The report's same-GPU view without and with MPS (report/mps_view.py), on two runs recorded on an H100
+(tests/data/mps/README.md). No GPU needed: the runs are files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from ipcbench.report import command as report
+from ipcbench.report.load import load_runs
+from ipcbench.report.mps_view import mps_state, side_by_side
+
+DATA = Path(__file__).resolve().parent / "data" / "mps"
+
+
+def test_mps_state_from_meta():
+    assert mps_state({"mps": {"h": {"gpus": {"0": True, "1": True}}}}, "h") is True
+    assert mps_state({"mps": {"h": {"gpus": {"0": False}}}}, "h") is False
+    assert mps_state({"mps": {"h": {"gpus": {"0": True, "1": False}}}}, "h") is None  # mixed: no pairing
+    assert mps_state({"mps": {"h": {"gpus": {"0": True}}}}, "other") is None
+    assert mps_state({}, "h") is None and mps_state(None, "h") is None  # runs older than MPS detection
+
+
+def test_recorded_runs_pair_up_and_show_what_mps_changes():
+    runs, skipped = load_runs([DATA])
+    assert not skipped and len(runs) == 2
+    (host, without, with_, frame), = side_by_side(runs)
+    assert (host, without, with_) == ("vm", "h100-nomps", "h100-mps")
+    gain = {(r.suite, r.method, r.direction): r.mps_gain for r in frame.itertuples()}
+    # the ping-pong measured the context-switch period without MPS (2.2 ms) and the flag latency with it
+    assert gain[("latency", "sm_pingpong", "oneway")] > 1000
+    assert gain[("pipeline", "ring_d8", "push")] > 10
+    # copies run on the copy engine either way
+    assert 0.95 < gain[("copy", "ce", "push")] < 1.05
+    assert list(frame["mps_gain"]) == sorted(frame["mps_gain"], reverse=True)
+
+
+def test_one_state_only_gives_no_view():
+    runs, _ = load_runs([DATA / "h100-mps"])
+    assert side_by_side(runs) == []
+
+
+def test_report_has_the_section(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    rc = report.run(parser.parse_args([str(DATA), "--no-figures", "--out", str(tmp_path / "r")]))
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "Same GPU: without and with MPS" in out and "latency/sm_pingpong oneway" in out
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Same GPU: without and with MPS" in md and "without MPS `h100-nomps`, with MPS `h100-mps`" in md
+
+
+@pytest.mark.parametrize("name", ["h100-nomps", "h100-mps"])
+def test_notes_match_the_recorded_mode(name):
+    """Never a note that contradicts the run: under MPS no same-GPU row says 'no MPS', and without MPS none
+    says the kernels run concurrently."""
+    runs, _ = load_runs([DATA / name])
+    df = runs[0].frame
+    same = df[df["same_gpu"]]
+    under = mps_state(runs[0].meta, "vm")
+    assert under is (name == "h100-mps")
+    if under:
+        assert not same["note"].str.contains("no MPS").any() and same["note"].str.contains("concurrently").any()
+    else:
+        assert not same["note"].str.contains("concurrently").any() and same["note"].str.contains("no MPS").any()
