@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ipcbench.report.cells import f1, method_label, method_sort, size_text, times, us
 from ipcbench.report.figure_plan import MAX_FIGURE_RUNS, MAX_HEATMAP_HOSTS, figure_job, run_figures
-from ipcbench.report.headline import glance_blocks, options_line, run_options
+from ipcbench.report.headline import glance_blocks
+from ipcbench.report.options import options_line, run_options
 from ipcbench.report.load import Run
 from ipcbench.report.mps_view import side_by_side
 from ipcbench.report.render import Figure, Heading, Para, Table, clean
