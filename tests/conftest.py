@@ -31,3 +31,24 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def mpiexec_or_skip() -> str:
+    """mpiexec next to the interpreter (the venv's mpich wheel), else on PATH; skip the test without one."""
+    import os
+    import shutil
+    import sys
+
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    exe = here if os.path.exists(here) else shutil.which("mpiexec")
+    if not exe:
+        pytest.skip("no mpiexec next to sys.executable or on PATH (pip install mpich)")
+    return exe
+
+
+def launcher_free_env() -> dict[str, str]:
+    """This process's environment without the variables of an MPI job it may be part of, so that a child
+    mpiexec starts a job of its own."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import launcher_free_env, mpiexec_or_skip
 
 from ipcbench.sizes import SizeError, fmt_size, parse_size, parse_sizes
 from ipcbench.suites.registry import ORDER as SUITE_ORDER, plan, resolve
@@ -92,22 +93,9 @@ def test_bad_input_is_one_line_exit_2(args, needle):
     assert needle in lines[0] and lines[0].startswith("ipcbench: error:")
 
 
-def _mpiexec():
-    import os
-    import shutil
-
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    exe = here if os.path.exists(here) else shutil.which("mpiexec")
-    if not exe:
-        pytest.skip("no mpiexec")
-    return exe
-
-
 def _run_mpi(n, *args, cwd=None):
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
-    return subprocess.run([_mpiexec(), "-n", str(n), sys.executable, "-m", "ipcbench", *args], capture_output=True,
+    env = launcher_free_env()
+    return subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, "-m", "ipcbench", *args], capture_output=True,
                           text=True, timeout=60, env=env, cwd=cwd)
 
 

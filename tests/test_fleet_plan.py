@@ -5,23 +5,14 @@ only. No GPU: a dry run does no GPU work."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 
 import pytest
+from conftest import launcher_free_env, mpiexec_or_skip
 
 from ipcbench.sizes import parse_sizes
 from ipcbench.suites.registry import plan
-
-
-def _mpiexec() -> str:
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    exe = here if os.path.exists(here) else shutil.which("mpiexec")
-    if not exe:
-        pytest.skip("no mpiexec")
-    return exe
 
 
 @pytest.mark.timeout(300)
@@ -30,8 +21,8 @@ def test_pretend_fleet_plan(nodes, per_node):
     n = nodes * per_node
     script = (f'IPCBENCH_NODE_KEY=pretend$(( ${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-0}}}} / {per_node} )) '
               f'exec "{sys.executable}" -m ipcbench all --quick --dry-run --json')
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
-    p = subprocess.run([_mpiexec(), "-n", str(n), "sh", "-c", script], capture_output=True, text=True,
+    env = launcher_free_env()
+    p = subprocess.run([mpiexec_or_skip(), "-n", str(n), "sh", "-c", script], capture_output=True, text=True,
                        timeout=240, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout)  # rank 0 alone prints, one JSON object

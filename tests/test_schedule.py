@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 
 import pytest
+from conftest import launcher_free_env, mpiexec_or_skip
 
 from ipcbench.core.schedule import ModeError, circle_order, decide_mode, pair_rounds
 
@@ -81,22 +80,14 @@ def test_concurrent_is_refused_when_ranks_share_a_gpu():
         decide_mode("sometimes", 1, None, 4)
 
 
-def _mpiexec():
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    exe = here if os.path.exists(here) else shutil.which("mpiexec")
-    if not exe:
-        pytest.skip("no mpiexec")
-    return exe
-
-
 @pytest.mark.timeout(240)
 def test_eight_rank_plan_in_rounds():
     """`mpiexec -n 8` as one pretend node: every transfer step's rounds are perfect matchings covering every
     pair once; host paths, handles and the pipeline stay one pair at a time; the estimate shrinks."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
+    env = launcher_free_env()
 
     def plan(*extra):
-        p = subprocess.run([_mpiexec(), "-n", "8", sys.executable, "-m", "ipcbench", "all", "--dry-run", "--json",
+        p = subprocess.run([mpiexec_or_skip(), "-n", "8", sys.executable, "-m", "ipcbench", "all", "--dry-run", "--json",
                             *extra], capture_output=True, text=True, timeout=200, env=env)
         assert p.returncode == 0, p.stderr[-2000:]
         return json.loads(p.stdout)
