@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ipcbench.report.options import ranks_per_gpu
 from ipcbench.report.significance import _sample_stats, host_timed
 from ipcbench.results import CSV_NAME
 from ipcbench.results_load import ResultsError, find_runs, load_frame, read_meta_optional
@@ -195,16 +196,6 @@ def _combine_bases(parts: list, key: list[str]):
 
 # ------------------------------------------------------------------------------------------- warnings
 
-def _ranks_per_gpu(meta: dict) -> int | None:
-    if isinstance(meta.get("ranks_per_gpu"), int):
-        return meta["ranks_per_gpu"]
-    ranks = meta.get("ranks")
-    if not isinstance(ranks, list) or not ranks:
-        return None
-    c = Counter((r.get("host"), r.get("gpu")) for r in ranks if isinstance(r, dict))
-    return max(c.values()) if c else None
-
-
 def _gpu_models(meta: dict) -> str | None:
     gpus = meta.get("gpus")
     if not isinstance(gpus, dict):
@@ -237,7 +228,7 @@ def meta_warnings(base: Side, new: Side) -> list[str]:
         out.append(f"{who}: options differ: " + "; ".join(diffs))
     br, nr = bm.get("ranks"), nm.get("ranks")
     bn, nn = (len(br) if isinstance(br, list) else None), (len(nr) if isinstance(nr, list) else None)
-    bpg, npg = _ranks_per_gpu(bm), _ranks_per_gpu(nm)
+    bpg, npg = ranks_per_gpu(bm), ranks_per_gpu(nm)
     if (bn is not None and nn is not None and bn != nn) or (bpg is not None and npg is not None and bpg != npg):
         out.append(f"{who}: rank counts differ: {bn} rank(s), {bpg} per GPU vs {nn} rank(s), {npg} per GPU")
     bh, nh = bm.get("hosts"), nm.get("hosts")

@@ -13,7 +13,8 @@ from ipcbench.report.render import Callout, Para, Table, clean
 MAX_TERMINAL_RUN_ROWS = 20
 
 
-def _ranks_per_gpu(meta: dict) -> int | None:
+def ranks_per_gpu(meta: dict) -> int | None:
+    """Ranks per GPU of a run from meta.json (older runs: counted from its ranks), None when unknown."""
     rpg = meta.get("ranks_per_gpu")
     if isinstance(rpg, int) and rpg > 0:
         return rpg
@@ -53,7 +54,7 @@ def run_options(meta: dict | None, frame=None) -> dict[str, str]:
         out["sizes"] = f"{len(sizes)} sizes, {size_text(min(sizes))}–{size_text(max(sizes))}"
     else:
         out["sizes"] = "not recorded"
-    rpg = _ranks_per_gpu(meta)
+    rpg = ranks_per_gpu(meta)
     out["ranks per GPU"] = "not recorded" if rpg is None else str(rpg)
     pm = meta.get("pair_mode")
     if isinstance(pm, dict) and pm.get("mode"):
@@ -112,7 +113,7 @@ def options_short(meta: dict | None, frame=None) -> dict[str, str]:
     if not (isinstance(sizes, list) and sizes) and frame is not None and len(frame):
         sizes = sorted(int(b) for b in set(frame["bytes"]) if b > 0)
     out["sizes"] = f"{len(sizes)}: {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "?"
-    rpg = _ranks_per_gpu(meta)
+    rpg = ranks_per_gpu(meta)
     out["ranks/GPU"] = "?" if rpg is None else str(rpg)
     pm = meta.get("pair_mode")
     out["pairs"] = ({"sequential": "one at a time", "concurrent": "at once"}.get(pm.get("mode"), str(pm.get("mode")))

@@ -54,21 +54,13 @@ def describe(plan: dict) -> str:
 
 def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     """Print the plan on world rank 0 (human-readable, or one JSON object with --json)."""
-    from ipcbench.core.schedule import ModeError, decide_mode
     from ipcbench.core.topology import nvml_gpu_count, nvml_link_kinds
-    from ipcbench.errors import UsageError
-    from ipcbench.run.walk import groups_of
+    from ipcbench.run.walk import agree_pair_mode, groups_of
 
     local = assumed_ranks or world.local_size
     info = world.comm.allgather((world.host, local, nvml_gpu_count()))
     gpus_here = info[world.rank][2] or local
-    try:
-        mode, err = decide_mode(cfg.pairs, -(-local // min(local, gpus_here)), nvml_link_kinds(), local), None
-    except ModeError as e:
-        mode, err = None, str(e)
-    errors = [e for e in world.comm.allgather(err) if e]
-    if errors:
-        raise UsageError(errors[0])
+    mode = agree_pair_mode(world, cfg.pairs, -(-local // min(local, gpus_here)), nvml_link_kinds(), local)
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
         return 0

@@ -186,23 +186,16 @@ def _str_dir(decision):
 
 
 def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | None):
-    """This node's pair mode (core/schedule.py) from its topology; a refusal on any node ends every rank."""
+    """This node's pair mode from the links between the GPUs its ranks use (run/walk.agree_pair_mode)."""
     from collections import Counter
 
-    from ipcbench.core.schedule import ModeError, decide_mode
+    from ipcbench.run.walk import agree_pair_mode
 
     used = set(gpu_of)
     kinds = None
     if topo and topo.get("nvml") and topo.get("links"):
         kinds = [ln["kind"] for ln in topo["links"] if ln["src_gpu"] in used and ln["dst_gpu"] in used] or None
-    try:
-        mode, err = decide_mode(requested, max(Counter(gpu_of).values()), kinds, world.local_size), None
-    except ModeError as e:
-        mode, err = None, str(e)
-    errors = [e for e in world.world_allgather(err, "the pair-mode decision") if e]
-    if errors:
-        raise UsageError(errors[0])
-    return mode
+    return agree_pair_mode(world, requested, max(Counter(gpu_of).values()), kinds, world.local_size)
 
 
 def _detect_mps(world, index: int):

@@ -12,6 +12,21 @@ from ipcbench.run.console import say
 from ipcbench.sizes import fmt_size
 
 
+def agree_pair_mode(world, requested: str, ranks_per_gpu: int, link_kinds: list[str] | None, local_size: int):
+    """This node's pair mode (core/schedule.decide_mode); a refusal on any node ends every rank alike."""
+    from ipcbench.core.schedule import ModeError, decide_mode
+    from ipcbench.errors import UsageError
+
+    try:
+        mode, err = decide_mode(requested, ranks_per_gpu, link_kinds, local_size), None
+    except ModeError as e:
+        mode, err = None, str(e)
+    errors = [e for e in world.world_allgather(err, "the pair-mode decision") if e]
+    if errors:
+        raise UsageError(errors[0])
+    return mode
+
+
 def groups_of(step, mode) -> list:
     """How a step is walked: [None] for a step all ranks run together, else groups of pairs measured at
     once: rounds of disjoint pairs (core/schedule.py) where the run and the step allow, else one pair each."""
