@@ -106,25 +106,20 @@ def _fmt(v) -> str:
 
 
 class ResultsWriter:
-    """Appends rows to results.csv and flushes each one, so a crash keeps everything measured so far.
+    """Writes a new results.csv and flushes every row, so a crash keeps everything measured so far.
 
-    `exclusive`: the file must not exist yet (one run per file: a user's results are never appended to).
+    The file must not exist yet (opened with "x"): one run per file, and a user's results are never
+    appended to or overwritten (run/outdir.py refuses such a directory before any GPU work).
     """
 
-    def __init__(self, run_dir: str | os.PathLike, name: str = CSV_NAME, exclusive: bool = False):
+    def __init__(self, run_dir: str | os.PathLike, name: str = CSV_NAME):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / name
-        if exclusive:
-            self._fh = open(self.path, "x", newline="")
-            new = True
-        else:
-            new = not self.path.exists() or self.path.stat().st_size == 0
-            self._fh = open(self.path, "a", newline="")
+        self._fh = open(self.path, "x", newline="")
         self._csv = csv.writer(self._fh)
-        if new:
-            self._csv.writerow(COLUMNS)
-            self._fh.flush()
+        self._csv.writerow(COLUMNS)
+        self._fh.flush()
         self.count = 0
 
     def write(self, rows: Iterable[Row]) -> None:

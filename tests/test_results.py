@@ -221,3 +221,12 @@ def test_find_runs(tmp_path):
         _write(tmp_path / name, ROWS[:1])
     runs = find_runs([tmp_path, tmp_path / "a", tmp_path / "a" / "results.csv"])
     assert runs == sorted({(tmp_path / "a").resolve(), (tmp_path / "b" / "c").resolve()})
+
+
+def test_writer_never_appends_to_an_existing_file(tmp_path):
+    with ResultsWriter(tmp_path) as w:
+        w.write(ROWS[:1])
+    before = (tmp_path / "results.csv").read_bytes()
+    with pytest.raises(FileExistsError):
+        ResultsWriter(tmp_path)
+    assert (tmp_path / "results.csv").read_bytes() == before

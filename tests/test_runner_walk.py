@@ -74,7 +74,7 @@ def test_walk_runs_each_pair_on_its_two_ranks_and_collects_rows(tmp_path, capsys
 
     def rank(ctx):
         ctx.unavailable["pool"] = "no IPC-capable pools here"
-        writer = ResultsWriter(tmp_path, exclusive=True) if ctx.world.rank == 0 else None
+        writer = ResultsWriter(tmp_path) if ctx.world.rank == 0 else None
         rows, check = walk(ctx, steps, RowSink(ctx.world, writer, str(tmp_path)), quiet=False, mode=SEQUENTIAL)
         assert check is None
         if writer:
@@ -115,7 +115,7 @@ def test_fleet_rows_reach_world_rank_0_and_a_part_file(tmp_path):
     def rank(world):
         ctx = Ctx(world=world, gpu=None, buffers={"legacy": None}, rule=SamplingRule(), verify=True, run_id="f",
                   gpu_of=[0, 1], node_ranks=world.node_ranks)
-        writer = ResultsWriter(tmp_path, exclusive=True) if world.rank == 0 else None
+        writer = ResultsWriter(tmp_path) if world.rank == 0 else None
         rows, _ = walk(ctx, steps, RowSink(world, writer, str(tmp_path)), quiet=True, mode=SEQUENTIAL)
         if writer:
             writer.close()

@@ -20,7 +20,7 @@ class RowSink:
         self.rows: list = []  # what this rank knows: its node's rows (leaders), everyone's (rank 0 at the end)
         self.part = None
         if world.local_rank == 0 and world.rank != 0 and run_dir:
-            self.part = ResultsWriter(Path(run_dir) / "nodes", name=f"{world.host}.csv", exclusive=True)
+            self.part = ResultsWriter(Path(run_dir) / "nodes", name=f"{world.host}.csv")
 
     def add(self, rows: list, what: str) -> list:
         """Collective over the node: every rank passes the rows it produced; returns the node's rows on the

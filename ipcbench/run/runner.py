@@ -132,7 +132,7 @@ def run(cfg) -> int:
     if world.rank == 0:  # the run passed its setup: now the directory exists, with meta.json first
         run_dir.mkdir(parents=True, exist_ok=True)
         write_meta(run_dir, meta)
-        writer = ResultsWriter(run_dir, exclusive=True)
+        writer = ResultsWriter(run_dir)
     world.barrier(world.comm, "the run directory")
     sink = RowSink(world, writer, str(run_dir))
     t0 = time.monotonic()

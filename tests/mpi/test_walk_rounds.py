@@ -32,7 +32,7 @@ def _row(world, src, dst, nbytes, bw):
 
 def _setup(world):
     d = comm.bcast(tempfile.mkdtemp(prefix="ipcbench-walk-") if comm.rank == 0 else None, root=0)
-    writer = ResultsWriter(d, exclusive=True) if comm.rank == 0 else None
+    writer = ResultsWriter(d) if comm.rank == 0 else None
     ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, unavailable={}, calls=[])
     return ctx, RowSink(world, writer, d), writer
 
