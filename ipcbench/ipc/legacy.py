@@ -70,3 +70,8 @@ class LegacyIpc:
             except runtime.CUDARuntimeError:
                 pass
         self._opened.clear()
+
+
+def sharer(gpu, world) -> LegacyIpc:
+    """This rank's legacy sharer (ipc/sharers.py)."""
+    return LegacyIpc(gpu, world.rank)

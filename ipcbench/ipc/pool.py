@@ -173,3 +173,8 @@ class PoolIpc:
         self.peer_pools.clear()
         rt.cudaMemPoolDestroy(self.pool)
         rt.cudaStreamDestroy(self.stream)
+
+
+def sharer(gpu, world) -> PoolIpc:
+    """This rank's pool sharer (ipc/sharers.py): collective over the node (the pools' fds are exchanged)."""
+    return PoolIpc(gpu, world)

@@ -66,21 +66,9 @@ def _check_memory(world, gpu, sizes, steps) -> None:
 
 
 def _setup_buffers(ctx, steps, sizes) -> None:
-    from ipcbench.ipc.buffers import BufferSet
-    from ipcbench.ipc.legacy import LegacyIpc
+    from ipcbench.ipc.sharers import setup_buffers
 
-    kinds = {k for s in steps for k in s.needs}
-    if "legacy" in kinds:
-        ctx.buffers["legacy"] = BufferSet.create(ctx.world, LegacyIpc(ctx.gpu, ctx.world.rank), max(sizes))
-    if "pool" in kinds:
-        from ipcbench.ipc.pool import PoolIpc, pool_support
-
-        ok, why = pool_support(ctx.gpu.index)
-        ok_all = ctx.world.node_allgather(ok, "memory-pool support check")
-        if all(ok_all):
-            ctx.buffers["pool"] = BufferSet.create(ctx.world, PoolIpc(ctx.gpu, ctx.world), max(sizes))
-        else:
-            ctx.unavailable["pool"] = why or "a rank of this node has no IPC-capable memory pools"
+    setup_buffers(ctx, {k for s in steps for k in s.needs}, max(sizes))
 
 
 def run(cfg) -> int:
