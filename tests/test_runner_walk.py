@@ -257,3 +257,16 @@ def test_select_gpu_refuses_per_rank_binding_and_missing_gpus(monkeypatch):
     monkeypatch.setattr(gpumod, "device_count", lambda: 0)
     msgs = run_ranks(rank, n=2)
     assert msgs[0] == msgs[1] and msgs[0].startswith("no CUDA GPU visible to node-local rank(s) [0, 1]")
+
+
+def test_shared_slots_hold_every_steps_largest_message():
+    """`latency --sizes 4K` still sends 64 KiB one-way messages: the shared slots must hold them (the slot
+    size once came from --sizes alone, so those copies ran past a 4 KiB slot)."""
+    from ipcbench.run.runner import slot_bytes
+    from ipcbench.suites.registry import plan
+
+    steps = plan(["latency"], 2, [4096])
+    assert slot_bytes(steps, [4096]) == 65536
+    assert slot_bytes(plan(["copy"], 2, [4096, 1 << 20]), [4096, 1 << 20]) == 1 << 20
+    # steps that need no shared buffers (host-staged paths allocate their own) do not grow the slots
+    assert slot_bytes(plan(["staged"], 2, [4096]), [4096]) == 4096

@@ -53,9 +53,16 @@ def _select_gpu(world: World):
     return index, info
 
 
+def slot_bytes(steps, sizes) -> int:
+    """The largest transfer into a shared buffer slot: the largest --sizes, or a step's own sizes beyond them
+    (the latency suite's sizes reach 64 KiB whatever --sizes says: `latency --sizes 4K` must not write 64 KiB
+    messages past a 4 KiB slot)."""
+    return max([max(sizes)] + [max(s.sizes) for s in steps if s.needs and s.sizes])
+
+
 def _check_memory(world, gpu, sizes, steps) -> None:
     kinds = {k for s in steps for k in s.needs} or {"legacy"}
-    slot = -(-max(sizes) // 4096) * 4096
+    slot = -(-slot_bytes(steps, sizes) // 4096) * 4096
     need = len(kinds) * slot * (1 + world.local_size) + (64 << 20)
     sharing = world.node_allgather(gpu.index, "GPU sharing check").count(gpu.index)
     free = min(world.node_allgather(gpu.free_memory(), "the free memory of every GPU"))
@@ -68,7 +75,7 @@ def _check_memory(world, gpu, sizes, steps) -> None:
 def _setup_buffers(ctx, steps, sizes) -> None:
     from ipcbench.ipc.sharers import setup_buffers
 
-    setup_buffers(ctx, {k for s in steps for k in s.needs}, max(sizes))
+    setup_buffers(ctx, {k for s in steps for k in s.needs}, slot_bytes(steps, sizes))
 
 
 def run(cfg) -> int:
