@@ -40,8 +40,9 @@ def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:
     for name, kind in KINDS.items():
         if name not in kinds:
             continue
-        ok, why = kind.check(ctx.gpu.index)
-        everyone = ctx.world.node_allgather((ok, why), f"{name} support check")
+        # A kind without a support check (legacy IPC) needs no agreement: every rank sets it up.
+        everyone = [] if kind.support is None else ctx.world.node_allgather(kind.check(ctx.gpu.index),
+                                                                            f"{name} support check")
         if all(o for o, _ in everyone):
             ctx.buffers[name] = BufferSet.create(ctx.world, kind.create(ctx.gpu, ctx.world), slot_bytes)
         else:

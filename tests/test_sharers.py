@@ -1,0 +1,84 @@
+"""The buffer-kind table (ipc/sharers.py): which kinds get buffers, and what a run says when a rank of
+the node cannot share a kind. Logic only: the support checks and the world are small fakes, no CUDA."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from ipcbench.ipc import sharers
+
+
+class _Node:
+    """node_allgather over pretend ranks: every rank's answer is given up front."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.asked = []
+
+    def node_allgather(self, value, what=""):
+        self.asked.append(what)
+        return self.answers
+
+
+@pytest.fixture
+def fake_kinds(monkeypatch):
+    made = []
+
+    class Kind(sharers.SharerKind):
+        def check(self, device):
+            return (True, None)
+
+        def create(self, gpu, world):
+            made.append(self.name)
+            return self.name
+
+    monkeypatch.setattr(sharers, "KINDS", {n: Kind(n, n, None if n == "legacy" else "support") for n in ("legacy", "pool")})
+
+    class FakeBufferSet:
+        @classmethod
+        def create(cls, world, sharer, slot):
+            return (sharer, slot)
+
+    import ipcbench.ipc.buffers as buffers
+
+    monkeypatch.setattr(buffers, "BufferSet", FakeBufferSet)
+    return made
+
+
+def test_only_needed_kinds_in_table_order(fake_kinds):
+    ctx = SimpleNamespace(gpu=SimpleNamespace(index=0), world=_Node([(True, None), (True, None)]), buffers={},
+                          unavailable={})
+    sharers.setup_buffers(ctx, {"pool", "legacy"}, 4096)
+    assert fake_kinds == ["legacy", "pool"]
+    assert ctx.buffers == {"legacy": ("legacy", 4096), "pool": ("pool", 4096)} and ctx.unavailable == {}
+
+
+def test_a_kind_one_rank_lacks_is_unavailable_with_that_ranks_reason(fake_kinds):
+    why = "GPU 1 pools cannot be exported as POSIX file descriptors"
+    ctx = SimpleNamespace(gpu=SimpleNamespace(index=0), world=_Node([(True, None), (False, why)]), buffers={},
+                          unavailable={})
+    sharers.setup_buffers(ctx, {"pool"}, 4096)
+    assert fake_kinds == [] and ctx.buffers == {}
+    assert ctx.unavailable == {"pool": why}
+    assert ctx.world.asked == ["pool support check"]
+
+
+def test_every_method_buffer_kind_is_in_the_table():
+    from ipcbench.core.methods import METHODS
+
+    real = {k for k in sharers.KINDS}
+    assert {m.buffers for m in METHODS.values()} <= real
+    assert {"legacy", "pool"} <= real
+
+
+def test_a_kind_without_a_support_check_asks_nobody(monkeypatch):
+    """Legacy IPC is always there: setting it up costs no node collective (as before the table existed)."""
+    import ipcbench.ipc.buffers as buffers
+
+    monkeypatch.setattr(buffers, "BufferSet", type("B", (), {"create": classmethod(lambda c, w, s, n: (s, n))}))
+    monkeypatch.setattr(sharers.SharerKind, "create", lambda self, gpu, world: self.name)
+    ctx = SimpleNamespace(gpu=SimpleNamespace(index=0), world=_Node([]), buffers={}, unavailable={})
+    sharers.setup_buffers(ctx, {"legacy"}, 4096)
+    assert ctx.buffers == {"legacy": ("legacy", 4096)} and ctx.world.asked == []
