@@ -101,41 +101,33 @@ def gpu_links(pci_bus_ids: list[str]) -> dict:
             pass
 
 
-def nvml_driver_version() -> str | None:
+def _nvml_query(ask):
+    """ask(pynvml) in one NVML session (init, ask, shutdown); None when NVML is missing or the query fails
+    (the callers' information is optional: a run without NVML still measures)."""
     try:
         nv = _nvml()
         try:
-            return _s(nv.nvmlSystemGetDriverVersion())
+            return ask(nv)
         finally:
             nv.nvmlShutdown()
     except Exception:
         return None
+
+
+def nvml_driver_version() -> str | None:
+    return _nvml_query(lambda nv: _s(nv.nvmlSystemGetDriverVersion()))
 
 
 def nvml_gpu_count() -> int | None:
-    try:
-        nv = _nvml()
-        try:
-            return int(nv.nvmlDeviceGetCount())
-        finally:
-            nv.nvmlShutdown()
-    except Exception:
-        return None
+    return _nvml_query(lambda nv: int(nv.nvmlDeviceGetCount()))
 
 
 def nvml_link_kinds() -> list[str] | None:
     """The link kind (nvlink, nvswitch, pcie) of every GPU pair NVML sees, without CUDA (for the dry run);
     None without NVML or with fewer than two GPUs."""
-    try:
-        nv = _nvml()
-        try:
-            buses = [_s(nv.nvmlDeviceGetPciInfo(nv.nvmlDeviceGetHandleByIndex(i)).busId)
-                     for i in range(nv.nvmlDeviceGetCount())]
-        finally:
-            nv.nvmlShutdown()
-    except Exception:
-        return None
-    if len(buses) < 2:
+    buses = _nvml_query(lambda nv: [_s(nv.nvmlDeviceGetPciInfo(nv.nvmlDeviceGetHandleByIndex(i)).busId)
+                                    for i in range(nv.nvmlDeviceGetCount())])
+    if buses is None or len(buses) < 2:
         return None
     table = gpu_links(buses)
     return [ln["kind"] for ln in table.get("links", [])] or None

@@ -164,13 +164,8 @@ def open_pair_segment(world, peer: int, creator: bool, size: int, directory: str
             seg = ShmSegment.create(size, directory)
         except StagedError as e:
             err = str(e)
-        try:
-            world.exchange(("err", err) if seg is None else ("name", seg.name), peer, tag)
-            reply = world.exchange(None, peer, tag)
-        except BaseException:
-            if seg is not None:
-                seg.close()
-            raise
+        _exchange_holding(world, seg, ("err", err) if seg is None else ("name", seg.name), peer, tag)
+        reply = _exchange_holding(world, seg, None, peer, tag)
         if seg is None:
             raise StagedError(f"shared staging buffer: {err}")
         seg.unlink()
@@ -188,15 +183,21 @@ def open_pair_segment(world, peer: int, creator: bool, size: int, directory: str
             err = str(e)
     else:
         err = f"node-local rank {peer} could not create it: {first[1] if first else 'no answer'}"
+    _exchange_holding(world, seg, ("ok",) if seg is not None else ("err", err), peer, tag)
+    if seg is None:
+        raise StagedError(f"shared staging buffer: {err}")
+    return seg
+
+
+def _exchange_holding(world, seg, msg, peer: int, tag: int):
+    """world.exchange while holding `seg` (or None): if the exchange fails (the peer died, a timeout), this
+    side's mapping is closed before the error propagates."""
     try:
-        world.exchange(("ok",) if seg is not None else ("err", err), peer, tag)
+        return world.exchange(msg, peer, tag)
     except BaseException:
         if seg is not None:
             seg.close()
         raise
-    if seg is None:
-        raise StagedError(f"shared staging buffer: {err}")
-    return seg
 
 
 def host_register(gpu, addr: int, size: int, what: str) -> None:
