@@ -1,5 +1,5 @@
 """BufferSet: what the transfer methods see — this rank's shared buffers and every node-local peer's,
-mapped into this process as raw device pointers, over any sharer (ipc/legacy.py, ipc/pool.py)."""
+mapped into this process as raw device pointers, over any sharer (ipc/legacy.py, ipc/pool.py, ipc/vmm.py)."""
 
 from __future__ import annotations
 
@@ -40,14 +40,20 @@ class BufferSet:
 
     @classmethod
     def create(cls, world, sharer, slot_bytes: int) -> "BufferSet":
-        """Allocate, export, exchange descriptors over the node communicator, and open every peer's."""
+        """Allocate, export, exchange descriptors over the node communicator (or the sharer's own
+        `allgather_exports(mine) -> every local rank's descriptors`, where it has one), open every peer's."""
         slot_bytes = -(-slot_bytes // 4096) * 4096
         src = sharer.alloc(slot_bytes)
         inbox = sharer.alloc(slot_bytes * world.local_size)
         ctrl = sharer.alloc(cls.CTRL_BYTES)
         runtime.memset(ctrl, 0, cls.CTRL_BYTES)
         mine = (sharer.export(src), sharer.export(inbox), sharer.export(ctrl))
-        everyone = world.node_allgather(mine, what=f"{sharer.name} IPC handle exchange")
+        # Exports that MPI cannot carry (POSIX fds: ipc/vmm.py) are exchanged by the sharer itself.
+        allgather = getattr(sharer, "allgather_exports", None)
+        if allgather is not None:
+            everyone = allgather(mine)
+        else:
+            everyone = world.node_allgather(mine, what=f"{sharer.name} IPC handle exchange")
         bs = cls(sharer, slot_bytes, src, inbox, ctrl)
         for r, (h_src, h_inbox, h_ctrl) in enumerate(everyone):
             if r == world.local_rank:

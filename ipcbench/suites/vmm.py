@@ -1,0 +1,17 @@
+"""Suite `vmm`: the copy and kernel methods on peers' cuMemCreate allocations, each exported as a POSIX fd,
+passed over a Unix socket, imported and mapped with cuMemMap (ipc/vmm.py): the path of PyTorch's expandable
+segments and NCCL's cuMem buffers. Should match legacy IPC; a GPU without VMM or POSIX-fd export support
+writes no rows and says why."""
+
+from __future__ import annotations
+
+from ipcbench.suites.registry import SuiteSpec
+from ipcbench.suites.transfer import method_steps
+
+
+def steps(n: int, sizes: list[int]):
+    return method_steps("vmm", ["vmm_ce", "vmm_sm_read", "vmm_sm_write"], n, sizes)
+
+
+SUITE = SuiteSpec("vmm", "the copy and kernel methods on peers' cuMemCreate allocations (VMM: POSIX fd over a "
+                  "Unix socket, cuMemImportFromShareableHandle, cuMemMap)", steps)
