@@ -70,7 +70,7 @@ def test_every_method_buffer_kind_is_in_the_table():
 
     real = {k for k in sharers.KINDS}
     assert {m.buffers for m in METHODS.values()} <= real
-    assert {"legacy", "pool"} <= real
+    assert {"legacy", "pool", "core"} <= real
 
 
 def test_a_kind_without_a_support_check_asks_nobody(monkeypatch):
@@ -82,3 +82,20 @@ def test_a_kind_without_a_support_check_asks_nobody(monkeypatch):
     ctx = SimpleNamespace(gpu=SimpleNamespace(index=0), world=_Node([]), buffers={}, unavailable={})
     sharers.setup_buffers(ctx, {"legacy"}, 4096)
     assert ctx.buffers == {"legacy": ("legacy", 4096)} and ctx.world.asked == []
+
+
+def test_core_support_says_how_to_fix_a_missing_cuda_core(monkeypatch):
+    import builtins
+
+    from ipcbench.ipc import cucore
+
+    real_import = builtins.__import__
+
+    def no_core(name, *a, **k):
+        if name.startswith("cuda.core"):
+            raise ImportError("No module named 'cuda.core'")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_core)
+    ok, why = cucore.core_support(0)
+    assert not ok and "pip install cuda-core" in why
