@@ -1,0 +1,221 @@
+"""NCCL between the two ranks of a pair: loading the library, one communicator per cross-GPU pair, and the
+transfer bound to that pair (ncclSend/ncclRecv) that core/pair.py and suites/nccl.py enqueue. NCCL is the
+baseline people use instead of raw CUDA IPC; the report divides every IPC method by it.
+
+Binding: cupy.cuda.nccl. CuPy is already this tool's GPU layer (core/gpu.py); its NCCL calls take what the
+rest of the code deals in (raw device pointers as ints, counts in elements, a stream's handle `stream.ptr`),
+and it loads libnccl from the pip wheel nvidia-nccl-cu13 (the `nccl` extra) without a path. nccl4py,
+NVIDIA's own binding, is newer, not known to be installed where this runs, and would make nothing here
+simpler.
+
+Communicators: NCCL refuses two ranks of one GPU in one communicator ("Duplicate GPU detected"), and a
+node-wide communicator would need every rank at every init; so each cross-GPU pair makes its own 2-rank
+communicator the first time it is measured (the lower node-local rank makes the unique id, the pair swaps
+it over MPI, both call ncclCommInitRank), then one direct send/receive each way connects the pair: NCCL
+connects peers lazily, and a first P2P call must not happen inside a graph capture. Cached in
+ctx.state["nccl_pairs"] by the unordered pair; close_pairs destroys them at the end of the run in one
+order that every rank shares, so no two ranks wait on each other's different communicator.
+
+Graphs: NCCL's P2P calls can be captured into CUDA graphs (NCCL >= 2.9), but whether a call is captured
+must be the same on both ranks of the pair (NCCL's rule), so the two ranks agree on every capture: if
+either fails, the pair's calls are enqueued directly behind the gate from then on (core/methods.DirectBatch),
+and its rows say so.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import warnings
+
+from ipcbench.errors import MeasureError
+
+NCCL_TAG = 41  # MPI tag of the pair's NCCL setup and capture agreement
+MIN_P2P_VERSION = 2700  # ncclSend/ncclRecv: NCCL 2.7 (NCCL_VERSION(2,7,0) in the pre-2.9 encoding)
+MIN_GRAPH_VERSION = 20900  # P2P calls captured into CUDA graphs: NCCL 2.9
+# Stream operations one NCCL call may add behind a gate (core/methods.MAX_QUEUED counts these): captured, its
+# kernel node and room for one more (a host or empty node); enqueued directly, twice that, since an
+# uncaptured launch also records and waits on events to order NCCL's internal stream with this one.
+NODES_PER_CALL = 2
+DIRECT_FACTOR = 2
+CONNECT_BYTES = 4  # the first send/receive of a pair, outside any capture
+INSTALL_HINT = "pip install -e '.[nccl]' (the nvidia-nccl-cu13 wheel, which cupy.cuda.nccl loads)"
+
+
+class NcclUnavailable(RuntimeError):
+    """NCCL cannot be used in this process; the message says why."""
+
+
+def load():
+    """cupy.cuda.nccl with libnccl loaded (NcclUnavailable otherwise). Tests replace this with a fake."""
+    try:
+        with warnings.catch_warnings():  # CuPy warns at import when libnccl is missing: the reason is ours to say
+            warnings.simplefilter("ignore")
+            from cupy.cuda import nccl
+    except Exception as e:  # noqa: BLE001 - any import failure means "no NCCL here"
+        raise NcclUnavailable(f"cupy.cuda.nccl cannot be imported ({type(e).__name__}: {e})") from None
+    if not getattr(nccl, "available", False):
+        raise NcclUnavailable("NCCL is not installed: cupy.cuda.nccl cannot load libnccl.so.2")
+    return nccl
+
+
+def version_text(code: int) -> str:
+    """NCCL's version code as text: 22809 -> 2.28.9, 2708 -> 2.7.8 (the encoding changed at 2.9)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def nccl_support(device: int | None = None) -> tuple[bool, str | None]:
+    """(True, None) where NCCL's send/receive can be used, else (False, why and how to install it). The
+    support check of the `nccl` need (ipc/sharers.LIBRARIES); loads the library, makes nothing."""
+    try:
+        code = int(load().get_version())
+    except NcclUnavailable as e:
+        return False, f"{e}; {INSTALL_HINT}"
+    except Exception as e:  # noqa: BLE001 - a broken library says so here, not mid-run
+        return False, f"NCCL did not report its version ({type(e).__name__}: {e})"
+    if code < MIN_P2P_VERSION:
+        return False, f"NCCL {version_text(code)} has no ncclSend/ncclRecv (2.7 or later is needed)"
+    return True, None
+
+
+class NcclPair:
+    """One cross-GPU pair's 2-rank communicator as this rank sees it (node-local ranks `me` and `peer`)."""
+
+    def __init__(self, lib, comm, world, me: int, peer: int, version: int, init_ms: float):
+        self.lib, self.comm, self.world = lib, comm, world
+        self.me, self.peer = me, peer
+        self.peer_rank = 1 if me < peer else 0  # the peer's rank in the communicator
+        self.version = version
+        self.init_ms = init_ms
+        self.connect_ms = 0.0
+        # Capture into graphs: None until tried, True once both ranks captured, False from the first
+        # failure on either rank (or an NCCL without graph capture) on; `direct_why` says why not.
+        self.graphs: bool | None = None if version >= MIN_GRAPH_VERSION else False
+        self.direct_why = "" if self.graphs is None else f"NCCL {version_text(version)} cannot capture P2P calls"
+
+    @classmethod
+    def create(cls, ctx, me: int, peer: int) -> "NcclPair":
+        """Both ranks of the pair call this (collective over the pair): unique id, init, first send/receive."""
+        lib = load()
+        w, gpu = ctx.world, ctx.gpu
+        uid = lib.get_unique_id() if me < peer else None
+        theirs = w.exchange(uid, peer, tag=NCCL_TAG)
+        uid = uid if me < peer else theirs
+        t0 = time.perf_counter()
+        try:
+            comm = lib.NcclCommunicator(2, uid, 0 if me < peer else 1)
+        except Exception as e:  # noqa: BLE001 - NcclError, or CUDA's: the message names the pair and the call
+            raise MeasureError(f"ncclCommInitRank for node-local ranks {min(me, peer)} and {max(me, peer)} (GPUs "
+                               f"{ctx.gpu_of[me]}, {ctx.gpu_of[peer]}) failed on rank {w.rank}: {e}") from None
+        pair = cls(lib, comm, w, me, peer, int(lib.get_version()), (time.perf_counter() - t0) * 1e3)
+        bufs = ctx.buffers["legacy"]
+        t0 = time.perf_counter()
+        try:
+            pair.transfer().enqueue(gpu, gpu.stream, bufs.src, bufs.inbox_slot(peer), CONNECT_BYTES)
+            gpu.wait(what="the first NCCL send/receive of the pair")
+        except Exception as e:  # noqa: BLE001 - no destroy: the peer may still wait in it; the job ends anyway
+            raise MeasureError(f"the first ncclSend/ncclRecv between node-local ranks {me} and {peer} failed on "
+                               f"rank {w.rank}: {e}") from None
+        pair.connect_ms = (time.perf_counter() - t0) * 1e3
+        return pair
+
+    def transfer(self, order: str = "group") -> "NcclTransfer":
+        return NcclTransfer(self, order)
+
+    def describe(self) -> str:
+        return (f"NCCL {version_text(self.version)}, a 2-rank communicator per GPU pair (ncclCommInitRank "
+                f"{self.init_ms:.0f} ms, first send/receive {self.connect_ms:.0f} ms)")
+
+    def close(self) -> None:
+        self.comm.destroy()
+
+
+ORDERS = ("group", "send_recv", "recv_send")
+
+
+class NcclTransfer:
+    """What a rank enqueues through its pair's communicator, per transfer: a send from `src` and/or a
+    receive into `dst` (None: the half this rank does not do), in one NCCL group ("group": they progress
+    together; bidir sends and receives at once) or one after the other ("send_recv"/"recv_send": the two
+    halves of a ping-pong round trip, the receive waiting for the peer's send). The transfer interface of
+    core/methods.Method: `nodes`, `enqueue`, `batch`."""
+
+    def __init__(self, pair: NcclPair, order: str = "group"):
+        if order not in ORDERS:
+            raise ValueError(f"unknown NCCL order {order!r} (known: {', '.join(ORDERS)})")
+        self.pair, self.order = pair, order
+        self.nodes = NODES_PER_CALL * (1 if order == "group" else 2)  # a group is one kernel launch
+
+    def enqueue(self, gpu, stream, src: int | None, dst: int | None, nbytes: int, count: int = 1) -> None:
+        p = self.pair
+        lib, comm, peer, s, u8 = p.lib, p.comm, p.peer_rank, stream.ptr, p.lib.NCCL_UINT8
+        for _ in range(count):
+            if self.order == "group":
+                lib.groupStart()
+                try:
+                    if src is not None:
+                        comm.send(src, nbytes, u8, peer, s)
+                    if dst is not None:
+                        comm.recv(dst, nbytes, u8, peer, s)
+                finally:
+                    lib.groupEnd()
+            elif self.order == "send_recv":
+                comm.send(src, nbytes, u8, peer, s)
+                comm.recv(dst, nbytes, u8, peer, s)
+            else:
+                comm.recv(dst, nbytes, u8, peer, s)
+                comm.send(src, nbytes, u8, peer, s)
+
+    def batch(self, gpu, src: int | None, dst: int | None, nbytes: int, count: int):
+        """`count` transfers as CUDA graph launches when both ranks of the pair could capture them, else
+        enqueued directly (core/methods.DirectBatch). Collective over the pair: both ranks build the same
+        batches in the same order (core/pair.py agrees every count)."""
+        from ipcbench.core.methods import DirectBatch, GraphBatch
+
+        p = self.pair
+        if p.graphs is not False:
+            err = None
+            try:
+                b = GraphBatch(gpu, self, src, dst, nbytes, count, nodes=self.nodes)
+            except Exception as e:  # noqa: BLE001 - NcclError or a CUDA capture error: the pair goes direct
+                b, err = None, f"rank {p.world.rank}: {type(e).__name__}: {e}"
+            theirs = p.world.exchange(err, p.peer, tag=NCCL_TAG)
+            if err is None and theirs is None:
+                p.graphs = True
+                b.note = "ncclSend/ncclRecv captured in CUDA graphs"
+                return b
+            p.graphs, p.direct_why = False, f"graph capture failed: {err or theirs}"
+        # More operations per call than a graph's: a smaller k, fixed for every count at or above the graph's
+        # k, so batch_maker's graph-size key still tells when a new batch is needed.
+        b = DirectBatch(gpu, self, src, dst, nbytes, count, nodes=self.nodes * DIRECT_FACTOR)
+        b.note = (f"no CUDA graph ({p.direct_why}): NCCL calls enqueued directly behind the gate, at most "
+                  f"{b.k} per gated segment")
+        return b
+
+
+def pair_for(ctx, me: int, peer: int) -> NcclPair:
+    """The communicator of this rank with `peer`, made on first use (both ranks of the pair call this)."""
+    pairs = ctx.state.setdefault("nccl_pairs", {})
+    key = (min(me, peer), max(me, peer))
+    if key not in pairs:
+        pairs[key] = NcclPair.create(ctx, me, peer)
+    return pairs[key]
+
+
+def pair_transfer(ctx, me: int, peer: int) -> NcclTransfer:
+    """core/methods.Method.bind for the nccl engine: sends and receives grouped per transfer."""
+    return pair_for(ctx, me, peer).transfer("group")
+
+
+def close_pairs(ctx) -> None:
+    """Destroy this rank's communicators at the end of the run (run/runner.py): graphs holding NCCL work
+    first, then every communicator in ascending pair order (the same on every rank)."""
+    pairs = ctx.state.pop("nccl_pairs", {})
+    if not pairs:
+        return
+    gc.collect()  # a graph of NCCL calls must go before its communicator
+    ctx.gpu.wait(what="NCCL work before its communicators are destroyed")
+    for key in sorted(pairs):
+        pairs[key].close()
