@@ -1,0 +1,150 @@
+"""The bulk-copy engine's pure logic (kernels/bulk.cu, methods sm_bulk_read / sm_bulk_write): the kernel
+shape (`--sm-bulk BxSxC`), which GPUs can run it, and how a copy is cut into bulk copies and dealt to the
+CTAs. No CUDA here: core/gpu.py launches what `plan` says, and the CPU tests' fake GPU copies piece by
+piece what `deal` says, so a planning mistake (a byte missed or copied twice) fails verification there.
+
+How the kernel moves bytes: each CTA's one issuing thread loops over its pieces with Hopper's bulk
+asynchronous copies (the TMA unit): global -> shared memory (`cp.async.bulk...mbarrier::complete_tx`,
+completion through an mbarrier per stage), then shared -> global (`cp.async.bulk...bulk_group`), with
+`stages` buffers of `chunk` bytes in shared memory so that loads and stores of several pieces are in
+flight at once. The peer's pointer is a plain global address (CUDA IPC maps it into the unified address
+space), so the same kernel reads a peer (pull: sm_bulk_read, on the destination GPU) or writes one
+(push: sm_bulk_write, on the source GPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FEATURE = "bulk_copy"  # the GPU feature a step of these methods needs (Step.needs, Gpu.feature_support)
+MIN_CC = (9, 0)  # cp.async.bulk and mbarrier expect_tx: PTX ISA 8.0, sm_90 (Hopper) and newer
+THREADS = 32  # one warp per CTA: thread 0 issues every bulk copy, threads 0-15 of CTA 0 copy the tail
+ALIGN = 16  # bulk copies move multiples of 16 bytes between 16-byte aligned addresses
+BARRIER_BYTES = 8  # one 64-bit mbarrier per stage, after the stages in dynamic shared memory
+# Shared memory of one Hopper SM (228 KiB) and the most one CTA may opt in to (227 KiB); the driver keeps
+# 1 KiB per resident CTA for itself. A shape that does not fit is refused before the run starts.
+SMEM_PER_SM = 228 << 10
+SMEM_PER_CTA = 227 << 10
+SMEM_RESERVED_PER_CTA = 1 << 10
+
+
+@dataclass(frozen=True)
+class BulkShape:
+    """Launch shape of the bulk-copy kernel: CTAs per SM x pipeline stages x chunk KiB (one stage's buffer).
+
+    Default 2 x 4 x 16 KiB (128 KiB of shared memory per SM). Why: one piece is in flight per stage but
+    the one being stored, so each SM keeps 2 x 3 loads of 16 KiB (96 KiB) and up to 2 x 2 stores in flight;
+    over 132 SMs that is about 12 MiB, far above what a 478 GB/s link needs to cover a few microseconds of
+    latency (about 1-2 MiB), while two CTAs per SM keep issuing when one waits on its barrier. 16 KiB
+    pieces (not 32 or 64) keep copies of a few MiB spread over every CTA. The choice is to be confirmed
+    by the sweep in the README (several --sm-bulk values at 256 MiB on a Hopper pair).
+    """
+
+    blocks_per_sm: int = 2
+    stages: int = 4
+    chunk_kib: int = 16
+
+    @classmethod
+    def parse(cls, text: str) -> "BulkShape":
+        try:
+            b, s, c = (int(x) for x in text.lower().rstrip("k").split("x"))
+        except ValueError:
+            raise ValueError(f"{text!r} is not BxSxC (e.g. 2x4x16: CTAs per SM x stages x chunk KiB)") from None
+        if not (1 <= b <= 32 and 2 <= s <= 16 and 1 <= c <= 112):
+            raise ValueError(f"{text!r}: B (CTAs per SM) in 1..32, S (stages) in 2..16, C (chunk KiB) in 1..112")
+        shape = cls(b, s, c)
+        if shape.smem_bytes > SMEM_PER_CTA:
+            raise ValueError(f"{text!r}: {s} stages of {c} KiB need {shape.smem_bytes / 1024:.1f} KiB of shared "
+                             f"memory per CTA (at most {SMEM_PER_CTA >> 10} KiB)")
+        if shape.smem_per_sm > SMEM_PER_SM:
+            raise ValueError(f"{text!r}: {b} CTAs of {shape.smem_bytes / 1024:.1f} KiB need "
+                             f"{shape.smem_per_sm / 1024:.1f} KiB of shared memory per SM (at most "
+                             f"{SMEM_PER_SM >> 10} KiB on Hopper): fewer CTAs, stages or KiB")
+        return shape
+
+    @property
+    def chunk_bytes(self) -> int:
+        return self.chunk_kib << 10
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of one CTA: the stages' buffers, then one mbarrier per stage."""
+        return self.stages * self.chunk_bytes + self.stages * BARRIER_BYTES
+
+    @property
+    def smem_per_sm(self) -> int:
+        return self.blocks_per_sm * (self.smem_bytes + SMEM_RESERVED_PER_CTA)
+
+    def defines(self) -> tuple[str, ...]:
+        """The compile-time constants of kernels/bulk.cu for this shape."""
+        return (f"BULK_CHUNK={self.chunk_bytes}", f"BULK_STAGES={self.stages}")
+
+    def __str__(self) -> str:
+        return f"{self.blocks_per_sm}x{self.stages}x{self.chunk_kib}"
+
+
+def support(cc: str, name: str = "", shape: BulkShape | None = None, smem_optin: int | None = None,
+            smem_per_sm: int | None = None) -> tuple[bool, str | None]:
+    """(can this GPU run the bulk-copy kernel, why not): compute capability >= 9.0, and, where the device's
+    shared-memory limits are given, room for the shape."""
+    gpu = f"{name} (compute capability {cc})" if name else f"a GPU of compute capability {cc}"
+    try:
+        major, minor = (int(x) for x in str(cc).split(".")[:2])
+    except ValueError:
+        return False, f"sm_bulk methods: unknown compute capability {cc!r}"
+    if (major, minor) < MIN_CC:
+        return False, (f"sm_bulk methods need Hopper's bulk asynchronous copies (cp.async.bulk, compute "
+                       f"capability >= {MIN_CC[0]}.{MIN_CC[1]}); this node has {gpu}")
+    shape = shape or BulkShape()
+    if smem_optin is not None and shape.smem_bytes > smem_optin:
+        return False, (f"--sm-bulk {shape}: {shape.smem_bytes} B of shared memory per CTA, but {gpu} allows "
+                       f"{smem_optin} B")
+    if smem_per_sm is not None and shape.smem_per_sm > smem_per_sm:
+        return False, (f"--sm-bulk {shape}: {shape.blocks_per_sm} CTAs need {shape.smem_per_sm} B of shared memory "
+                       f"per SM, but {gpu} has {smem_per_sm} B")
+    return True, None
+
+
+@dataclass(frozen=True)
+class BulkPlan:
+    """One launch of kernels/bulk.cu for `nbytes` (its arguments and grid).
+
+    body    bytes moved by bulk copies: nbytes rounded down to a multiple of 16
+    tail    the bytes after the body (0-15), copied once per launch with plain loads/stores by CTA 0
+    piece   bytes per bulk copy: a multiple of 16, at most the chunk; a copy too small to give every CTA a
+            full chunk is cut into smaller pieces, one per CTA, so that it still uses the whole GPU
+    pieces  pieces per pass (the last one is shorter when piece does not divide body)
+    blocks  CTAs in the grid
+    smem    dynamic shared memory bytes per CTA
+    """
+
+    nbytes: int
+    body: int
+    tail: int
+    piece: int
+    pieces: int
+    blocks: int
+    smem: int
+
+
+def plan(nbytes: int, shape: BulkShape, sm_count: int, loops: int = 1) -> BulkPlan:
+    if nbytes < 0 or loops < 1 or sm_count < 1:
+        raise ValueError("nbytes >= 0, loops >= 1 and sm_count >= 1")
+    body = nbytes - nbytes % ALIGN
+    most = sm_count * shape.blocks_per_sm
+    per_cta = -(-body // most)  # bytes per CTA if the body were spread evenly over every CTA
+    piece = min(shape.chunk_bytes, max(ALIGN, -(-per_cta // ALIGN) * ALIGN))
+    pieces = -(-body // piece)
+    blocks = max(1, min(most, pieces * loops))
+    return BulkPlan(nbytes, body, nbytes - body, piece, pieces, blocks, shape.smem_bytes)
+
+
+def deal(p: BulkPlan, block: int, loops: int = 1) -> list[tuple[int, int]]:
+    """(offset, size) of every bulk copy CTA `block` makes, in the order it makes them: the kernel deals the
+    pieces of all passes round-robin (piece g of the flattened sequence of `loops` passes goes to CTA
+    g % blocks), so that no CTA does more than one piece beyond any other over the whole launch."""
+    out = []
+    for g in range(block, p.pieces * loops, p.blocks):
+        off = (g % p.pieces) * p.piece
+        out.append((off, min(p.piece, p.body - off)))
+    return out
