@@ -12,7 +12,7 @@ import sys
 
 from ipcbench import __version__
 
-from ipcbench.config import DEFAULT_SIZES, PAIRS_MODES, QUICK_SIZES
+from ipcbench.config import DEFAULT_SIZES, PAIRS_MODES, QUICK_SIZES, SERIAL_PAIRS
 from ipcbench.suites.registry import ORDER as SUITE_NAMES
 
 
@@ -42,7 +42,9 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", help=f"message sizes: LO:HI[:xF] or a comma list, B/K/M/G suffixes "
                                    f"(default {DEFAULT_SIZES}, x2 steps; {QUICK_SIZES} with --quick)")
     p.add_argument("--quick", action="store_true",
-                   help="coarser sizes (x4) and a looser stopping rule (3-5 samples of >= 2 ms, 2%% noise)")
+                   help=f"a fleet check: every GPU pair and method at {QUICK_SIZES.replace(',', ' and ')} "
+                        f"only, latency at 3 sizes, one-pair-at-a-time steps on a ring (--serial-pairs), a "
+                        f"looser stopping rule (3-5 samples of >= 2 ms, 2%% noise); every row still verified")
     p.add_argument("--samples", type=int, help="exactly N timed samples per measurement (default: the stopping "
                                                "rule, 3-15 samples until the median is known to --noise)")
     p.add_argument("--min-time", type=float, metavar="MS",
@@ -55,6 +57,12 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", choices=PAIRS_MODES, default="auto",
                    help="measure pairs one at a time (sequential), or disjoint pairs at once (concurrent); auto: "
                         "concurrent only where pairs cannot share a link (default auto)")
+    p.add_argument("--serial-pairs", choices=SERIAL_PAIRS, default="auto",
+                   help="which pairs the steps that run one pair at a time (host-staged paths, handle costs, "
+                        "ping-pongs, pipeline) measure: all ordered pairs, or a ring (each GPU once as sender "
+                        "and once as receiver: N pairs, not N(N-1)); auto: a ring where each GPU has one rank "
+                        "and either 4 or more GPUs are all linked through NVSwitch or --quick is given, all "
+                        "elsewhere (default auto). GPU-to-GPU transfer steps always measure every pair")
     p.add_argument("--no-verify", action="store_true", help="skip the destination check (rows say so)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="give up on any wait for another rank after S seconds (default 300)")
@@ -65,6 +73,9 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--sm-copy", default=None, metavar="BxTxU",
                    help="SM copy kernel shape: blocks per SM x threads per block x 16-byte loads in flight "
                         "per thread (default 8x512x4; for tuning)")
+    p.add_argument("--sm-bulk", default=None, metavar="BxSxC",
+                   help="bulk-copy kernel shape (sm_bulk_read/sm_bulk_write, Hopper): CTAs per SM x pipeline "
+                        "stages x chunk KiB per stage (default 2x4x16; for tuning)")
     p.add_argument("--version", action="version", version=f"ipcbench {__version__}")
     return p
 

@@ -10,12 +10,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ipcbench.core.bulk import BulkShape
 from ipcbench.core.sampler import SamplingRule
+from ipcbench.core.schedule import SERIAL_PAIRS  # noqa: F401 (the CLI's choices)
 from ipcbench.errors import UsageError
 from ipcbench.sizes import SizeError, fmt_size, parse_sizes
 
 DEFAULT_SIZES = "4K:256M"
-QUICK_SIZES = "4K:256M:x4"
+# --quick is a fleet check: every pair and method at the two ends of the default sweep (the per-transfer
+# cost and the peak), latency at 3 sizes (suites/latency.QUICK_LAT_SIZES), serial steps on a ring
+# (core/schedule.decide_serial_pairs), a looser stopping rule: 8 GPUs in under 30 s (run/dryrun.py).
+QUICK_SIZES = "4K,256M"
 MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
 PAIRS_MODES = ("auto", "sequential", "concurrent")
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
@@ -61,14 +66,17 @@ class RunConfig:
     quiet: bool = False
     quick: bool = False
     pairs: str = "auto"
+    serial_pairs: str = "auto"
     copy_shape: CopyShape = field(default_factory=CopyShape)
+    bulk_shape: BulkShape = field(default_factory=BulkShape)  # the sm_bulk kernel's (core/bulk.py)
     argv: tuple[str, ...] = ()
 
     def options_meta(self) -> dict:
         """What meta.json records under `options` (the report and compare read it)."""
         return {"samples": self.rule.max_samples if self.rule.is_fixed else None,
                 "min_time_ms": self.rule.min_time_s * 1e3, "verify": self.verify, "timeout_s": self.timeout_s,
-                "quick": self.quick, "sm_copy": str(self.copy_shape), "pairs": self.pairs,
+                "quick": self.quick, "sm_copy": str(self.copy_shape),
+                "sm_bulk": str(self.bulk_shape), "pairs": self.pairs, "serial_pairs": self.serial_pairs,
                 "sampling": self.rule.as_dict()}
 
 
@@ -117,6 +125,12 @@ def build_config(ns) -> RunConfig:
         shape = CopyShape.parse(ns.sm_copy) if ns.sm_copy else CopyShape()
     except ValueError as e:
         raise UsageError(f"--sm-copy: {e}") from None
+    try:
+        bulk = BulkShape.parse(ns.sm_bulk) if ns.sm_bulk else BulkShape()
+    except ValueError as e:
+        raise UsageError(f"--sm-bulk: {e}") from None
     return RunConfig(suites=suites, sizes=tuple(sizes), rule=rule, verify=not ns.no_verify, timeout_s=ns.timeout,
                      out=ns.out, dry_run=ns.dry_run, json_plan=getattr(ns, "json", False), quiet=ns.quiet,
-                     quick=ns.quick, pairs=ns.pairs, copy_shape=shape, argv=tuple(getattr(ns, "argv", ())))
+                     quick=ns.quick, pairs=ns.pairs,
+                     serial_pairs=getattr(ns, "serial_pairs", "auto"), copy_shape=shape, bulk_shape=bulk,
+                     argv=tuple(getattr(ns, "argv", ())))

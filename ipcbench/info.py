@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ipcbench.sizes import fmt_size
+
 
 def _features(index: int) -> dict:
     """What this GPU supports for sharing memory across processes (device attributes + a real probe)."""
@@ -43,7 +45,42 @@ def _features(index: int) -> dict:
             runtime.eventDestroy(ev)
     except runtime.CUDARuntimeError as e:
         feats["legacy_ipc"] = f"no ({e})"
+    feats.update(_vmm_features(index))
     return feats
+
+
+def _vmm_features(index: int) -> dict:
+    """CUDA virtual memory management (the vmm suite): POSIX-fd sharing, granularity (minimum, recommended)
+    and fabric handles, from driver attributes (no allocation). A driver that cannot answer is a "no"."""
+
+    def no(e) -> str:
+        first = (str(e).splitlines() or [""])[0]
+        return f"no ({type(e).__name__}: {first})"
+
+    feats: dict = {"vmm": None, "vmm_granularity": None, "fabric_handles": None}
+    try:
+        from ipcbench.ipc import vmm
+
+        ok, why = vmm.vmm_support(index)
+        feats["vmm"] = True if ok else f"no ({why})"
+        if ok:
+            feats["vmm_granularity"] = list(vmm.granularity(index))
+        fabric, fwhy = vmm.fabric_support(index)
+        feats["fabric_handles"] = True if fabric else f"no ({fwhy})"
+    except Exception as e:  # e.g. no libcuda for cuda.bindings: report it, the other checks still count
+        for k in ("vmm", "fabric_handles"):
+            if feats[k] is None:
+                feats[k] = no(e)
+    return feats
+
+
+def _vmm_line(index: int, f: dict) -> str:
+    def yn(x) -> str:
+        return "yes" if x is True else (x or "unknown")
+
+    gran = f.get("vmm_granularity")
+    sizes = f", granularity {fmt_size(gran[0])} minimum / {fmt_size(gran[1])} recommended" if gran else ""
+    return f"  GPU {index}: vmm {yn(f.get('vmm'))}{sizes}, fabric handles {yn(f.get('fabric_handles'))}"
 
 
 def _mps(index: int) -> dict:
@@ -123,6 +160,11 @@ def run(args) -> int:
         print(f"  GPU {g['index']}: legacy {yn(f.get('legacy_ipc'))}, events {yn(f.get('event_ipc'))}, "
               f"pools {yn(f.get('memory_pools'))}, posix-fd {yn(f.get('pool_posix_fd'))}, "
               f"UVA {yn(f.get('unified_addressing'))}")
+    print()
+    print("VMM: cuMemCreate allocations shared as POSIX fds within a node (the vmm suite). Fabric handles")
+    print("  cross the nodes of an NVLink domain, and only through IMEX; ipcbench shares within a node (POSIX fds)")
+    for g in data["gpus"]:
+        print(_vmm_line(g["index"], g["features"]))
     if any("mps" in g for g in data["gpus"]):
         print()
         print("MPS (processes sharing one GPU: kernels run concurrently under MPS, time-sliced without it)")

@@ -21,6 +21,9 @@ at the peers' allocations, the stand-in for CUDA IPC mappings.
 FakeCudaIpc stands in for the driver's legacy IPC and interprocess-event calls (installed over cupy's
 runtime functions with pytest's monkeypatch) for the code that calls CUDA directly (ipc/legacy.py,
 suites/handles.py, BufferSet.create).
+
+FakeNccl stands in for cupy.cuda.nccl (installed over ipc/nccl.load): sends and receives of the ranks'
+communicators meet through FIFOs, so the nccl suite's two-sided protocol runs on fake ranks.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import queue
 import struct
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -137,14 +141,19 @@ class FakeGraph:
             stream.submit(cost, fn)
 
 
+STREAMS: "weakref.WeakValueDictionary[int, FakeStream]" = weakref.WeakValueDictionary()  # ptr -> stream
+
+
 class FakeStream:
-    """An in-order stream: work runs at once and advances the cursor `t_ns`; a capture records instead."""
+    """An in-order stream: work runs at once and advances the cursor `t_ns`; a capture records instead.
+    `ptr` (the handle a library call is given, as cupy's stream.ptr) finds it again in STREAMS."""
 
     def __init__(self, gpu):
         self.gpu = gpu
         self.t_ns = 0.0
         self.ptr = id(self)
         self._capture: list | None = None
+        STREAMS[self.ptr] = self
 
     def submit(self, cost_ns: float, fn: Callable[[], None]) -> None:
         if self._capture is not None:
@@ -182,13 +191,16 @@ class FakeGpu:
     transfer_ns(nbytes): the cost of one transfer on the fake clock. jitter(): a factor drawn per gated
     segment (noise). skew_ns: where this rank's segments start after the common release. drop_copies:
     transfers do nothing (a broken path: the destination keeps its poison). gate_times_out: every gate
-    reports a timeout.
+    reports a timeout. cc: the compute capability it claims (the bulk-copy methods need 9.0); a bulk copy
+    is done piece by piece as core/bulk.plan and deal cut it, so a planning mistake fails verification.
     """
 
     def __init__(self, memory: HostMemory, index: int = 0, transfer_ns: Callable[[int], float] | None = None,
                  jitter: Callable[[], float] | None = None, skew_ns: float = 0.0, drop_copies: bool = False,
                  gate_times_out: bool = False, sm_count: int = 132, l2_bytes: int = 4096,
-                 free_bytes: int = 80 << 30):
+                 free_bytes: int = 80 << 30, cc: str = "9.0", bulk_shape=None):
+        from ipcbench.core.bulk import BulkShape
+
         self.memory = memory
         self.index = index
         self.transfer_ns = transfer_ns or (lambda nbytes: 1000.0)
@@ -200,6 +212,8 @@ class FakeGpu:
         self.l2_bytes = l2_bytes
         self.loop_in_kernel_bytes = 4 * l2_bytes
         self.free_bytes = free_bytes
+        self.cc = cc
+        self.bulk_shape = bulk_shape or BulkShape()
         self.factor = 1.0
         self.streams: list[FakeStream] = []
         self.stream = self.new_stream()
@@ -211,6 +225,7 @@ class FakeGpu:
         # What happened, for assertions.
         self.copies = 0  # transfers executed
         self.launches: list[tuple[int, int]] = []  # SM kernel launches: (nbytes, loops)
+        self.bulk_launches: list[tuple[int, int, int]] = []  # bulk-copy kernel launches: (nbytes, loops, CTAs)
         self.fills: list[tuple[int, int, int]] = []  # (ptr, nbytes, seed)
         self.verifies: list[tuple[int, int, int, int]] = []  # (ptr, nbytes, seed, mismatched words)
         self.corrupted = 0
@@ -252,6 +267,35 @@ class FakeGpu:
             self.launches.append((nbytes, loops))
             for _ in range(loops):
                 self._copy(dst, src, nbytes)
+
+        (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run)
+
+    def feature_support(self, name: str) -> tuple[bool, str | None]:
+        from ipcbench.core import bulk
+
+        if name == bulk.FEATURE:
+            return bulk.support(self.cc, f"fake GPU {self.index}", self.bulk_shape)
+        return False, f"unknown GPU feature {name!r}"
+
+    def launch_bulk_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
+        """What kernels/bulk.cu does, as core/bulk.py plans it: every CTA's pieces of every pass, then the tail."""
+        from ipcbench.core import bulk
+
+        ok, why = self.feature_support(bulk.FEATURE)
+        assert ok, f"a bulk copy launched on a GPU without the feature: {why}"
+        assert (src | dst) % bulk.ALIGN == 0, "bulk copies need 16-byte aligned pointers"
+        p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops)
+
+        def run():
+            self.bulk_launches.append((nbytes, loops, p.blocks))
+            self.copies += loops
+            if self.drop_copies:
+                return
+            for b in range(p.blocks):
+                for off, size in bulk.deal(p, b, loops):
+                    self.memory.view(dst + off, size)[:] = self.memory.view(src + off, size)
+            if p.tail:
+                self.memory.view(dst + p.body, p.tail)[:] = self.memory.view(src + p.body, p.tail)
 
         (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run)
 
@@ -671,3 +715,110 @@ class FakeCudaIpc:
 
     def eventDestroy(self, ev):
         self.events[ev].destroyed = True
+
+
+# ---- NCCL (cupy.cuda.nccl's interface) ---------------------------------------------------------------
+
+class FakeNcclError(RuntimeError):
+    pass
+
+
+class FakeNccl:
+    """cupy.cuda.nccl's interface over fake ranks (FakeGpu streams, host memory), for the LOGIC of the nccl suite
+    (roles, lockstep counts, graph-or-direct agreement, verification, communicator bookkeeping): install it
+    with `monkeypatch.setattr(ipcbench.ipc.nccl, "load", lambda: fake)`. A send puts the bytes of its
+    source on a FIFO per (communicator, sender, receiver) when its stream runs it; a receive takes the next
+    one (waiting up to 5 s for it) and writes it into its destination. A group runs its sends before its
+    receives. Each call costs its GPU's transfer_ns(nbytes) on its stream. Nothing here is a GPU claim.
+
+    `version`: what get_version says; `capture_fails_for`: communicator ranks whose calls fail while their
+    stream captures a graph; `duplicate_gpu`: ncclCommInitRank refuses (NCCL's "Duplicate GPU detected")."""
+
+    NCCL_UINT8 = 1
+    available = True
+
+    def __init__(self, version: int = 22809, capture_fails_for=(), duplicate_gpu: bool = False):
+        self.version = version
+        self.capture_fails_for, self.duplicate_gpu = set(capture_fails_for), duplicate_gpu
+        self.lock = threading.Lock()
+        self.serial = itertools.count(1)
+        self.fifos: dict[tuple, queue.Queue] = {}
+        self.comms: list[FakeNcclComm] = []
+        self.local = threading.local()
+
+    def get_version(self) -> int:
+        return self.version
+
+    def get_unique_id(self) -> bytes:
+        return struct.pack("<Q", next(self.serial)).ljust(128, b"\0")
+
+    def NcclCommunicator(self, ndev: int, uid: bytes, rank: int) -> "FakeNcclComm":
+        if self.duplicate_gpu:
+            raise FakeNcclError("invalid usage: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 0")
+        comm = FakeNcclComm(self, bytes(uid), ndev, rank)
+        with self.lock:
+            self.comms.append(comm)
+        return comm
+
+    def groupStart(self) -> None:
+        self.local.group = getattr(self.local, "group", None) or []
+        self.local.depth = getattr(self.local, "depth", 0) + 1
+
+    def groupEnd(self) -> None:
+        self.local.depth -= 1
+        if self.local.depth == 0:
+            ops, self.local.group = self.local.group, None
+            for op in sorted(ops, key=lambda o: o[0] != "send"):
+                self._submit(*op)
+
+    def fifo(self, uid: bytes, sender: int, receiver: int) -> queue.Queue:
+        with self.lock:
+            return self.fifos.setdefault((uid, sender, receiver), queue.Queue())
+
+    def call(self, op: str, comm: "FakeNcclComm", ptr: int, count: int, peer: int, sptr: int) -> None:
+        if getattr(self.local, "depth", 0):
+            self.local.group.append((op, comm, ptr, count, peer, sptr))
+        else:
+            self._submit(op, comm, ptr, count, peer, sptr)
+
+    def _submit(self, op, comm, ptr, count, peer, sptr) -> None:
+        stream = STREAMS[sptr]
+        if stream._capture is not None and comm.rank in self.capture_fails_for:
+            raise FakeNcclError(f"unhandled cuda error: fake capture failure of nccl{op.title()}")
+        memory = stream.gpu.memory
+        if op == "send":
+            def run():
+                self.fifo(comm.uid, comm.rank, peer).put(bytes(memory.view(ptr, count)))
+        else:
+            def run():
+                try:
+                    data = self.fifo(comm.uid, peer, comm.rank).get(timeout=5)
+                except queue.Empty:
+                    raise AssertionError("a fake ncclRecv never met its send") from None
+                assert len(data) == count, f"a fake ncclRecv of {count} B met a send of {len(data)} B"
+                memory.view(ptr, count)[:] = np.frombuffer(data, dtype=np.uint8)
+        comm.calls[op] += 1
+        stream.submit(stream.gpu.transfer_ns(count), run)
+
+    def pending(self) -> list[tuple]:
+        """FIFOs that still hold sends nobody received (the two ranks out of step)."""
+        with self.lock:
+            return [k for k, q in self.fifos.items() if not q.empty()]
+
+
+class FakeNcclComm:
+    def __init__(self, lib: FakeNccl, uid: bytes, ndev: int, rank: int):
+        self.lib, self.uid, self.ndev, self.rank = lib, uid, ndev, rank
+        self.calls = {"send": 0, "recv": 0}
+        self.destroyed = False
+
+    def send(self, ptr: int, count: int, datatype: int, peer: int, stream: int) -> None:
+        assert isinstance(ptr, int) and isinstance(stream, int) and datatype == FakeNccl.NCCL_UINT8
+        self.lib.call("send", self, ptr, count, peer, stream)
+
+    def recv(self, ptr: int, count: int, datatype: int, peer: int, stream: int) -> None:
+        assert isinstance(ptr, int) and isinstance(stream, int) and datatype == FakeNccl.NCCL_UINT8
+        self.lib.call("recv", self, ptr, count, peer, stream)
+
+    def destroy(self) -> None:
+        self.destroyed = True

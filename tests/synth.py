@@ -40,6 +40,9 @@ BW_METHODS = [
     ("pipeline", "ring_ce", ("push",), 385.0, 3.0),
 ]
 LAT_METHODS = [("latency", "ce", 2.1), ("latency", "sm_pingpong", 1.6), ("latency", "event_pingpong", 4.5)]
+# The nccl suite (make_run(nccl=True)): send/receive bandwidth, one way and a ping-pong on small messages.
+NCCL_BW = [("nccl", "nccl", ("push", "bidir"), 340.0, 9.0)]
+NCCL_LAT = [("nccl", "nccl", 8.5), ("nccl", "nccl_pingpong", 10.0)]
 ERROR_OPS = [("err_open_own_handle", 44.0), ("err_open_freed_handle", 82.0)]
 HANDLE_OPS = [("ipc_get_handle", 1.5), ("ipc_open_first", 180.0), ("ipc_open_cached", 0.8),
               ("ipc_close", 40.0), ("event_get_handle", 1.0), ("event_open", 9.0)]
@@ -56,7 +59,8 @@ def _bw(size: int, peak: float, lat_us: float) -> float:
 def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("hostA",), n_gpus: int = 4,
              sizes=None, seed: int = 1, same_gpu: bool = True, weak_pair=None, noisy=None,
              unverified=None, host_scale=None, suites=None, meta: bool = True, links: bool = True,
-             uuid_prefix: str = "GPU-synth", samples: bool = True, options=None, errors: bool = False) -> Path:
+             uuid_prefix: str = "GPU-synth", samples: bool = True, options=None, errors: bool = False,
+             nccl: bool = False) -> Path:
     """Write a run into root/run_id and return that directory.
 
     weak_pair: (host, src_gpu, dst_gpu, factor) multiplies that pair's bandwidth by factor (all methods).
@@ -68,6 +72,7 @@ def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("ho
     it empty, as a run written before that column.
     options: meta.json "options" to use instead of the default.
     errors: add the handles suite's error-path rows (kind error, verified false, one sample), as real runs have.
+    nccl: add the nccl suite's rows (push and bidir over the sizes, one way over the latency sizes, ping-pong).
     """
     rng = random.Random(seed)
     sizes = list(sizes or DEFAULT_SIZES)
@@ -101,7 +106,7 @@ def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("ho
 
     for hi, host in enumerate(hosts):
         hscale = host_scale.get(host, 1.0)
-        for suite, method, directions, peak, lat in BW_METHODS:
+        for suite, method, directions, peak, lat in BW_METHODS + (NCCL_BW if nccl else []):
             if want and suite not in want:
                 continue
             if peak is None:
@@ -123,10 +128,10 @@ def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("ho
                             bw = _bw(size, peak * SAME_GPU_FACTOR * hscale, lat)
                             add(host, suite, method, direction, g, g, size, size / (bw * 1e3), bw,
                                 src_rank=g, dst_rank=g + n_gpus)
-        if not want or "latency" in want:
-            for suite, method, lat in LAT_METHODS:
+        for suite, method, lat in LAT_METHODS + (NCCL_LAT if nccl else []):
+            if not want or suite in want:
                 for s, d in pairs:
-                    for size in LATENCY_SIZES:
+                    for size in ([4] if method.endswith("pingpong") and suite == "nccl" else LATENCY_SIZES):
                         t = (lat + size / 300e3) * rng.uniform(0.98, 1.03)
                         add(host, suite, method, "oneway", s, d, size, t, None)
         if not want or "handles" in want:

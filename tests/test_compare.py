@@ -462,6 +462,8 @@ def test_option_and_rank_warnings(base_run, tmp_path, capsys):
     meta["ranks_per_gpu"] = 1
     meta["versions"]["driver"] = "590.1"
     meta["ipcbench_version"] = "0.2.0"
+    meta["pair_mode"] = {"mode": "concurrent", "requested": "auto", "reason": "r",
+                         "serial_pairs": {"coverage": "ring", "requested": "auto", "reason": "r"}}
     for g in meta["gpus"]["hostA"]:
         g["name"] = "NVIDIA H100 80GB HBM3"
     (new / "meta.json").write_text(json.dumps(meta))
@@ -469,7 +471,8 @@ def test_option_and_rank_warnings(base_run, tmp_path, capsys):
     top = out.split("Changed rows")[0]
     for words in ("options differ", "quick false vs true", "min_time_ms 5.0 vs 2.0", "sampling {",
                   "rank counts differ: 8 rank(s), 2 per GPU vs 4 rank(s), 1 per GPU", "GPU models differ",
-                  "driver versions differ: 580.159.04 vs 590.1", "ipcbench versions differ: 0.1.0 vs 0.2.0"):
+                  "driver versions differ: 580.159.04 vs 590.1", "ipcbench versions differ: 0.1.0 vs 0.2.0",
+                  "measured every pair vs a ring of pairs (--serial-pairs)", "compare with --subset"):
         assert words in top, words
     _, _, err = csv_table(capsys, base_run, new)
     assert "warning: BASE base vs NEW quick: options differ" in err

@@ -90,3 +90,13 @@ def test_bidir_matrix_is_symmetric_and_host_filter_applies():
     assert "copy/ce bidir at 4K: GB/s, row rank(GPU) <-> column" in text
     assert text.count("500.0") == 2 and "9.0" not in text and "ce_alltoall" not in text
     assert matrices([]) == ""
+
+
+def test_a_ring_only_matrix_shows_the_ring_and_dashes_elsewhere():
+    """--serial-pairs ring: a host-staged matrix has i -> i+1 only; every rank still gets its row and column."""
+    rows = [row(i, (i + 1) % 4, 4096, 50.0 + i) for i in range(4)]
+    lines = matrices(rows).splitlines()
+    assert lines[1] == "        " + "".join(f"{f'{k}({k})':>9s}" for k in range(4))
+    for i in range(4):
+        cells = [lines[2 + i][8 + 9 * j: 17 + 9 * j].strip() for j in range(4)]
+        assert cells == [f"{50.0 + i:.1f}" if j == (i + 1) % 4 else "-" for j in range(4)]

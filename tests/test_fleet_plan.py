@@ -11,6 +11,9 @@ import sys
 import pytest
 from conftest import launcher_free_env, mpiexec_or_skip
 
+from ipcbench.config import QUICK_SIZES
+from ipcbench.core.schedule import decide_mode
+from ipcbench.run.walk import measured
 from ipcbench.sizes import parse_sizes
 from ipcbench.suites.registry import plan
 
@@ -29,7 +32,10 @@ def test_pretend_fleet_plan(nodes, per_node):
     assert got["nodes"] == nodes and got["ranks"] == n
     assert got["hosts"] == [f"pretend{i}" for i in range(nodes)]
     assert got["ranks_per_node"] == {f"pretend{i}": per_node for i in range(nodes)}
-    # Pairs never cross nodes: the per-node plan is the plan of `per_node` ranks.
-    expected = sum(s.measurements for s in plan(["all"], per_node, parse_sizes("4K:256M:x4")))
+    # Pairs never cross nodes: the per-node plan is the plan of `per_node` ranks (no NVML here: one pair at a
+    # time; --quick: the serial steps on a ring).
+    mode = decide_mode("auto", 1, None, per_node, "auto", quick=True)
+    assert got["pair_mode"] == mode.as_dict() and mode.serial.ring
+    expected = sum(measured(s, mode) for s in plan(["all"], per_node, parse_sizes(QUICK_SIZES), quick=True))
     assert got["measurements"] == expected
     assert got["pairs"] == per_node * (per_node - 1)

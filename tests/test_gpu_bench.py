@@ -20,6 +20,7 @@ def test_copy_kernel_pool_latency_two_ranks(tmp_path):
     for m in [("copy", "ce", "push"), ("copy", "ce", "pull"), ("copy", "ce", "bidir"),
               ("kernel", "sm_read", "pull"), ("kernel", "sm_write", "push"), ("kernel", "sm_read", "bidir"),
               ("pool", "pool_ce", "push"), ("pool", "pool_sm_read", "pull"), ("pool", "pool_sm_write", "push"),
+              ("pool", "core_ce", "push"), ("pool", "core_ce", "pull"),
               ("latency", "ce", "oneway"), ("latency", "sm_pingpong", "oneway"),
               ("latency", "shm_staged", "oneway"), ("latency", "mpi_staged", "oneway"),
               ("latency", "event_pingpong", "oneway")]:

@@ -14,11 +14,14 @@ DATA = {
         {"index": 0, "name": "NVIDIA H200 with a very long marketing name", "uuid": "GPU-aaaa", "cc": "9.0",
          "sm_count": 132, "memory_bytes": 150 << 30, "pci_bus_id": "00000000:1b:00.0",
          "features": {"legacy_ipc": True, "event_ipc": True, "memory_pools": 1, "pool_posix_fd": True,
-                      "unified_addressing": 1}},
+                      "unified_addressing": 1, "vmm": True, "vmm_granularity": [2 << 20, 2 << 20],
+                      "fabric_handles": True}},
         {"index": 1, "name": "NVIDIA H200", "uuid": "GPU-bbbb", "cc": "9.0", "sm_count": 132,
          "memory_bytes": 150 << 30, "pci_bus_id": "00000000:43:00.0",
          "features": {"legacy_ipc": "no (cudaErrorNotSupported)", "event_ipc": False, "memory_pools": 0,
-                      "pool_posix_fd": False, "unified_addressing": 1}},
+                      "pool_posix_fd": False, "unified_addressing": 1,
+                      "vmm": "no (GPU 1 cannot export cuMemCreate allocations as POSIX file descriptors)",
+                      "vmm_granularity": None, "fabric_handles": "no (GPU 1 does not support fabric handles)"}},
     ],
     "p2p_matrix": [[1, 1], [0, 1]],
     "topology": {"nvml": True, "links": [
@@ -57,6 +60,10 @@ def test_report_text(monkeypatch, capsys):
     assert "  0  NVIDIA H200 with a very  9.0   132   150.0Gi  00000000:1b:00.0 GPU-aaaa" in out
     assert "GPU 0: legacy yes, events yes, pools yes, posix-fd yes, UVA yes" in out
     assert "GPU 1: legacy no (cudaErrorNotSupported), events no, pools no, posix-fd no, UVA yes" in out
+    assert "GPU 0: vmm yes, granularity 2M minimum / 2M recommended, fabric handles yes" in out
+    assert ("GPU 1: vmm no (GPU 1 cannot export cuMemCreate allocations as POSIX file descriptors), fabric handles "
+            "no (GPU 1 does not support fabric handles)") in out
+    assert "only through IMEX; ipcbench shares within a node (POSIX fds)" in out
     assert "    0     -  yes" in out and "    1    NO    -" in out
     assert "GPU 0 -> GPU 1: nvlink NVLink 4.0 18 x 26.562 GB/s peak 478.1 GB/s" in out
     assert "GPU 1 -> GPU 0: PCIe gen5 x16" in out and "GPU 1 -> GPU 0: PCIe gen5 x16 " not in out
@@ -91,7 +98,24 @@ def fake_cuda(monkeypatch, attrs: dict, **drv_kw):
     monkeypatch.setattr(runtime, "setDevice", lambda i: None)
     monkeypatch.setattr(runtime, "malloc", node.memory.alloc)
     monkeypatch.setattr(runtime, "free", node.memory.free)
+    fake_vmm(monkeypatch)
     return node
+
+
+def fake_vmm(monkeypatch, vmm_ok=True, fabric_ok=False, broken=None):
+    """ipc/vmm's driver-attribute checks, answered without a driver (or failing with `broken`)."""
+    from ipcbench.ipc import vmm
+
+    def answer(ok, why):
+        def check(index):
+            if broken is not None:
+                raise broken
+            return (True, None) if ok else (False, why.format(index))
+        return check
+
+    monkeypatch.setattr(vmm, "vmm_support", answer(vmm_ok, "GPU {} does not support CUDA VMM"))
+    monkeypatch.setattr(vmm, "fabric_support", answer(fabric_ok, "GPU {} does not support fabric handles"))
+    monkeypatch.setattr(vmm, "granularity", lambda index: (2 << 20, 2 << 20))
 
 
 ATTRS = {41: 1, 115: 1, 119: 0x9}  # unified addressing, pools, handle types POSIX fd | fabric
@@ -100,7 +124,9 @@ ATTRS = {41: 1, 115: 1, 119: 0x9}  # unified addressing, pools, handle types POS
 def test_features_of_a_capable_device(monkeypatch):
     node = fake_cuda(monkeypatch, ATTRS)
     assert info._features(0) == {"unified_addressing": 1, "memory_pools": 1, "pool_handle_types": 9,
-                                 "pool_posix_fd": True, "legacy_ipc": True, "event_ipc": True}
+                                 "pool_posix_fd": True, "legacy_ipc": True, "event_ipc": True, "vmm": True,
+                                 "vmm_granularity": [2 << 20, 2 << 20],
+                                 "fabric_handles": "no (GPU 0 does not support fabric handles)"}
     assert node.memory.live() == set()  # the probe buffer was freed
 
 
@@ -129,3 +155,14 @@ def test_collect_every_gpu(monkeypatch):
     assert data["p2p_matrix"] == [[1, 0], [0, 1]]
     assert data["topology"] == {"nvml": False, "error": "no NVML here", "links": []}
     assert data["versions"]["mpi4py"] == "x" and "cuda_runtime" in data["versions"]
+
+
+def test_vmm_features_without_support_or_driver(monkeypatch):
+    """No VMM: no granularity; a driver that cannot answer (cuda.bindings finds no libcuda) is a "no" that
+    names the error, not a crash of `ipcbench info`."""
+    fake_vmm(monkeypatch, vmm_ok=False, fabric_ok=True)
+    assert info._vmm_features(3) == {"vmm": "no (GPU 3 does not support CUDA VMM)", "vmm_granularity": None,
+                                     "fabric_handles": True}
+    fake_vmm(monkeypatch, broken=OSError("libcuda.so.1 not found\ndetails"))
+    assert info._vmm_features(0) == {"vmm": "no (OSError: libcuda.so.1 not found)", "vmm_granularity": None,
+                                     "fabric_handles": "no (OSError: libcuda.so.1 not found)"}

@@ -32,7 +32,7 @@ def fake_job(monkeypatch):
     local = threading.local()
     state = SimpleNamespace(node=None)
 
-    def make_gpu(index, copy_shape=None):
+    def make_gpu(index, copy_shape=None, bulk_shape=None):
         return state.node.gpus[local.world.local_rank]
 
     monkeypatch.setattr(runner, "World", SimpleNamespace(create=lambda timeout: local.world))
@@ -85,11 +85,14 @@ def test_a_clean_run_writes_rows_and_meta_and_frees_everything(fake_job, tmp_pat
     m = json.loads((out / "meta.json").read_text())
     assert (m["status"], m["rows"], m["failed_rows"], m["ranks_per_gpu"]) == ("complete", 10, 0, 1)
     assert m["pair_mode"]["mode"] == "sequential" and m["versions"]["mpi4py"] == "fake"
+    assert m["pair_mode"]["serial_pairs"] == {"coverage": "all", "requested": "auto", "reason": "2 ranks: few pairs"}
+    assert m["options"]["serial_pairs"] == "auto"
     assert m["gpus"]["fakehost"][1]["uuid"] == "GPU-fake-1" and m["options"]["verify"] is True
     assert set(m["suite_wall_s"]) == {"copy"}
     text = capsys.readouterr().out
     assert f"ipcbench {__version__}: 2 ranks on 1 node(s), 2 GPU(s) per node (Fake GPU)" in text
     assert "skipping pool_ce push: no IPC pools on a fake GPU" in text
+    assert "serial steps: every pair (--serial-pairs auto: 2 ranks: few pairs)" in text
     assert "copy/ce push at 4K: GB/s" in text and "10 rows in " in text
     assert node.memory.live() == set()  # every buffer freed, after its peer unmapped it
 
@@ -189,6 +192,23 @@ def test_pair_mode_follows_the_nodes_links():
     assert decide(mixed) == ["sequential"] * 4
     assert decide(None) == ["sequential"] * 4
     assert decide(mixed, gpu_of=(0, 1, 2, 0)) == ["sequential"] * 4  # ranks share GPU 0
+
+
+def test_serial_pairs_follow_the_nodes_links_and_ranks():
+    """auto: a ring behind NVSwitch with one rank per GPU, or under --quick; every pair where ranks share a GPU."""
+    switch = {"nvml": True, "links": [{"src_gpu": a, "dst_gpu": b, "kind": "nvswitch"}
+                                      for a in range(4) for b in range(4) if a != b]}
+    pcie = {"nvml": True, "links": [{**ln, "kind": "pcie"} for ln in switch["links"]]}
+
+    def cover(topo, gpu_of=(0, 1, 2, 3), serial="auto", quick=False):
+        return run_ranks(lambda w: runner._decide_pair_mode(w, "auto", list(gpu_of), topo, serial,
+                                                            quick).serial.coverage, n=4)
+
+    assert cover(switch) == ["ring"] * 4
+    assert cover(pcie) == ["all"] * 4 and cover(pcie, quick=True) == ["ring"] * 4
+    assert cover(switch, gpu_of=(0, 1, 0, 1)) == ["all"] * 4  # two ranks per GPU: same-GPU pairs count
+    assert cover(switch, gpu_of=(0, 1, 0, 1), quick=True) == ["all"] * 4
+    assert cover(switch, serial="all") == ["all"] * 4 and cover(pcie, serial="ring") == ["ring"] * 4
 
 
 def test_profile_per_rank(fake_job, tmp_path, monkeypatch):

@@ -170,6 +170,35 @@ def test_two_round_steps_stay_in_step():
     assert len(out[0][0]) == 2 * 12 * 2
 
 
+def test_a_ring_walks_only_the_ring_pairs_of_serial_steps(capsys):
+    """--serial-pairs ring: a serial step runs its ring pairs only (on exactly their two ranks), a rounds_ok
+    step keeps every pair, and the progress counts what is measured, so it ends at its total."""
+    from ipcbench.core.schedule import SerialPairs
+
+    rec = Recorder()
+    ordered = [(a, b) for a in range(4) for b in range(4) if a != b]
+    unordered = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    transfer = rec.pair_step("copy", "ce push", ordered, [64])
+    transfer.rounds_ok = True
+    steps = [rec.pair_step("staged", "shm_staged push", ordered, [64, 128]),
+             rec.pair_step("latency", "sm pingpong", unordered, [4]), transfer]
+    ring = PairMode("sequential", "sequential", "test", SerialPairs("ring", "ring", "--serial-pairs ring"))
+    node = FakeNode(n=4, kinds=("legacy",))
+    out = node.run(lambda ctx: walk(ctx, steps, RowSink(ctx.world, None, None), quiet=False, mode=ring)[0])
+    got = {(r.method, r.src_rank, r.dst_rank) for r in out[0]}
+    assert {(s, d) for m, s, d in got if m == "shm_staged push"} == {(0, 1), (1, 2), (2, 3), (3, 0)}
+    assert {(s, d) for m, s, d in got if m == "sm pingpong"} == {(0, 1), (1, 2), (2, 3), (0, 3)}
+    assert {(s, d) for m, s, d in got if m == "ce push"} == set(ordered)
+    assert len(out[0]) == 4 * 2 + 4 + 12
+    ran = sorted((lbl, me, s, d) for lbl, me, s, d in rec.calls if lbl != "ce push")
+    want = [("shm_staged push", s, d) for s, d in [(0, 1), (1, 2), (2, 3), (3, 0)]] + \
+        [("sm pingpong", s, d) for s, d in [(0, 1), (0, 3), (1, 2), (2, 3)]]
+    assert ran == sorted((lbl, me, s, d) for lbl, s, d in want for me in (s, d))
+    lines = capsys.readouterr().out.splitlines()
+    assert any(ln.startswith("[staged  ]     8/8 ") for ln in lines)
+    assert any(ln.startswith("[latency ]     4/4 ") for ln in lines) and "ETA    0.0 s" in lines[-1]
+
+
 # ---- collective decisions -------------------------------------------------------------------------
 
 def test_agree_on_gives_every_rank_rank_0s_decision():

@@ -1,5 +1,6 @@
-"""Rounds of disjoint pairs (core/schedule.py) and when a run may use them. Pure logic, no GPU; the
-8-rank plan is also checked end to end through `mpiexec -n 8 ipcbench all --dry-run --pairs concurrent`."""
+"""Rounds of disjoint pairs (core/schedule.py) and when a run may use them, and the serial steps' pair
+coverage (every pair or a ring). Pure logic, no GPU; the 8-rank plan is also checked end to end through
+`mpiexec -n 8 ipcbench all --dry-run --pairs concurrent [--serial-pairs ring]`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import sys
 import pytest
 from conftest import launcher_free_env, mpiexec_or_skip
 
-from ipcbench.core.schedule import ModeError, circle_order, decide_mode, pair_rounds
+from ipcbench.core.schedule import (ModeError, circle_order, decide_mode, decide_serial_pairs, pair_rounds,
+                                    ring_pairs)
 
 
 def ordered(n):
@@ -69,8 +71,9 @@ def test_auto_is_concurrent_only_behind_nvswitch_with_one_rank_per_gpu():
     assert not m.concurrent and "2 ranks per GPU" in m.reason
     assert not decide_mode("auto", 1, sw[:2], 2).concurrent  # two ranks: one pair per round anyway
     assert not decide_mode("sequential", 1, sw, 8).concurrent
-    assert decide_mode("concurrent", 1, None, 8).as_dict() == {"mode": "concurrent", "requested": "concurrent",
-                                                                "reason": "--pairs concurrent"}
+    assert decide_mode("concurrent", 1, None, 8).as_dict() == {
+        "mode": "concurrent", "requested": "concurrent", "reason": "--pairs concurrent",
+        "serial_pairs": {"coverage": "all", "requested": "auto", "reason": "topology unknown (no NVML link table)"}}
 
 
 def test_concurrent_is_refused_when_ranks_share_a_gpu():
@@ -78,6 +81,89 @@ def test_concurrent_is_refused_when_ranks_share_a_gpu():
         decide_mode("concurrent", 2, ["nvswitch"] * 2, 4)
     with pytest.raises(ValueError):
         decide_mode("sometimes", 1, None, 4)
+
+
+@pytest.mark.parametrize("n", range(2, 17))
+def test_the_ordered_ring_sends_and_receives_once_per_rank(n):
+    ring = ring_pairs(ordered(n))
+    assert len(ring) == n and set(ring) <= set(ordered(n))
+    assert sorted(a for a, _ in ring) == list(range(n)) and sorted(b for _, b in ring) == list(range(n))
+    assert ring == [p for p in ordered(n) if p in ring], "the step's own order is kept"
+    if n == 2:
+        assert ring == ordered(2)  # two ranks: the ring is every pair
+    else:
+        assert (n - 1, 0) in ring and all((i, i + 1) in ring for i in range(n - 1))
+
+
+@pytest.mark.parametrize("n", range(2, 17))
+def test_the_unordered_ring_has_each_rank_in_two_pairs(n):
+    ring = ring_pairs(unordered(n))
+    assert set(ring) <= set(unordered(n))
+    if n == 2:
+        assert ring == [(0, 1)]
+    else:
+        assert len(ring) == n and all(sum(r in p for p in ring) == 2 for r in range(n))
+        assert (0, n - 1) in ring and all((i, i + 1) in ring for i in range(n - 1))
+
+
+def test_the_ring_of_an_hgx_crosses_the_sockets_twice():
+    """GPUs 0-3 on one socket, 4-7 on the other: the ring measures both kinds of pair, both ways across."""
+    ring = ring_pairs(ordered(8))
+    across = [(a, b) for a, b in ring if (a < 4) != (b < 4)]
+    assert across == [(3, 4), (7, 0)] and len(ring) - len(across) == 6
+
+
+def test_a_partial_pair_list_keeps_its_ring_pairs():
+    assert ring_pairs([(0, 1)]) == [(0, 1)]  # handles' error paths: one pair, kept
+    assert ring_pairs([(0, 2), (2, 0), (4, 0)]) == [(0, 2), (4, 0)]  # the ranks named: 0 -> 2 -> 4 -> 0
+    assert ring_pairs([]) == []
+
+
+SW8 = ["nvswitch"] * 56
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_serial_pairs_all_and_ring_are_what_was_asked(quick):
+    for rpg in (1, 2):
+        for kinds in (SW8, None, ["pcie"] * 56):
+            for n in (2, 4, 8):
+                assert decide_serial_pairs("all", rpg, kinds, n, quick).coverage == "all"
+                ring = decide_serial_pairs("ring", rpg, kinds, n, quick)
+                assert (ring.coverage, ring.reason) == ("ring", "--serial-pairs ring")
+
+
+def test_serial_pairs_auto_rings_only_where_pairs_are_alike():
+    auto = decide_serial_pairs
+    assert auto("auto", 1, SW8, 8).ring and auto("auto", 1, SW8[:12], 4).ring
+    assert "NVSwitch" in auto("auto", 1, SW8, 8).reason
+    assert not auto("auto", 1, SW8[:6], 3).ring  # fewer than 4 ranks: every pair is affordable
+    assert not auto("auto", 1, None, 8).ring  # topology unknown
+    assert not auto("auto", 1, SW8[:-1] + ["nvlink"], 8).ring  # a mesh: pairs differ
+    assert not auto("auto", 1, ["pcie"] * 56, 8).ring
+    two = auto("auto", 2, SW8, 8)  # 8 ranks on 4 GPUs: same-GPU pairs are the point, a ring misses them
+    assert not two.ring and "2 ranks per GPU" in two.reason
+    with pytest.raises(ValueError):
+        auto("sometimes", 1, SW8, 8)
+
+
+def test_quick_rings_wherever_each_gpu_has_one_rank():
+    for kinds in (SW8, None, ["pcie"] * 56):
+        for n in (2, 3, 8):
+            q = decide_serial_pairs("auto", 1, kinds, n, quick=True)
+            assert q.ring and "--quick" in q.reason
+    assert not decide_serial_pairs("auto", 2, SW8, 8, quick=True).ring
+    assert not decide_serial_pairs("all", 1, SW8, 8, quick=True).ring
+
+
+def test_the_pair_mode_carries_its_coverage():
+    m = decide_mode("auto", 1, SW8, 8)
+    assert m.concurrent and m.serial.ring and m.as_dict()["serial_pairs"]["coverage"] == "ring"
+    assert m.serial.select(ordered(8)) == ring_pairs(ordered(8))
+    seq = decide_mode("sequential", 1, SW8, 8, serial="all")
+    assert not seq.concurrent and seq.serial.select(ordered(8)) == ordered(8)
+    # the pair mode and the coverage are independent answers to independent questions
+    assert decide_mode("sequential", 1, SW8, 8).serial.ring
+    assert not decide_mode("concurrent", 1, None, 8).serial.ring
 
 
 @pytest.mark.timeout(240)
@@ -106,3 +192,46 @@ def test_eight_rank_plan_in_rounds():
     assert all(s["rounds"] is None for s in seq["steps"])
     assert conc["measurements"] == seq["measurements"]
     assert conc["estimated_s"] < 0.7 * seq["estimated_s"]
+
+
+@pytest.mark.timeout(240)
+def test_eight_rank_plan_with_serial_steps_on_a_ring():
+    """`mpiexec -n 8 ... --serial-pairs ring`: every serial step measures the ring (each rank once as sender,
+    once as receiver; unordered steps each rank in two pairs), transfer steps keep every pair in rounds, the
+    plan says so, and the estimate and measurement count shrink accordingly."""
+    env = launcher_free_env()
+
+    def plan(*extra):
+        p = subprocess.run([mpiexec_or_skip(), "-n", "8", sys.executable, "-m", "ipcbench", "all", "--dry-run",
+                            *extra], capture_output=True, text=True, timeout=200, env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stdout
+
+    ring = json.loads(plan("--json", "--pairs", "concurrent", "--serial-pairs", "ring"))
+    every = json.loads(plan("--json", "--pairs", "concurrent", "--serial-pairs", "all"))
+    assert ring["pair_mode"]["serial_pairs"] == {"coverage": "ring", "requested": "ring",
+                                                 "reason": "--serial-pairs ring"}
+    assert every["pair_mode"]["serial_pairs"]["coverage"] == "all"
+    by_label = {(s["suite"], s["label"]): s for s in ring["steps"]}
+    for key in [("staged", "shm_staged push"), ("staged", "mpi_staged push"), ("latency", "mpi_staged one-way"),
+                ("handles", "memory handles"), ("pipeline", "ring depth 2")]:
+        s = by_label[key]
+        pairs = [tuple(p) for p in s["pairs"]]
+        assert s["ring"] and s["rounds"] is None and len(pairs) == 8, key
+        assert sorted(a for a, _ in pairs) == list(range(8)) and sorted(b for _, b in pairs) == list(range(8))
+    pp = [tuple(p) for p in by_label[("latency", "sm pingpong")]["pairs"]]
+    assert len(pp) == 8 and all(sum(r in p for p in pp) == 2 for r in range(8))
+    assert [tuple(p) for p in by_label[("handles", "error paths")]["pairs"]] == [(0, 1)]
+    ce = by_label[("copy", "ce push")]
+    assert not ce["ring"] and len(ce["pairs"]) == 56 and len(ce["rounds"]) == 14
+    assert ring["measurements"] == sum(s["measurements"] for s in ring["steps"])
+    assert ring["measurements"] < every["measurements"]
+    assert ring["estimated_s"] < 0.8 * every["estimated_s"]
+    text = plan("--pairs", "concurrent", "--serial-pairs", "ring")
+    assert "serial:  one-pair-at-a-time steps" in text and "measure a ring" in text
+    assert "8 pairs one at a time, a ring" in text and "estimated duration:" in text
+    quick = json.loads(plan("--json", "--quick"))  # auto under --quick: a ring, whatever the topology
+    assert quick["pair_mode"]["serial_pairs"]["coverage"] == "ring"
+    assert quick["sizes"] == [4096, 256 << 20]
+    assert by_label[("latency", "ce one-way")]["measurements"] > \
+        {(s["suite"], s["label"]): s for s in quick["steps"]}[("latency", "ce one-way")]["measurements"]

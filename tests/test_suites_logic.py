@@ -134,8 +134,10 @@ def test_handles_plan():
     assert handles.size_classes([4096, 1 << 20, 4 << 20, 64 << 20, 1 << 30]) == [4096, 4 << 20, 1 << 30]
     assert handles.size_classes([8, 8]) == [8]
     labels = [s.label for s in handles.steps(3, [4096, 1 << 20])]
-    assert labels == ["memory handles", "event handles", "pool handles", "error paths"]
-    assert [s.label for s in handles.steps(1, [4096])] == ["memory handles", "event handles", "pool handles"]
+    assert labels == ["memory handles", "event handles", "pool handles", "cuda.core handles", "vmm handles",
+                      "error paths"]
+    assert [s.label for s in handles.steps(1, [4096])] == ["memory handles", "event handles", "pool handles",
+                                                          "cuda.core handles", "vmm handles"]
     (err,) = [s for s in handles.steps(4, [4096]) if s.label == "error paths"]
     assert err.pairs == [(0, 1)] and err.sizes == [2 << 20]
 

@@ -34,11 +34,16 @@ def test_plan_segments():
 
 
 def test_method_table_is_consistent():
+    from ipcbench.core.methods import ENGINES
+    from ipcbench.ipc.sharers import KINDS
+
     for name, m in METHODS.items():
-        assert m.name == name and m.engine in ("ce", "sm") and m.buffers in ("legacy", "pool")
-        assert m.style in m.directions and "bidir" in m.directions
-        assert set(m.directions) <= {"push", "pull", "bidir"}
+        assert m.name == name and m.engine in ENGINES and m.buffers in KINDS
+        assert m.style in m.directions and set(m.directions) <= {"push", "pull", "bidir"}
+    # the legacy methods measure both ways at once; the cuda.core copy only proves the path (push, pull)
+    assert all("bidir" in m.directions for m in METHODS.values() if m.buffers == "legacy")
     assert METHODS["sm_read"].style == "pull" and METHODS["pool_sm_write"].buffers == "pool"
+    assert METHODS["core_ce"].buffers == "core" and METHODS["core_ce"].directions == ("push", "pull")
 
 
 def test_graph_batch_rounds_up_and_launches_one_graph_per_segment():

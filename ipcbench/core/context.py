@@ -19,13 +19,20 @@ class Ctx:
     run_id: str
     gpu_of: list[int]  # node-local rank -> GPU index
     node_ranks: list[int]  # node-local rank -> world rank
-    unavailable: dict[str, str] = field(default_factory=dict)  # buffer kind -> why it could not be set up
+    # a need (Step.needs: buffer kind, library, GPU feature) -> why it is missing on this node
+    unavailable: dict[str, str] = field(default_factory=dict)
+    libraries: set[str] = field(default_factory=set)  # libraries every rank of the node can use (ipc/sharers.LIBRARIES)
+    features: set[str] = field(default_factory=set)  # GPU features every rank's GPU has (ipc/sharers.GPU_FEATURES)
     mps: bool = False  # the ranks' contexts run under MPS (same-GPU kernels can run concurrently)
     state: dict = field(default_factory=dict)  # per-run caches a suite keeps between pairs (streams, events)
     hints: dict = field(default_factory=dict)  # calibration: (label, src, dst) -> (bytes, ms per transfer)
     # Test hook (IPCBENCH_FAULT_CORRUPT=<method>): the receiver overwrites a few words of what it received
     # before the check, so a GPU test can prove that a bad destination gives verified=false and exit 1.
     corrupt: str = ""
+
+    def has(self, need: str) -> bool:
+        """Whether a step's need (Step.needs: a buffer kind, a library or a GPU feature) is there on this node."""
+        return need in self.buffers or need in self.libraries or need in self.features
 
     def same_gpu(self, a: int, b: int) -> bool:
         return self.gpu_of[a] == self.gpu_of[b]

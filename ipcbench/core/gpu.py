@@ -16,6 +16,7 @@ import cupy
 from cupy.cuda import runtime
 
 from ipcbench.config import CopyShape
+from ipcbench.core import bulk
 from ipcbench.core.poll import wait_until
 from ipcbench.errors import GpuError
 
@@ -92,7 +93,7 @@ def _uuid_bytes(index: int) -> bytes | None:
 class Gpu:
     """The device this rank drives, with a work stream, a host-mapped gate flag and loaded kernels."""
 
-    def __init__(self, index: int, copy_shape: CopyShape | None = None):
+    def __init__(self, index: int, copy_shape: CopyShape | None = None, bulk_shape: bulk.BulkShape | None = None):
         self.index = index
         self.device = cupy.cuda.Device(index)
         self.device.use()
@@ -103,6 +104,8 @@ class Gpu:
         self.stream = self.new_stream()
         self._modules: dict[str, cupy.RawModule] = {}
         self.copy_shape = copy_shape or CopyShape()
+        self.bulk_shape = bulk_shape or bulk.BulkShape()
+        self._bulk_fn = None
         # Host-mapped words: [0] gate release counter, [1] gate timeout status, [2..] scratch.
         self._host_ptr = runtime.hostAlloc(4096, runtime.hostAllocMapped)
         self.host_words = (ctypes.c_uint * 1024).from_address(self._host_ptr)
@@ -169,6 +172,39 @@ class Gpu:
         s = stream or self.stream
         with s:
             fn((blocks,), (shape.threads,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.int32(loops)))
+
+    def feature_support(self, name: str) -> tuple[bool, str | None]:
+        """(can this GPU run the steps that need feature `name` (in Step.needs), why not). The runner asks every
+        rank of a node and marks the feature unavailable when any says no (ipc/sharers.setup_gpu_features)."""
+        if name == bulk.FEATURE:
+            p = runtime.getDeviceProperties(self.index)
+            return bulk.support(self.info.cc, f"GPU {self.index} ({self.info.name})", self.bulk_shape,
+                                p.get("sharedMemPerBlockOptin"), p.get("sharedMemPerMultiprocessor"))
+        return False, f"unknown GPU feature {name!r}"
+
+    def _bulk_kernel(self):
+        """kernels/bulk.cu's bulk_copy for this run's --sm-bulk shape, compiled once, allowed its shared memory."""
+        if self._bulk_fn is None:
+            ok, why = self.feature_support(bulk.FEATURE)
+            if not ok:
+                raise GpuError(why)
+            fn = self.function("bulk", "bulk_copy", self.bulk_shape.defines())
+            fn.max_dynamic_shared_size_bytes = self.bulk_shape.smem_bytes  # over 48 KiB needs the opt-in
+            fn.preferred_shared_memory_carveout = 100  # all of L1/shared as shared: B CTAs per SM fit
+            self._bulk_fn = fn
+        return self._bulk_fn
+
+    def launch_bulk_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
+        """`loops` passes of dst[0:nbytes] = src[0:nbytes] in one launch of the bulk-copy kernel (Hopper's
+        cp.async.bulk through shared memory; core/bulk.py plans the pieces and the grid)."""
+        if (src | dst) % bulk.ALIGN:
+            raise GpuError(f"bulk copy: src 0x{src:x} and dst 0x{dst:x} must be {bulk.ALIGN}-byte aligned")
+        p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops)
+        fn = self._bulk_kernel()
+        s = stream or self.stream
+        with s:
+            fn((p.blocks,), (bulk.THREADS,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.uint32(p.piece),
+                                              np.uint64(p.pieces), np.int32(loops)), shared_mem=p.smem)
 
     def fill(self, ptr: int, nbytes: int, seed: int, stream=None) -> None:
         fn = self.function("pattern", "fill")

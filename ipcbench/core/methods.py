@@ -1,6 +1,6 @@
 """Transfer methods: what moves the bytes, and which buffers it moves them between.
 
-A method = an engine (copy engine or SM kernel) + the buffer kind it runs on (legacy IPC or pool) +
+A method = an engine (copy engine or SM kernel) + the buffer kind it runs on (legacy IPC, pool, VMM...) +
 the directions it supports. An engine knows how to enqueue one transfer of n bytes from a source
 pointer to a destination pointer on a stream; `GraphBatch` turns that into a batch of `count`
 transfers that is enqueued as a few CUDA graph launches, so enqueuing never runs Python per transfer.
@@ -60,7 +60,43 @@ class SmEngine:
                 gpu.launch_copy(src, dst, nbytes, 1, stream)
 
 
-ENGINES = {"ce": CopyEngine(), "sm": SmEngine()}
+class BulkEngine:
+    """Hopper's bulk asynchronous copies (kernels/bulk.cu, core/bulk.py): an SM kernel whose CTAs move the
+    bytes through shared memory with cp.async.bulk (the TMA unit) instead of 16-byte loads and stores.
+    Launched like SmEngine (passes in one launch from gpu.loop_in_kernel_bytes); needs compute capability
+    >= 9.0, so its steps need the GPU feature "bulk_copy" (in Step.needs: ipc/sharers.GPU_FEATURES)."""
+
+    name = "sm_bulk"
+    gpu_needs = ("bulk_copy",)
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        if nbytes >= gpu.loop_in_kernel_bytes:
+            gpu.launch_bulk_copy(src, dst, nbytes, count, stream)
+        else:
+            for _ in range(count):
+                gpu.launch_bulk_copy(src, dst, nbytes, 1, stream)
+
+
+class NcclEngine:
+    """ncclSend/ncclRecv (ipc/nccl.py): two-sided, a send on one rank meets its receive on the other, so
+    both ranks drive and each enqueues through a transfer bound to the pair's communicator (Method.bind)."""
+
+    name = "nccl"
+    two_sided = True
+
+    def bind(self, ctx, me: int, peer: int):
+        from ipcbench.ipc.nccl import pair_transfer
+
+        return pair_transfer(ctx, me, peer)
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        raise TypeError("an NCCL transfer needs its pair: enqueue through Method.bind(ctx, me, peer)")
+
+
+ENGINES = {"ce": CopyEngine(), "sm": SmEngine(), "sm_bulk": BulkEngine(), "nccl": NcclEngine()}
+# Engines that are kernels on the SMs: from gpu.loop_in_kernel_bytes one launch per sample (core/pair.py's
+# longer samples), and two processes' kernels on one GPU are time-sliced without MPS.
+KERNEL_ENGINES = ("sm", "sm_bulk")
 
 
 @dataclass(frozen=True)
@@ -68,9 +104,30 @@ class Method:
     name: str
     engine: str
     style: str  # the one-way direction this method drives: "push" (P2P write) or "pull" (P2P read)
-    buffers: str  # "legacy" or "pool"
+    buffers: str  # a buffer kind of ipc/sharers.KINDS: "legacy", "pool", "vmm", "core"
     directions: tuple[str, ...]
     about: str
+
+    @property
+    def gpu_needs(self) -> tuple[str, ...]:
+        """GPU features its engine needs (run/walk.py skips the step, with the reason, where one is missing)."""
+        return getattr(ENGINES[self.engine], "gpu_needs", ())
+
+    @property
+    def two_sided(self) -> bool:
+        """Both ranks drive matched operations (NCCL: a send on one, its receive on the other): core/pair.py
+        gives each rank its half and agrees every count between them."""
+        return getattr(ENGINES[self.engine], "two_sided", False)
+
+    nodes = 1  # stream operations one transfer puts behind a gate (plan_segments)
+
+    def bind(self, ctx, me: int, peer: int):
+        """What this rank enqueues when measuring with node-local rank `peer` (`nodes`, `enqueue`, `batch`):
+        the method itself, or a two-sided engine's transfer bound to the pair (NCCL: its communicator)."""
+        return ENGINES[self.engine].bind(ctx, me, peer) if self.two_sided else self
+
+    def batch(self, gpu, src: int, dst: int, nbytes: int, count: int) -> "GraphBatch":
+        return GraphBatch(gpu, self, src, dst, nbytes, count)
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
         ENGINES[self.engine].enqueue(gpu, stream, src, dst, nbytes, count)
@@ -87,12 +144,26 @@ METHODS: dict[str, Method] = {m.name: m for m in (
        "SM kernel on the destination GPU loading from the peer's legacy-IPC buffer"),
     _m("sm_write", "sm", "push", "legacy", ("push", "bidir"),
        "SM kernel on the source GPU storing into the peer's legacy-IPC buffer"),
+    _m("sm_bulk_read", "sm_bulk", "pull", "legacy", ("pull", "bidir"),
+       "bulk-copy kernel (cp.async.bulk, Hopper) on the destination GPU pulling the peer's legacy-IPC buffer"),
+    _m("sm_bulk_write", "sm_bulk", "push", "legacy", ("push", "bidir"),
+       "bulk-copy kernel (cp.async.bulk, Hopper) on the source GPU pushing into the peer's legacy-IPC buffer"),
     _m("pool_ce", "ce", "push", "pool", ("push", "pull", "bidir"),
        "cudaMemcpyAsync to/from a pointer imported from the peer's IPC memory pool"),
     _m("pool_sm_read", "sm", "pull", "pool", ("pull", "bidir"),
        "SM kernel loading from a pointer imported from the peer's memory pool"),
     _m("pool_sm_write", "sm", "push", "pool", ("push", "bidir"),
        "SM kernel storing into a pointer imported from the peer's memory pool"),
+    _m("core_ce", "ce", "push", "core", ("push", "pull"),
+       "cudaMemcpyAsync to/from a buffer imported through cuda.core (Buffer.from_ipc_descriptor)"),
+    _m("vmm_ce", "ce", "push", "vmm", ("push", "pull", "bidir"),
+       "cudaMemcpyAsync to/from the peer's cuMemCreate allocation, imported from its POSIX fd and mapped here"),
+    _m("vmm_sm_read", "sm", "pull", "vmm", ("pull", "bidir"),
+       "SM kernel loading from the peer's cuMemCreate allocation mapped here (cuMemMap)"),
+    _m("vmm_sm_write", "sm", "push", "vmm", ("push", "bidir"),
+       "SM kernel storing into the peer's cuMemCreate allocation mapped here (cuMemMap)"),
+    _m("nccl", "nccl", "push", "legacy", ("push", "bidir"),
+       "ncclSend on the source rank, ncclRecv on the destination (a 2-rank communicator per GPU pair)"),
 )}
 
 
@@ -100,12 +171,17 @@ class GraphBatch:
     """`count` transfers as `segments` launches of one CUDA graph of `k` transfers (plan_segments).
 
     Graph launches keep the host out of the timed region and keep the number of stream entries behind
-    the gate small, so the gate can never be starved by a full launch queue.
+    the gate small, so the gate can never be starved by a full launch queue. `method`: what enqueues one
+    transfer (a Method, or a transfer bound to a pair: ipc/nccl.py), `nodes` stream operations each.
     """
 
-    def __init__(self, gpu, method: Method, src: int, dst: int, nbytes: int, count: int, stream=None):
+    note = ""  # how the batch ran, for the row's note (ipc/nccl.py says graph or direct)
+
+    def __init__(self, gpu, method: Method, src: int, dst: int, nbytes: int, count: int, stream=None,
+                 nodes: int = 1):
         self.stream = stream or gpu.stream
-        self.k, self.n_segments = plan_segments(count)
+        self.nodes = nodes
+        self.k, self.n_segments = plan_segments(count, nodes)
         self.count = self.k * self.n_segments
         s = self.stream
         s.begin_capture()
@@ -120,7 +196,7 @@ class GraphBatch:
         """The same graph for another count of transfers: only the number of launches changes. Valid
         when plan_segments gives the same graph size `k` (every count from MAX_QUEUED up, for one-node
         transfers), so calibration and sampling at different counts build one graph, not two."""
-        k, n = plan_segments(count)
+        k, n = plan_segments(count, self.nodes)
         if k != self.k:
             raise ValueError(f"a graph of {self.k} transfers cannot serve {count} (needs {k} per graph)")
         other = copy.copy(self)
@@ -134,3 +210,20 @@ class GraphBatch:
     def enqueue(self, reps: int = 1) -> None:
         for _ in range(reps):
             self.graph.launch(self.stream)
+
+
+class DirectBatch(GraphBatch):
+    """`count` transfers enqueued call by call behind each gate, no graph: the fallback where a transfer
+    cannot be captured (ipc/nccl.py). Python enqueues while the gate still holds the stream, so it stays out
+    of the timed region; each gated segment holds at most MAX_QUEUED stream operations (plan_segments)."""
+
+    def __init__(self, gpu, method, src, dst, nbytes: int, count: int, stream=None, nodes: int = 1):
+        self.stream = stream or gpu.stream
+        self.nodes = nodes
+        self.k, self.n_segments = plan_segments(count, nodes)
+        self.count = self.k * self.n_segments
+        self.gpu, self.method, self.args = gpu, method, (src, dst, nbytes)
+
+    def enqueue(self, reps: int = 1) -> None:
+        for _ in range(reps):
+            self.method.enqueue(self.gpu, self.stream, *self.args, self.k)

@@ -4,7 +4,13 @@ Per size: the driving rank(s) calibrate (core/sampler.py), then every sample is 
 barrier -> timed batch behind the gate (core/timing.py) -> the two ranks swap their times (the swap
 is the end-of-sample barrier, so both hold the same per-transfer time and take the same number of
 samples) -> the receiving rank(s) verify. Same-GPU bidirectional pairs are timed over one window on the
-GPU's clock (stamps), since each process's events would time only its own share. docs/architecture.md.
+GPU's clock (stamps), since each process's events would time only its own share.
+
+Two-sided methods (NCCL: a send on one rank meets its receive on the other) are driven by both ranks in
+every direction: each enqueues its half (`two_sided_endpoints`) through a transfer bound to the pair
+(Method.bind), both gates open together (`open_together`), and the pair's time is the longer side. Every
+count, calibration runs included, is agreed between the two (`lockstep_timed`), since each send must meet
+its receive. docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from ipcbench.core.stats import poison_seed, seed_for
 from ipcbench.results import Row
 
 END_TAG = 10  # the end-of-sample exchange
-SYNC_TAG = 12  # bidirectional release
+SYNC_TAG = 12  # release of both ranks' gates together (bidirectional, two-sided)
+CAL_TAG = 15  # a two-sided calibration run's count and time
 
 
 @dataclass(frozen=True)
@@ -39,10 +46,16 @@ class PairRoles:
         return self.me in self.drivers
 
 
-def roles_for(direction: str, src: int, dst: int, me: int) -> PairRoles:
+def roles_for(direction: str, src: int, dst: int, me: int, two_sided: bool = False) -> PairRoles:
+    """Roles in one (direction, src, dst) measurement. A two-sided transfer has both ranks drive: push is
+    src sending and dst receiving; it has no pull (a receive is what the destination does anyway)."""
     if me not in (src, dst):
         raise ValueError(f"rank {me} is not in the pair ({src}, {dst})")
     peer = dst if me == src else src
+    if two_sided:
+        if direction not in ("push", "bidir"):
+            raise ValueError(f"a two-sided transfer has no direction {direction!r} (only push and bidir)")
+        return PairRoles(me, peer, (src,) if direction == "push" else (src, dst), (src, dst))
     if direction == "push":
         return PairRoles(me, peer, (src,), (src,))
     if direction == "pull":
@@ -61,15 +74,65 @@ def endpoints(bufs, style: str, me: int, peer: int) -> tuple[int, int]:
     raise ValueError(f"unknown style {style!r}")
 
 
-# An SM copy that loops inside one launch (core/methods.SmEngine) is one launch per sample, and the launch's
-# start and tail cost a fixed ~25 us: at 5 ms samples that read 0.4-0.5% under a run of 50 ms samples on an
-# H200 pair (sm_read 374.0-374.4 vs 375.9 GB/s; 20 ms: 375.3-375.4). Those samples last at least this long.
+def two_sided_endpoints(bufs, r: PairRoles) -> tuple[int | None, int | None]:
+    """(send from, receive into) of this rank's half of a two-sided transfer: its source buffer if it sends,
+    its own inbox slot for the peer if it receives; None for a half it does not do."""
+    return (bufs.src if r.me in r.sources else None, bufs.inbox_slot(r.peer) if r.receiving else None)
+
+
+def batch_maker(gpu, transfer, src, dst, nbytes: int):
+    """make(count) -> a batch of `count` transfers: one graph per size, whatever counts calibration tries
+    (a new batch only when plan_segments' graph size k changes)."""
+    from ipcbench.core.methods import plan_segments
+
+    built = {}
+
+    def make(count: int):
+        k, _ = plan_segments(count, transfer.nodes)
+        if k not in built:
+            built.clear()
+            built[k] = transfer.batch(gpu, src, dst, nbytes, count)
+        return built[k].with_count(count)
+
+    return make
+
+
+def open_together(w, peer: int):
+    """The release of a two-sided batch: a busy-polled exchange (World.tight_exchange), so both gates open
+    within MPI latency. A send waits for its receive, so any gap between the two releases is timed on one
+    side, and the pair's time is the longer side: a sleeping pair barrier (up to 50 us late) would add
+    that much to every segment."""
+    return lambda: w.tight_exchange(0, peer, f"node-local rank {peer} to open its gate with this rank's")
+
+
+def lockstep_timed(ctx, peer: int, make, sync):
+    """timed(count) for calibrating a two-sided transfer: both ranks run the larger of their two counts,
+    released together, and both see the longer side's time, so both calibrations take the same path and
+    every send meets its receive."""
+    from ipcbench.core.timing import time_batch
+
+    w = ctx.world
+
+    def timed(count: int):
+        b = make(max(count, w.exchange(count, peer, tag=CAL_TAG)))
+        ms = time_batch(ctx.gpu, b, sync)
+        return max(ms, w.exchange(ms, peer, tag=CAL_TAG)), b.count
+
+    return timed
+
+
+# An SM copy that loops inside one launch (core/methods.SmEngine, BulkEngine) is one launch per sample, and
+# the launch's start and tail cost a fixed ~25 us: at 5 ms samples that read 0.4-0.5% under a run of 50 ms
+# samples on an H200 pair (sm_read 374.0-374.4 vs 375.9 GB/s; 20 ms: 375.3-375.4). Those samples last at
+# least this long.
 SM_LOOP_MIN_SAMPLE_S = 0.020
 
 
 def sample_factor(method, nbytes: int, gpu, min_time_s: float) -> float:
     """How many times --min-time one sample of this measurement lasts (see SM_LOOP_MIN_SAMPLE_S)."""
-    if method.engine == "sm" and nbytes >= gpu.loop_in_kernel_bytes:
+    from ipcbench.core.methods import KERNEL_ENGINES
+
+    if method.engine in KERNEL_ENGINES and nbytes >= gpu.loop_in_kernel_bytes:
         return max(1.0, SM_LOOP_MIN_SAMPLE_S / min_time_s)
     return 1.0
 
@@ -77,12 +140,12 @@ def sample_factor(method, nbytes: int, gpu, min_time_s: float) -> float:
 def per_transfer_us(direction: str, one_clock: bool, mine, theirs, n: int) -> float:
     """The pair's time per transfer (µs) of one sample from both ranks' reports (ms, stamps).
 
-    One way: the driver's time. Bidirectional on two GPUs: the longer side (both were released
-    together). Bidirectional on one GPU: earliest start to latest end on the GPU's clock.
+    One way: the driver's time, or the longer side where both drove (a two-sided send and receive,
+    released together). Bidirectional on two GPUs: the longer side (both were released together).
+    Bidirectional on one GPU: earliest start to latest end on the GPU's clock.
     """
     if direction != "bidir":
-        ms = mine[0] if mine[0] is not None else theirs[0]
-        return ms * 1e3 / n
+        return max(t for t in (mine[0], theirs[0]) if t is not None) * 1e3 / n
     if one_clock:
         from ipcbench.core.timing import one_window_ms
 
@@ -96,43 +159,44 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
 
     `row_direction`/`kind`/`note` label the rows (the latency suite reports one-way times as `oneway`).
     """
-    from ipcbench.core.methods import GraphBatch, plan_segments
     from ipcbench.core.timing import time_batch
 
     w, gpu = ctx.world, ctx.gpu
     me = w.local_rank
-    r = roles_for(direction, src, dst, me)
+    two_sided = method.two_sided
+    r = roles_for(direction, src, dst, me, two_sided)
+    both = len(r.drivers) == 2  # both ranks enqueue: their gates open together, their counts agree
     bufs = ctx.buffers[method.buffers]
     style = method.style if direction == "bidir" else direction
     label = f"{suite}/{method.name}/{direction}"
     one_clock = direction == "bidir" and ctx.same_gpu(src, dst)
     peer_world = ctx.world_rank(r.peer)
+    transfer = method.bind(ctx, me, r.peer) if r.driving else None
+    sync = None
+    if two_sided:
+        sync = open_together(w, r.peer)
+    elif both:
+        sync = lambda: w.pair_barrier(r.peer, tag=SYNC_TAG)  # noqa: E731
     rows = []
     for nbytes in sizes:
         batch = None
         if r.driving:
-            s_ptr, d_ptr = endpoints(bufs, style, me, r.peer)
-            built = {}  # graph size k -> batch: one graph per size, whatever counts calibration tries
-
-            def make(c):
-                k, _ = plan_segments(c)
-                if k not in built:
-                    built.clear()
-                    built[k] = GraphBatch(gpu, method, s_ptr, d_ptr, nbytes, c)
-                return built[k].with_count(c)
-
-            def timed(c):
-                b = make(c)
-                return time_batch(gpu, b), b.count
+            ends = two_sided_endpoints(bufs, r) if two_sided else endpoints(bufs, style, me, r.peer)
+            make = batch_maker(gpu, transfer, *ends, nbytes)
+            if two_sided:
+                timed = lockstep_timed(ctx, r.peer, make, sync)
+            else:
+                def timed(c):
+                    b = make(c)
+                    return time_batch(gpu, b), b.count
 
             count = ctx.calibrate((label, src, dst), nbytes, timed,
                                   sample_factor(method, nbytes, gpu, ctx.rule.min_time_s))
-            if direction == "bidir":
+            if both:
                 count = max(count, w.exchange(count, r.peer))
             batch = make(count)
         n = batch.count if batch else 0
         n = max(n, w.exchange(n, r.peer))  # both ranks know the transfers per sample
-        sync = (lambda: w.pair_barrier(r.peer, tag=SYNC_TAG)) if direction == "bidir" else None
 
         def sample(s: int):
             if me in r.sources:
@@ -160,10 +224,12 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
         if me != src:
             continue
         receivers = 2 if direction == "bidir" else 1
-        text = note
+        text = join_note(note, batch.note if batch else "")
         if one_clock:
             kernels = ""
-            if method.engine == "sm":
+            from ipcbench.core.methods import KERNEL_ENGINES
+
+            if method.engine in KERNEL_ENGINES:
                 kernels = ("; the two processes' kernels are time-sliced (no MPS)" if ctx.time_sliced(src, dst)
                            else "; the two processes' kernels run concurrently (MPS)")
             text = join_note(text, "same GPU: both processes' transfers timed over one window on the GPU clock"

@@ -4,7 +4,9 @@ A pair's number must be that pair's (docs/architecture.md, "Measurement rules"):
 time, or in rounds in which no GPU is in two pairs and no two pairs can share a link. `pair_rounds`
 orders a step's pairs by the round-robin tournament (circle method), so that the complete set of N(N-1)
 ordered pairs of N ranks falls into 2(N-1) rounds of N/2 pairs (N-1 rounds for the unordered ones), each
-round a perfect matching. `decide_mode` says whether a run may use them. Pure logic: no MPI, no CUDA.
+round a perfect matching. `decide_mode` says whether a run may use them, and which pairs the steps that
+are never walked in rounds (the serial steps: host paths, handle costs, ping-pongs, the pipeline) cover:
+all of them, or a ring (`ring_pairs`). Pure logic: no MPI, no CUDA.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MODES = ("auto", "sequential", "concurrent")
+SERIAL_PAIRS = ("auto", "all", "ring")
 
 
 def circle_order(n: int) -> list[tuple[int, int]]:
@@ -64,49 +67,130 @@ def pair_rounds(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
     return rounds
 
 
+def ring_pairs(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The pairs of a step that lie on the ring of its ranks: each rank once as sender and once as receiver.
+
+    The ranks the pairs name, in order, form the ring r0 -> r1 -> ... -> r0. Of an ordered list (one that
+    holds some pair both ways) the pairs r_i -> r_i+1 are kept; of an unordered one (bidirectional and
+    symmetric steps, a < b) the pairs {r_i, r_i+1}. Two ranks: the ring is every pair. With one rank per
+    GPU rank i is GPU i, so on a 2-socket HGX (GPUs 0-3 on one socket, 4-7 on the other) the ring crosses
+    the sockets twice (3 -> 4, 7 -> 0): both classes of pair, same socket and across, are measured.
+    """
+    ranks = sorted({r for p in pairs for r in p})
+    nxt = {r: ranks[(i + 1) % len(ranks)] for i, r in enumerate(ranks)}
+    have = set(pairs)
+    ordered = any((b, a) in have for a, b in have)
+    return [(a, b) for a, b in pairs if nxt[a] == b or (not ordered and nxt[b] == a)]
+
+
+@dataclass(frozen=True)
+class SerialPairs:
+    """Which pairs the serial steps (never walked in rounds) measure: `all`, or a `ring`, and why.
+
+    Serial steps share something between pairs (host memory and CPUs, the driver's locks) or need both
+    GPUs alone, so N(N-1) of them one after another dominate a large node's run; where every pair is
+    alike, a ring still measures each GPU as sender and as receiver at an N-th of the cost.
+    """
+
+    coverage: str
+    requested: str
+    reason: str
+
+    @property
+    def ring(self) -> bool:
+        return self.coverage == "ring"
+
+    def select(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        return ring_pairs(pairs) if self.ring else list(pairs)
+
+    def as_dict(self) -> dict:
+        return {"coverage": self.coverage, "requested": self.requested, "reason": self.reason}
+
+    def describe(self) -> str:
+        """One phrase for the progress header and the dry run."""
+        what = "a ring (each rank once as sender, once as receiver)" if self.ring else "every pair"
+        why = f": {self.reason}" if self.requested == "auto" else ""
+        return f"{what} (--serial-pairs {self.requested}{why})"
+
+
+EVERY_PAIR = SerialPairs("all", "all", "every pair")
+
+
 @dataclass(frozen=True)
 class PairMode:
-    """How this run measures pairs: `concurrent` (rounds of disjoint pairs) or `sequential`, and why."""
+    """How this run measures pairs: `concurrent` (rounds of disjoint pairs) or `sequential`, and why; and
+    which pairs its serial steps cover (`serial`)."""
 
     mode: str
     requested: str
     reason: str
+    serial: SerialPairs = EVERY_PAIR
 
     @property
     def concurrent(self) -> bool:
         return self.mode == "concurrent"
 
     def as_dict(self) -> dict:
-        return {"mode": self.mode, "requested": self.requested, "reason": self.reason}
+        return {"mode": self.mode, "requested": self.requested, "reason": self.reason,
+                "serial_pairs": self.serial.as_dict()}
 
 
 class ModeError(ValueError):
     """`--pairs concurrent` where pairs would share a GPU."""
 
 
-def decide_mode(requested: str, ranks_per_gpu: int, link_kinds: list[str] | None, local_size: int) -> PairMode:
+def decide_mode(requested: str, ranks_per_gpu: int, link_kinds: list[str] | None, local_size: int,
+                serial: str = "auto", quick: bool = False) -> PairMode:
     """The pair mode for a node: `link_kinds` is the NVML link kind of every GPU pair (None: unknown).
 
     auto runs rounds only where pairs provably cannot share a link: one rank per GPU and every GPU pair
     connected through NVSwitch (each GPU's links go to the switch, which is non-blocking). PCIe trees,
-    direct NVLink meshes and unknown topologies are measured one pair at a time.
+    direct NVLink meshes and unknown topologies are measured one pair at a time. The serial steps' pairs
+    are decided here too (decide_serial_pairs), from the same facts.
     """
     if requested not in MODES:
         raise ValueError(f"unknown pair mode {requested!r}")
+    cover = decide_serial_pairs(serial, ranks_per_gpu, link_kinds, local_size, quick)
     if requested == "sequential":
-        return PairMode("sequential", requested, "--pairs sequential")
+        return PairMode("sequential", requested, "--pairs sequential", cover)
     if ranks_per_gpu > 1:
         if requested == "concurrent":
             raise ModeError(f"--pairs concurrent: {ranks_per_gpu} ranks share a GPU here, and pairs that share a "
                             f"GPU cannot be measured at once; use --pairs sequential or auto")
-        return PairMode("sequential", requested, f"{ranks_per_gpu} ranks per GPU: pairs would share a GPU")
+        return PairMode("sequential", requested, f"{ranks_per_gpu} ranks per GPU: pairs would share a GPU", cover)
     if requested == "concurrent":
-        return PairMode("concurrent", requested, "--pairs concurrent")
+        return PairMode("concurrent", requested, "--pairs concurrent", cover)
     if local_size < 4:
-        return PairMode("sequential", requested, f"{local_size} ranks: one pair per round anyway")
+        return PairMode("sequential", requested, f"{local_size} ranks: one pair per round anyway", cover)
     if not link_kinds:
-        return PairMode("sequential", requested, "topology unknown (no NVML link table)")
+        return PairMode("sequential", requested, "topology unknown (no NVML link table)", cover)
     if all(k == "nvswitch" for k in link_kinds):
-        return PairMode("concurrent", requested, "every GPU pair is linked through NVSwitch")
+        return PairMode("concurrent", requested, "every GPU pair is linked through NVSwitch", cover)
     kinds = ", ".join(sorted(set(link_kinds)))
-    return PairMode("sequential", requested, f"GPU pairs linked by {kinds}: pairs may share a link")
+    return PairMode("sequential", requested, f"GPU pairs linked by {kinds}: pairs may share a link", cover)
+
+
+def decide_serial_pairs(requested: str, ranks_per_gpu: int, link_kinds: list[str] | None, local_size: int,
+                        quick: bool = False) -> SerialPairs:
+    """Which pairs the serial steps cover. auto: a ring where every pair is alike (one rank per GPU, at
+    least 4 of them, every GPU pair through NVSwitch) and under --quick (a fleet check) wherever each GPU
+    has one rank; every pair elsewhere. Where ranks share a GPU, same-GPU pairs are the point of the run
+    and a ring would miss them (ranks i and i+G share GPU i of G: never neighbours on a ring of more than
+    two), so auto keeps every pair.
+    """
+    if requested not in SERIAL_PAIRS:
+        raise ValueError(f"unknown serial-pairs coverage {requested!r}")
+    if requested != "auto":
+        return SerialPairs(requested, requested, f"--serial-pairs {requested}")
+    if ranks_per_gpu > 1:
+        return SerialPairs("all", requested, f"{ranks_per_gpu} ranks per GPU: same-GPU pairs are measured")
+    if quick:
+        return SerialPairs("ring", requested, "--quick, a fleet check")
+    if local_size < 4:
+        return SerialPairs("all", requested, f"{local_size} ranks: few pairs")
+    if not link_kinds:
+        return SerialPairs("all", requested, "topology unknown (no NVML link table)")
+    if all(k == "nvswitch" for k in link_kinds):
+        return SerialPairs("ring", requested, "every GPU pair is linked through NVSwitch: pairs are alike")
+    kinds = ", ".join(sorted(set(link_kinds)))
+    return SerialPairs("all", requested, f"GPU pairs linked by {kinds}: pairs differ")

@@ -1,9 +1,12 @@
 """The buffer kinds a step may need (`Step.needs`) and how each is set up: one table, read by the
 runner's buffer setup. Each kind names its module, whose `sharer(gpu, world)` makes the sharer
-(alloc/export/open/close_all/free/shutdown, the interface of ipc/legacy.py), and a support check that
-runs without allocating.
+(alloc/export/open/close_all/free/shutdown, the interface of ipc/legacy.py; plus allgather_exports where
+its exports cannot travel over MPI, ipc/buffers.py), and a support check that runs without allocating.
 A kind whose check fails on any rank of a node is recorded in `ctx.unavailable` with the reason, and
-its steps write no rows but say why (run/walk.py). docs/architecture.md."""
+its steps write no rows but say why (run/walk.py). A step may also need a library it measures through
+(`LIBRARIES`: NCCL), or a feature of the GPU itself (`GPU_FEATURES`: Hopper's bulk copies), checked the
+same way and recorded in `ctx.libraries` / `ctx.features` or `ctx.unavailable`, so walk has one skip path
+for all. docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -12,15 +15,22 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class SharerKind:
+class Need:
+    """Something a step needs (Step.needs) and where to ask whether this rank has it."""
+
     name: str
-    module: str  # ipcbench.ipc.<module>, which defines sharer(gpu, world) -> the sharer object
+    module: str  # ipcbench.ipc.<module>
     support: str | None = None  # a function there: support(device) -> (ok, why); None = always supported
 
     def check(self, device: int) -> tuple[bool, str | None]:
         if self.support is None:
             return True, None
         return getattr(importlib.import_module(f"ipcbench.ipc.{self.module}"), self.support)(device)
+
+
+@dataclass(frozen=True)
+class SharerKind(Need):
+    """A buffer kind: its module also defines sharer(gpu, world) -> the sharer object."""
 
     def create(self, gpu, world):
         return importlib.import_module(f"ipcbench.ipc.{self.module}").sharer(gpu, world)
@@ -29,7 +39,56 @@ class SharerKind:
 KINDS: dict[str, SharerKind] = {k.name: k for k in (
     SharerKind("legacy", "legacy"),
     SharerKind("pool", "pool", "pool_support"),
+    SharerKind("vmm", "vmm", "vmm_support"),
+    SharerKind("core", "cucore", "core_support"),
 )}
+
+
+# Libraries a step measures through: nothing to set up collectively, each pair makes what it needs (NCCL: a
+# communicator per pair, ipc/nccl.py).
+LIBRARIES: dict[str, Need] = {k.name: k for k in (
+    Need("nccl", "nccl", "nccl_support"),
+)}
+
+
+# Features of the GPU itself a step needs: asked of this rank's Gpu (Gpu.feature_support, whose answer may
+# depend on run options, e.g. the bulk kernel's shared memory), recorded in ctx.features or ctx.unavailable.
+GPU_FEATURES: tuple[str, ...] = (
+    "bulk_copy",  # Hopper's cp.async.bulk: the sm_bulk methods (core/bulk.py)
+)
+
+
+def node_has(ctx, need: Need, otherwise: str) -> bool:
+    """Whether every rank of the node passes `need`'s check (collective over the node); if not, the first
+    reason given (else `otherwise`) goes to ctx.unavailable. A need without a support check (legacy IPC)
+    asks nobody: every rank has it."""
+    if need.support is None:
+        return True
+    return _node_agrees(ctx, need.name, need.check(ctx.gpu.index), otherwise)
+
+
+def _node_agrees(ctx, name: str, mine: tuple[bool, str | None], otherwise: str) -> bool:
+    everyone = ctx.world.node_allgather(mine, f"{name} support check")
+    if all(o for o, _ in everyone):
+        return True
+    reasons = [w for o, w in everyone if not o and w]
+    ctx.unavailable[name] = reasons[0] if reasons else otherwise
+    return False
+
+
+def setup_gpu_features(ctx, needs: set[str]) -> None:
+    """Ask every rank's GPU for every feature in `needs`; those all have go to ctx.features."""
+    for name in GPU_FEATURES:
+        if name in needs and _node_agrees(ctx, name, ctx.gpu.feature_support(name),
+                                          f"a GPU of this node lacks {name}"):
+            ctx.features.add(name)
+
+
+def setup_libraries(ctx, needs: set[str]) -> None:
+    """Check every library in `needs` on every rank of the node; those all have go to ctx.libraries."""
+    for name, lib in LIBRARIES.items():
+        if name in needs and node_has(ctx, lib, f"a rank of this node cannot use {name}"):
+            ctx.libraries.add(name)
 
 
 def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:
@@ -40,11 +99,5 @@ def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:
     for name, kind in KINDS.items():
         if name not in kinds:
             continue
-        # A kind without a support check (legacy IPC) needs no agreement: every rank sets it up.
-        everyone = [] if kind.support is None else ctx.world.node_allgather(kind.check(ctx.gpu.index),
-                                                                            f"{name} support check")
-        if all(o for o, _ in everyone):
+        if node_has(ctx, kind, f"a rank of this node cannot share {name} memory"):
             ctx.buffers[name] = BufferSet.create(ctx.world, kind.create(ctx.gpu, ctx.world), slot_bytes)
-        else:
-            reasons = [w for o, w in everyone if not o and w]
-            ctx.unavailable[name] = reasons[0] if reasons else f"a rank of this node cannot share {name} memory"

@@ -105,6 +105,8 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
     flags = T.flag_counts(weak, noisy, unver, impossible)
     sp = T.speedup_rows(df)
     sp_sum = T.speedup_summary(sp)
+    sp_nccl = T.speedup_rows(df, "nccl")
+    sp_nccl_sum = T.speedup_summary(sp_nccl)
     handles = T.handle_costs(df)
     links = T.link_table(metas)
     pk = T.peak_rows(df, links)
@@ -119,7 +121,8 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
         doc += [Para(f"`{s}`", terminal=True) for s in skipped]
     doc += glance_blocks(runs, dict(best=best, staged=T.best_staged(df), spg=T.speedup_glance(sp),
                                     lat=T.latency_glance(df), weak=weak, noisy=noisy, unver=unver,
-                                    impossible=impossible, same=summary[summary["scope"] == "same GPU"]),
+                                    impossible=impossible, same=summary[summary["scope"] == "same GPU"],
+                                    nccl=T.best_staged(df, "nccl"), spn=T.speedup_glance(sp_nccl)),
                           cv_threshold)
     doc += _mps_blocks(runs)
     doc.append(Heading(2, "How to read the details"))
@@ -156,15 +159,11 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
         doc.append(Para("**flags** " + ", ".join(f"{n} {name}" for n, name in nflag) + " (details under Flags)",
                         terminal=True))
 
-        s = method_sort(sp_sum[sp_sum["run"] == run.label])
-        if not s.empty:
-            doc.append(Heading(3, "Speedup over the best host-staged path"))
-            doc.append(Table(["suite", "method", "direction", "size", "GB/s", "staged GB/s", "speedup median",
-                              "min", "max", "pairs"],
-                             [[r.suite, r.method, r.direction, size_text(r.bytes), f1(r.bw_median), f1(r.baseline),
-                               times(r.speedup_median), times(r.speedup_min), times(r.speedup_max), str(r.pairs)]
-                              for r in s.itertuples()],
-                             numeric=[False] * 3 + [True] * 7))
+        doc += _speedup_blocks(sp_sum[sp_sum["run"] == run.label], "Speedup over the best host-staged path",
+                               "staged GB/s")
+        doc += _speedup_blocks(sp_nccl_sum[sp_nccl_sum["run"] == run.label],
+                               "Speedup over NCCL (ncclSend/ncclRecv, same pair, kind of direction and size)",
+                               "NCCL GB/s")
         h = handles[handles["run"] == run.label]
         if not h.empty:
             doc.append(Heading(3, "Handle and import costs"))
@@ -206,6 +205,20 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
         for b, name in zip(pending, draw_all([b.job for b in pending])):
             b.file, b.job = name, None
     return [b for b in doc if not (isinstance(b, Figure) and b.file is None)]
+
+
+def _speedup_blocks(summary, title: str, base_column: str) -> list:
+    """One run's speedup table over a baseline (tables.speedup_summary: at each method's largest size)."""
+    s = method_sort(summary)
+    if s.empty:
+        return []
+    return [Heading(3, title),
+            Table(["suite", "method", "direction", "size", "GB/s", base_column, "speedup median", "min", "max",
+                   "pairs"],
+                  [[r.suite, r.method, r.direction, size_text(r.bytes), f1(r.bw_median), f1(r.baseline),
+                    times(r.speedup_median), times(r.speedup_min), times(r.speedup_max), str(r.pairs)]
+                   for r in s.itertuples()],
+                  numeric=[False] * 3 + [True] * 7)]
 
 
 def _fleet_blocks(df, out_dir: Path, figures: bool):

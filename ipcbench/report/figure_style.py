@@ -20,20 +20,44 @@ ENGINE_COLOURS = {
     "ce": "#0072B2",
     "sm_read": "#009E73",
     "sm_write": "#E69F00",
+    "sm_bulk_read": "#00664A",  # the bulk-copy kernels: sm_read's and sm_write's hues, darker
+    "sm_bulk_write": "#9C6B00",
     "mpi_staged": "#555555",
     "shm_staged": "#CC79A7",
     "sm_pingpong": "#D55E00",
     "event_pingpong": "#56B4E9",
+    "nccl": "#000000",  # the NCCL baseline (suites/nccl.py)
+    "nccl_pingpong": "#882255",
 }
 RING_COLOURS = ["#C5B3E6", "#9A7FD1", "#6A4BB5", "#3F2785"]  # pipeline rings, light (shallow) to dark (deep)
 OTHER_COLOURS = ["#8C564B", "#17BECF", "#BCBD22", "#E377C2", "#7F7F7F", "#1F77B4", "#FF7F0E", "#2CA02C"]
 
 
+# How the peer's memory was shared, by method-name prefix (core/methods.py): legacy IPC has none.
+MECHANISM_PREFIXES = {"pool_": "pool", "vmm_": "vmm", "core_": "cuda.core"}
+MECHANISM_LINES = {  # legacy is solid and thick (method_style); the others thin, each its own dash and marker
+    "pool": dict(linestyle=(0, (4, 2)), marker="x"),
+    "vmm": dict(linestyle=(0, (6, 2, 1, 2)), marker="+"),
+    "cuda.core": dict(linestyle=(0, (1, 1.5)), marker="d"),
+}
+
+
+def mechanism_of(suite: str, method: str) -> str:
+    """How a method's peer memory was shared: pool_ce -> pool, vmm_sm_read -> vmm, ce -> legacy; a pool-suite
+    method without a prefix is a pool method."""
+    for prefix, mech in MECHANISM_PREFIXES.items():
+        if str(method).startswith(prefix):
+            return mech
+    return "pool" if str(suite) == "pool" else "legacy"
+
+
 def engine_of(method: str) -> str:
-    """The engine a method uses: pool_ce -> ce, ce_alltoall -> ce, ring_d4_latency -> ring_d4."""
+    """The engine a method uses: pool_ce -> ce, vmm_sm_read -> sm_read, ce_alltoall -> ce, ring_d4_latency -> ring_d4."""
     m = str(method)
-    if m.startswith("pool_"):
-        m = m[len("pool_"):]
+    for prefix in MECHANISM_PREFIXES:
+        if m.startswith(prefix):
+            m = m[len(prefix):]
+            break
     for suffix in ("_alltoall", "_latency"):
         if m.endswith(suffix):
             m = m[: -len(suffix)]
@@ -41,10 +65,11 @@ def engine_of(method: str) -> str:
 
 
 def method_style(suite: str, method: str, others: list[str] | None = None) -> dict:
-    """Line style of a method: colour per engine, legacy solid and thick, pool dashed and thin, all-to-all
-    dotted. `others` (the sorted list of every unknown engine in the figure) keeps fallback colours stable."""
+    """Line style of a method: colour per engine, legacy solid and thick, other sharing mechanisms (pool, vmm,
+    cuda.core) thin with their own dashes and markers, all-to-all dotted. `others` (the sorted list of every
+    unknown engine in the figure) keeps fallback colours stable."""
     eng = engine_of(method)
-    pool = str(suite) == "pool" or str(method).startswith("pool_")
+    mech = mechanism_of(suite, method)
     if eng in ENGINE_COLOURS:
         colour = ENGINE_COLOURS[eng]
     elif eng.startswith("ring"):
@@ -54,9 +79,8 @@ def method_style(suite: str, method: str, others: list[str] | None = None) -> di
     else:
         others = others or [eng]
         colour = OTHER_COLOURS[others.index(eng) % len(OTHER_COLOURS)] if eng in others else OTHER_COLOURS[0]
-    if pool:
-        return dict(color=colour, linestyle=(0, (4, 2)), linewidth=1.6, alpha=1.0, marker="x", markersize=4,
-                    zorder=4)
+    if mech != "legacy":
+        return dict(color=colour, linewidth=1.6, alpha=1.0, markersize=4, zorder=4, **MECHANISM_LINES[mech])
     if str(method).endswith("_alltoall"):
         return dict(color=colour, linestyle=":", linewidth=2.0, alpha=0.9, marker="^", markersize=4, zorder=3)
     return dict(color=colour, linestyle="-", linewidth=3.2, alpha=0.55, marker="o", markersize=4, zorder=2)

@@ -17,7 +17,8 @@ import math
 from pathlib import Path
 
 from ipcbench.report.figure_style import (_CHAR_IN, DPI, ENGINE_COLOURS, _figure, _known, _nice_log_ticks, _save,
-                                          _size_axis, _title_height, _titles, _wrap, engine_of, method_style)
+                                          MECHANISM_LINES, _size_axis, _title_height, _titles, _wrap, engine_of,
+                                          mechanism_of, method_style)
 
 def heat_colour_values(m, colour_by=None):
     """What a heatmap cell's colour shows: `colour_by` (aligned to m), else the cell as % of the median cell."""
@@ -117,7 +118,7 @@ def _legend_entries(curves) -> list[tuple[str, dict]]:
         e = engine_of(m)
         base = "ring" if e.startswith("ring") else e
         return (order.index(base) if base in order else len(order) + unknown.index(e) if e in unknown else 99,
-                e, s == "pool" or m.startswith("pool_"), m)
+                e, list(("legacy", *MECHANISM_LINES)).index(mechanism_of(s, m)), m)
 
     out = {}
     for s, m in sorted(seen, key=key):
@@ -126,8 +127,8 @@ def _legend_entries(curves) -> list[tuple[str, dict]]:
 
 
 def _series_label(suite: str, method: str) -> str:
-    if str(method).startswith("pool_") or str(suite) == "pool":
-        return f"{method} (pool)" if not str(method).startswith("pool_") else str(method)
+    if mechanism_of(suite, method) == "pool" and not str(method).startswith("pool_"):
+        return f"{method} (pool)"
     return str(method)
 
 

@@ -67,7 +67,9 @@ def _bytes(b) -> str:
 
 
 ENGINES = {"ce": "the copy engine", "sm_read": "SM read kernels", "sm_write": "SM write kernels",
-           "mpi_staged": "MPI through host memory", "shm_staged": "shared host memory"}
+           "sm_bulk_read": "bulk-copy read kernels", "sm_bulk_write": "bulk-copy write kernels",
+           "mpi_staged": "MPI through host memory", "shm_staged": "shared host memory",
+           "nccl": "NCCL send/receive"}
 
 
 def _engine_text(best) -> str:
@@ -131,9 +133,10 @@ def _methods_text(rows, limit: int = 3) -> str:
 
 
 def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv_threshold: float,
-                 same=None) -> dict:
+                 same=None, nccl=None, spn=None) -> dict:
     """Everything the headline says about one run, as words and small tables (the frames already restricted
-    to the run; `same`: the method summary's same-GPU rows)."""
+    to the run; `same`: the method summary's same-GPU rows; `nccl`/`spn`: NCCL's best one-way path and the
+    IPC methods' speedup over it, like `staged`/`spg`)."""
     meta = run.meta or {}
     reds, ambers, lines = [], [], []
     # --- health: best path per pair
@@ -188,6 +191,8 @@ def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv
                               f"{size_text(b.bytes)}){small_txt}; every method in the table below."))
     elif len(staged) == 0:
         lines.append(("info", "**What IPC buys**: no host-staged rows (staged suite) to compare with."))
+    if nccl is not None and len(nccl):
+        lines.append(("info", _nccl_text(nccl.iloc[0], spn if spn is not None else nccl.iloc[0:0])))
     # --- latency
     if len(lat):
         lat = lat.set_index("method")
@@ -206,7 +211,9 @@ def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv
             parts.append(f"at {_bytes(b)}: " + ", ".join(f"{m} {us(r['median'])} µs" for m, r in g.iterrows()))
         parts += [f"{m} {us(r['median'])} µs (an event, no data)" for m, r in signal.iterrows()]
         if parts:
-            lines.append(("info", "**Smallest message, one way** (latency suite, median over pairs): "
+            suites = "latency and nccl suites" if rest.index.astype(str).str.startswith("nccl").any() else \
+                "latency suite"
+            lines.append(("info", f"**Smallest message, one way** ({suites}, median over pairs): "
                                   + "; ".join(parts) + "."))
     # --- ranks sharing a GPU
     if same is not None and len(same):
@@ -269,6 +276,25 @@ def glance_facts(run, best, staged, spg, lat, weak, noisy, unver, impossible, cv
     return dict(lines=lines, options=opts, reds=reds, ambers=ambers, ok=verdict_ok)
 
 
+def _nccl_text(base, spn) -> str:
+    """The NCCL line: its best one-way bandwidth, and what the best IPC method gets over it at the largest
+    and the smallest size."""
+    text = (f"**Against NCCL** (ncclSend/ncclRecv, nccl suite): NCCL reaches **{base.bw:.1f} GB/s** at "
+            f"{size_text(base.bytes)} ({method_label(base.suite, base.method, base.direction)}, median over pairs)")
+    if not len(spn):
+        return text + "; no IPC bandwidth rows at its sizes to compare with."
+    b = spn.iloc[0]
+    small = spn.dropna(subset=["small_speedup"])
+    small = small[small["small_bytes"] == small["small_bytes"].min()]
+    small_txt = ""
+    if len(small):
+        lo, hi = small["small_speedup"].min(), small["small_speedup"].max()
+        small_txt = (f"; at {size_text(small['small_bytes'].min())}, "
+                     + (f"{lo:.2f}–{hi:.2f}× depending on the method" if abs(hi - lo) >= 0.005 else f"{lo:.2f}×"))
+    return (text + f"; the best IPC method, {method_label(b.suite, b.method, b.direction)}, is **{b.speedup:.2f}×** "
+                   f"NCCL at {size_text(b.bytes)}{small_txt}.")
+
+
 def _pair_table(best, terminal: bool) -> list:
     if best.empty:
         return []
@@ -293,19 +319,26 @@ def _pair_table(best, terminal: bool) -> list:
     return [Table(cols, rows, numeric=numeric, caption=caption, terminal=terminal)]
 
 
-def _speedup_table(spg, terminal: bool) -> list:
+SPEEDUP_TABLES = {  # baseline -> (speedup column, caption)
+    "staged": ("× best staged", "What IPC buys: speedup over the best host-staged path, same pair and size "
+                                "(median over pairs)"),
+    "nccl": ("× NCCL", "What IPC buys over NCCL: speedup over ncclSend/ncclRecv, same pair, kind of direction "
+                       "and size (median over pairs)"),
+}
+
+
+def _speedup_table(spg, terminal: bool, baseline: str = "staged") -> list:
     if spg.empty:
         return []
+    column, caption = SPEEDUP_TABLES[baseline]
     rows = []
     for r in spg.itertuples():
         rng = f"{r.speedup_min:.2f}–{r.speedup_max:.2f}x" if r.pairs > 1 else ""
         rows.append([method_label(r.suite, r.method, r.direction), size_text(r.bytes), f1(r.bw), times(r.speedup),
                      rng, f"{times(r.small_speedup)} at {size_text(r.small_bytes)}"
                      if r.small_speedup == r.small_speedup else ""])
-    return [Table(["IPC method (best direction)", "size", "GB/s", "× best staged", "over pairs",
-                   "at the smallest size"], rows, numeric=[False, True, True, True, True, True], terminal=terminal,
-                  caption="What IPC buys: speedup over the best host-staged path, same pair and size "
-                          "(median over pairs)")]
+    return [Table(["IPC method (best direction)", "size", "GB/s", column, "over pairs", "at the smallest size"],
+                  rows, numeric=[False, True, True, True, True, True], terminal=terminal, caption=caption)]
 
 
 def glance_blocks(runs, tables: dict, cv_threshold: float) -> list:
@@ -325,7 +358,8 @@ def glance_blocks(runs, tables: dict, cv_threshold: float) -> list:
         facts = glance_facts(run, part("best", run.label), part("staged", run.label), part("spg", run.label),
                              part("lat", run.label), part("weak", run.label), part("noisy", run.label),
                              part("unver", run.label), part("impossible", run.label), cv_threshold,
-                             part("same", run.label))
+                             part("same", run.label), nccl=_part_or_none(tables, split, "nccl", run.label),
+                             spn=_part_or_none(tables, split, "spn", run.label))
         if run.label in slow:
             facts["reds"].append(slow[run.label])
             facts["lines"][0] = ("bad", "**Check**: " + "; ".join(facts["reds"]) + ".")
@@ -346,6 +380,8 @@ def glance_blocks(runs, tables: dict, cv_threshold: float) -> list:
         per_run.append(Callout(items, title=title, terminal=True))
         per_run += _pair_table(part("best", run.label), terminal=True)
         per_run += _speedup_table(part("spg", run.label), terminal=True)
+        if "spn" in tables:
+            per_run += _speedup_table(part("spn", run.label), terminal=True, baseline="nccl")
     if len(runs) > 1:
         cols = ["run", "GPUs", "mode", "best path GB/s", "% of peak", "weakest pair", "IPC × staged",
                 "P2P latency µs", "flags"]
@@ -373,6 +409,13 @@ def glance_blocks(runs, tables: dict, cv_threshold: float) -> list:
         if len(runs) > MAX_GLANCE_RUNS:
             blocks.append(Para(f"Full headlines for the first {MAX_GLANCE_RUNS} runs; every run is in the tables."))
     return blocks + per_run
+
+
+def _part_or_none(tables: dict, split: dict, name: str, label: str):
+    """The run's part of an optional table (None where the caller gave no such table)."""
+    if name not in tables:
+        return None
+    return split[name].get(label, tables[name].iloc[0:0])
 
 
 def _run_row(run, best, spg, lat, facts) -> list[str]:

@@ -211,10 +211,16 @@ def _fmt_opt(v) -> str:
     return json.dumps(v) if v is None or isinstance(v, bool) else str(v)
 
 
+def _serial_coverage(meta: dict) -> str:
+    """"a ring of pairs" or "every pair" (runs before --serial-pairs measured every pair)."""
+    sp = (meta.get("pair_mode") or {}).get("serial_pairs") if isinstance(meta.get("pair_mode"), dict) else None
+    return "a ring of pairs" if isinstance(sp, dict) and sp.get("coverage") == "ring" else "every pair"
+
+
 def meta_warnings(base: Side, new: Side) -> list[str]:
     """What differs between a BASE run and NEW that makes their numbers less comparable: options (quick,
-    sampling rule, samples, min_time_ms), rank counts and ranks per GPU, hosts, GPU models, driver and
-    ipcbench versions. One line each."""
+    sampling rule, samples, min_time_ms), the serial steps' pairs (--serial-pairs), rank counts and ranks
+    per GPU, hosts, GPU models, driver and ipcbench versions. One line each."""
     who = f"BASE {base.label} vs NEW {new.label}"
     if not base.meta or not new.meta:
         missing = " and ".join(s for s, side in (("BASE", base), ("NEW", new)) if not side.meta)
@@ -226,6 +232,11 @@ def meta_warnings(base: Side, new: Side) -> list[str]:
              if (o in bo or o in no) and bo.get(o) != no.get(o)]
     if diffs:
         out.append(f"{who}: options differ: " + "; ".join(diffs))
+    bs, ns = _serial_coverage(bm), _serial_coverage(nm)
+    if bs != ns:
+        out.append(f"{who}: the one-pair-at-a-time steps (host-staged, handles, ping-pongs, pipeline) measured "
+                   f"{bs} vs {ns} (--serial-pairs): the ring run has no rows for the other pairs; compare "
+                   f"with --subset, or measure both with the same --serial-pairs")
     br, nr = bm.get("ranks"), nm.get("ranks")
     bn, nn = (len(br) if isinstance(br, list) else None), (len(nr) if isinstance(nr, list) else None)
     bpg, npg = ranks_per_gpu(bm), ranks_per_gpu(nm)

@@ -61,7 +61,7 @@ def run_options(meta: dict | None, frame=None) -> dict[str, str]:
         mode = {"sequential": "one pair at a time", "concurrent": "disjoint pairs at once"}.get(pm["mode"], pm["mode"])
         why = f" (--pairs {pm['requested']}" + (f": {pm['reason']}" if pm.get("reason") else "") + ")" \
             if pm.get("requested") else ""
-        out["pairs"] = mode + why
+        out["pairs"] = mode + why + _serial_text(pm)
     else:
         out["pairs"] = "not recorded"
     if o.get("verify") is False:
@@ -70,6 +70,21 @@ def run_options(meta: dict | None, frame=None) -> dict[str, str]:
     if isinstance(cmd, list) and cmd:
         out["command"] = " ".join(map(str, cmd))
     return {k: clean(v) for k, v in out.items()}
+
+
+def _serial_ring(pm: dict) -> bool:
+    sp = pm.get("serial_pairs")
+    return isinstance(sp, dict) and sp.get("coverage") == "ring"
+
+
+def _serial_text(pm: dict) -> str:
+    """The serial steps' pair coverage (meta.json pair_mode.serial_pairs; older runs: every pair, said by
+    nothing): a ring leaves most pairs without host-staged, handle, ping-pong and pipeline rows."""
+    if not _serial_ring(pm):
+        return ""
+    sp = pm["serial_pairs"]
+    return (f"; host-staged, handle, ping-pong and pipeline steps on a ring of pairs (--serial-pairs "
+            f"{sp.get('requested', '?')}" + (f": {sp['reason']}" if sp.get("reason") else "") + ")")
 
 
 def options_line(opts: dict[str, str]) -> str:
@@ -117,6 +132,7 @@ def options_short(meta: dict | None, frame=None) -> dict[str, str]:
     out["ranks/GPU"] = "?" if rpg is None else str(rpg)
     pm = meta.get("pair_mode")
     out["pairs"] = ({"sequential": "one at a time", "concurrent": "at once"}.get(pm.get("mode"), str(pm.get("mode")))
+                    + (", serial on a ring" if _serial_ring(pm) else "")
                     if isinstance(pm, dict) and pm.get("mode") else "?")
     return {k: clean(v) for k, v in out.items()}
 

@@ -109,25 +109,37 @@ def is_staged(method: pd.Series) -> pd.Series:
     return method.astype(str).str.endswith("_staged")
 
 
-def speedup_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Speedup of every IPC bandwidth row over the best host-staged bandwidth (methods named *_staged).
+def is_nccl(method: pd.Series) -> pd.Series:
+    """The nccl suite's methods (nccl, nccl_pingpong): ncclSend/ncclRecv, a baseline like the staged paths."""
+    return method.astype(str).str.startswith("nccl")
 
-    The baseline is the best staged bandwidth at the same size and for the same pair (same run and host)
-    in the same kind of direction (bidir vs one-way); where that pair has no staged row, the best staged
+
+# What IPC is compared with: the host-staged paths (the best of them per pair) and NCCL's send/receive.
+BASELINES = {"staged": is_staged, "nccl": is_nccl}
+
+
+def speedup_rows(df: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
+    """Speedup of every IPC bandwidth row over a baseline: the best host-staged bandwidth (methods named
+    *_staged), or with baseline="nccl" NCCL's (ncclSend/ncclRecv). Rows of either baseline are never IPC.
+
+    The baseline is the best baseline bandwidth at the same size and for the same pair (same run and host)
+    in the same kind of direction (bidir vs one-way); where that pair has no baseline row, the best baseline
     method's median over all pairs at that size. Columns: the row's keys, bw, baseline, speedup, basis
     ("pair" or "all pairs").
     """
     bw = cross_gpu(bw_rows(df)).assign(dirclass=lambda d: d["direction"].eq("bidir").map({True: "bidir",
                                                                                          False: "oneway"}))
-    staged_mask = is_staged(bw["method"])
-    staged, ipc = bw[staged_mask], bw[~staged_mask]
-    if staged.empty or ipc.empty:
+    any_base = pd.Series(False, index=bw.index)
+    for test in BASELINES.values():
+        any_base |= test(bw["method"])
+    base, ipc = bw[BASELINES[baseline](bw["method"])], bw[~any_base]
+    if base.empty or ipc.empty:
         return pd.DataFrame(columns=["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median",
                                      "baseline", "speedup", "basis"])
     pair_keys = ["run", "host", "dirclass", "bytes", "src_gpu", "dst_gpu"]
-    pair_best = staged.groupby(pair_keys, observed=True)["bw_gbps_median"].max().rename("pair_base")
+    pair_best = base.groupby(pair_keys, observed=True)["bw_gbps_median"].max().rename("pair_base")
     all_keys = ["run", "host", "dirclass", "bytes"]
-    per_method = staged.groupby(all_keys + ["method", "direction"], observed=True)["bw_gbps_median"].median()
+    per_method = base.groupby(all_keys + ["method", "direction"], observed=True)["bw_gbps_median"].median()
     all_best = per_method.groupby(all_keys, observed=True).max().rename("all_base")
     out = ipc.join(pair_best, on=pair_keys).join(all_best, on=all_keys)
     out["baseline"] = out["pair_base"].fillna(out["all_base"])
@@ -327,11 +339,11 @@ def best_paths(df: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFr
     return best.sort_values(pkeys).reset_index(drop=True)[cols]
 
 
-def best_staged(df: pd.DataFrame) -> pd.DataFrame:
-    """Per run, the best host-staged one-way method at the largest size (median over pairs): run, suite,
-    method, direction, bytes, bw."""
+def best_staged(df: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
+    """Per run, the best host-staged one-way method at the largest size (median over pairs), or with
+    baseline="nccl" NCCL's (BASELINES): run, suite, method, direction, bytes, bw."""
     pr = pair_rows(df)
-    pr = pr[is_staged(pr["method"])]
+    pr = pr[BASELINES[baseline](pr["method"])]
     if pr.empty:
         return pd.DataFrame(columns=["run", *METHOD, "bytes", "bw"])
     pr = pr[pr["bytes"] == pr.groupby("run", observed=True)["bytes"].transform("max")]
@@ -340,8 +352,9 @@ def best_staged(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedup_glance(sp: pd.DataFrame) -> pd.DataFrame:
-    """Per run and IPC method, its best one-way direction's speedup over the best host-staged path: at the
-    method's largest size (median, min and max over pairs; GB/s median) and at its smallest size (median).
+    """Per run and IPC method, its best one-way direction's speedup over the baseline of `sp` (speedup_rows:
+    the best host-staged path, or NCCL): at the method's largest size (median, min and max over pairs; GB/s
+    median) and at its smallest size (median).
     All-to-all rows are left out (concurrent flows, not one pair's path). Columns: run, suite, method,
     direction, bytes, bw, speedup, speedup_min, speedup_max, pairs, small_bytes, small_speedup."""
     cols = ["run", *METHOD, "bytes", "bw", "speedup", "speedup_min", "speedup_max", "pairs", "small_bytes",
@@ -361,9 +374,11 @@ def speedup_glance(sp: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_glance(df: pd.DataFrame) -> pd.DataFrame:
-    """Latency suite, cross-GPU pairs: per run and method, the time at the method's smallest size, median,
-    min and max over pairs. Columns: run, method, bytes, median, min, max, pairs."""
-    rows = cross_gpu(df[(df["suite"] == "latency") & df["time_us_median"].notna()])
+    """Latency suite and NCCL's one-way rows (nccl, nccl_pingpong), cross-GPU pairs: per run and method, the
+    time at the method's smallest size, median, min and max over pairs. Columns: run, method, bytes, median,
+    min, max, pairs."""
+    small = (df["suite"] == "latency") | ((df["suite"] == "nccl") & (df["direction"] == "oneway"))
+    rows = cross_gpu(df[small & df["time_us_median"].notna()])
     if rows.empty:
         return pd.DataFrame(columns=["run", "method", "bytes", "median", "min", "max", "pairs"])
     small = at_smallest(rows, ["run", "method"])

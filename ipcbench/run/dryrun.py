@@ -1,7 +1,9 @@
 """`--dry-run`: the plan (nodes, ranks, pairs, sizes, measurements, estimated time); no GPU work.
 
-The estimate follows the sampling rule and the pair mode: per measurement about two samples' worth of
---min-time plus a fixed cost, weighted by each step's cost, fitted to measured suite wall times.
+The estimate follows the sampling rule, the pair mode and the serial steps' pair coverage: per measurement
+about two samples' worth of --min-time plus a fixed cost, weighted by each step's cost, fitted to measured
+suite wall times; a round of disjoint pairs costs one measurement, a serial step pays only the pairs its
+coverage keeps (run/walk.groups_of).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ STARTUP_S = 2.5  # MPI and CUDA start, kernels compiled, buffers shared: before 
 
 def estimate_seconds(steps, rule, mode=None) -> float:
     """Expected wall time of a plan under `rule`: steps walked in rounds of disjoint pairs (`mode`
-    concurrent) cost one measurement per round and size, not per pair."""
+    concurrent) cost one measurement per round and size, not per pair; serial steps count the pairs of
+    the mode's coverage. Without a mode: every pair, one at a time."""
     from ipcbench.run.walk import groups_of
 
     total = 0.0
@@ -33,20 +36,26 @@ def estimate_seconds(steps, rule, mode=None) -> float:
 
 
 def describe(plan: dict) -> str:
+    from ipcbench.core.schedule import SerialPairs
+
     n = plan["measurements"]
     lines = ["ipcbench plan (dry run: no GPU work)",
              f"  nodes:   {plan['nodes']} ({', '.join(f'{h}: {k} ranks' for h, k in plan['ranks_per_node'].items())})",
              f"  GPUs:    {', '.join(f'{h}: {g}' for h, g in plan['gpus_per_node'].items())} ({plan['gpu_source']})",
              f"  pairs:   {plan['pairs']} ordered per node; {plan['pair_mode']['mode']} "
              f"({plan['pair_mode']['reason']}); all nodes measure at once",
+             f"  serial:  one-pair-at-a-time steps (host paths, handles, ping-pongs, pipeline) measure "
+             f"{SerialPairs(**plan['pair_mode']['serial_pairs']).describe()}",
              f"  suites:  {', '.join(plan['suites'])}",
              f"  sizes:   {len(plan['sizes'])} ({fmt_size(plan['sizes'][0])} .. {fmt_size(plan['sizes'][-1])})",
              f"  sampling: {plan['sampling']}",
              "  steps:"]
     for s in plan["steps"]:
-        rounds = f"  in {len(s['rounds'])} rounds" if s.get("rounds") else ""
+        k = len(s["pairs"])
+        how = (f"  in {len(s['rounds'])} rounds" if s.get("rounds") else
+               f"  {k} pair{'s' if k != 1 else ''} one at a time{', a ring' if s.get('ring') else ''}" if k else "")
         lines.append(f"    {s['suite']:8s} {s['label']:24s} {s['measurements']:5d} measurement{'s' if s['measurements'] != 1 else ''}"
-                     f"{rounds}")
+                     f"{how}")
     lines.append(f"  measurements per node: {n}")
     lines.append(f"  estimated duration: {plan['estimated_s']:.0f} s")
     return "\n".join(lines)
@@ -55,12 +64,13 @@ def describe(plan: dict) -> str:
 def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     """Print the plan on world rank 0 (human-readable, or one JSON object with --json)."""
     from ipcbench.core.topology import nvml_gpu_count, nvml_link_kinds
-    from ipcbench.run.walk import agree_pair_mode, groups_of
+    from ipcbench.run.walk import agree_pair_mode, groups_of, measured, pairs_of
 
     local = assumed_ranks or world.local_size
     info = world.comm.allgather((world.host, local, nvml_gpu_count()))
     gpus_here = info[world.rank][2] or local
-    mode = agree_pair_mode(world, cfg.pairs, -(-local // min(local, gpus_here)), nvml_link_kinds(), local)
+    mode = agree_pair_mode(world, cfg.pairs, -(-local // min(local, gpus_here)), nvml_link_kinds(), local,
+                           cfg.serial_pairs, cfg.quick)
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
         return 0
@@ -70,10 +80,12 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
             "gpu_source": "NVML" if all(g is not None for _, g in per_node.values()) else "assumed one per rank",
             "pairs": local * (local - 1), "pair_mode": mode.as_dict(),
             "suites": list(cfg.suites), "sizes": list(cfg.sizes), "sampling": cfg.rule.describe(),
-            "steps": [{"suite": s.suite, "label": s.label, "measurements": s.measurements,
+            "steps": [{"suite": s.suite, "label": s.label, "measurements": measured(s, mode),
+                       "pairs": [list(p) for p in pairs_of(s, mode)] if not s.concurrent else [],
+                       "ring": s.serial and mode.serial.ring,
                        "rounds": [[list(p) for p in g] for g in groups_of(s, mode)] if mode.concurrent and s.rounds_ok
                        else None} for s in steps],
-            "measurements": sum(s.measurements for s in steps),
+            "measurements": sum(measured(s, mode) for s in steps),
             "estimated_s": round(estimate_seconds(steps, cfg.rule, mode), 1)}
     if cfg.json_plan:
         print(json.dumps(plan), flush=True)

@@ -79,6 +79,7 @@ def library_versions() -> dict:
         "mpi4py": _pkg("mpi4py"),
         "pandas": _pkg("pandas"),
         "nvidia_ml_py": _pkg("nvidia-ml-py"),
+        "nvidia_nccl": _pkg("nvidia-nccl-cu13"),  # the NCCL wheel of the nccl extra (suites/nccl.py); None without
     }
     try:
         from mpi4py import MPI

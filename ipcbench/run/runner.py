@@ -61,7 +61,9 @@ def slot_bytes(steps, sizes) -> int:
 
 
 def _check_memory(world, gpu, sizes, steps) -> None:
-    kinds = {k for s in steps for k in s.needs} or {"legacy"}
+    from ipcbench.ipc.sharers import KINDS
+
+    kinds = {k for s in steps for k in s.needs if k in KINDS} or {"legacy"}  # buffer kinds, not libraries
     slot = -(-slot_bytes(steps, sizes) // 4096) * 4096
     need = len(kinds) * slot * (1 + world.local_size) + (64 << 20)
     sharing = world.node_allgather(gpu.index, "GPU sharing check").count(gpu.index)
@@ -73,9 +75,12 @@ def _check_memory(world, gpu, sizes, steps) -> None:
 
 
 def _setup_buffers(ctx, steps, sizes) -> None:
-    from ipcbench.ipc.sharers import setup_buffers
+    from ipcbench.ipc.sharers import setup_buffers, setup_gpu_features, setup_libraries
 
-    setup_buffers(ctx, {k for s in steps for k in s.needs}, slot_bytes(steps, sizes))
+    needs = {k for s in steps for k in s.needs}
+    setup_buffers(ctx, needs, slot_bytes(steps, sizes))
+    setup_libraries(ctx, needs)
+    setup_gpu_features(ctx, needs)
 
 
 def run(cfg) -> int:
@@ -94,11 +99,11 @@ def run(cfg) -> int:
         if gpus < 2:
             raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
                              f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
-        return dry_run(world, cfg, plan(list(cfg.suites), gpus, sizes), assumed_ranks=gpus)
+        return dry_run(world, cfg, plan(list(cfg.suites), gpus, sizes, cfg.quick), assumed_ranks=gpus)
     if world.size < 2:
         raise UsageError("ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), "
                          "e.g. `mpirun -np 4 ipcbench all`")
-    steps = plan(list(cfg.suites), world.local_size, sizes)
+    steps = plan(list(cfg.suites), world.local_size, sizes, cfg.quick)
     if cfg.dry_run:
         return dry_run(world, cfg, steps)
 
@@ -106,7 +111,7 @@ def run(cfg) -> int:
     index, info = _select_gpu(world)
     from ipcbench.core.gpu import Gpu
 
-    gpu = Gpu(index, copy_shape=cfg.copy_shape)
+    gpu = Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)
     mps_on, mps_meta = _detect_mps(world, index)
     _check_memory(world, gpu, sizes, steps)
     gpu_of = world.node_allgather(index, "the GPU of every rank")
@@ -116,7 +121,7 @@ def run(cfg) -> int:
     topo = _node_topology() if world.local_rank == 0 else None
     world.node_barrier("the topology of this node")
     topo = world.node.bcast(topo, root=0)
-    mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo)
+    mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo, cfg.serial_pairs, cfg.quick)
     meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
     if world.rank == 0:
         meta["mps"] = mps_meta
@@ -135,7 +140,8 @@ def run(cfg) -> int:
                f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(cfg.suites)}; "
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "
                f"estimated {estimate_seconds(steps, cfg.rule, mode):.0f} s")
-    say(world, f"pairs: {mode.mode} ({mode.reason}); results: {run_dir / 'results.csv'}")
+    say(world, f"pairs: {mode.mode} ({mode.reason}); serial steps: {mode.serial.describe()}; "
+               f"results: {run_dir / 'results.csv'}")
     say(world, f"MPS: {mps.summary(mps_meta)}")
     timings: dict[str, float] = {}
     profile = _profiler()
@@ -146,6 +152,9 @@ def run(cfg) -> int:
     checks = world.world_gather(check, "the concurrency checks")
     if "event_ipc" in ctx.state:
         ctx.state["event_ipc"].close()
+    from ipcbench.ipc.nccl import close_pairs
+
+    close_pairs(ctx)  # before the buffers its communicators last touched are freed
     for bs in ctx.buffers.values():
         bs.destroy(world)
     status = 0
@@ -180,8 +189,10 @@ def _str_dir(decision):
     return (str(path) if path else None, err)
 
 
-def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | None):
-    """This node's pair mode from the links between the GPUs its ranks use (run/walk.agree_pair_mode)."""
+def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | None, serial: str = "auto",
+                      quick: bool = False):
+    """This node's pair mode and serial-step coverage from the links between the GPUs its ranks use
+    (run/walk.agree_pair_mode)."""
     from collections import Counter
 
     from ipcbench.run.walk import agree_pair_mode
@@ -190,7 +201,7 @@ def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | Non
     kinds = None
     if topo and topo.get("nvml") and topo.get("links"):
         kinds = [ln["kind"] for ln in topo["links"] if ln["src_gpu"] in used and ln["dst_gpu"] in used] or None
-    return agree_pair_mode(world, requested, max(Counter(gpu_of).values()), kinds, world.local_size)
+    return agree_pair_mode(world, requested, max(Counter(gpu_of).values()), kinds, world.local_size, serial, quick)
 
 
 def _detect_mps(world, index: int):

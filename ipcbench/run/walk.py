@@ -1,6 +1,7 @@
-"""Walking the plan: every step over its pairs, one pair at a time or in rounds of disjoint pairs, with
-the built-in check that rounds measure what pairs one at a time would. The node's rows go to the row
-sink (run/collect.py) after each group. docs/architecture.md, "How a row is born".
+"""Walking the plan: every step over its pairs, one pair at a time or in rounds of disjoint pairs (serial
+steps over the run's serial-pairs coverage: every pair or a ring), with the built-in check that rounds
+measure what pairs one at a time would. The node's rows go to the row sink (run/collect.py) after each
+group. docs/architecture.md, "How a row is born".
 """
 
 from __future__ import annotations
@@ -12,19 +13,32 @@ from ipcbench.run.console import say
 from ipcbench.sizes import fmt_size
 
 
-def agree_pair_mode(world, requested: str, ranks_per_gpu: int, link_kinds: list[str] | None, local_size: int):
-    """This node's pair mode (core/schedule.decide_mode); a refusal on any node ends every rank alike."""
+def agree_pair_mode(world, requested: str, ranks_per_gpu: int, link_kinds: list[str] | None, local_size: int,
+                    serial: str = "auto", quick: bool = False):
+    """This node's pair mode and serial-step coverage (core/schedule.decide_mode); a refusal on any node
+    ends every rank alike."""
     from ipcbench.core.schedule import ModeError, decide_mode
     from ipcbench.errors import UsageError
 
     try:
-        mode, err = decide_mode(requested, ranks_per_gpu, link_kinds, local_size), None
+        mode, err = decide_mode(requested, ranks_per_gpu, link_kinds, local_size, serial, quick), None
     except ModeError as e:
         mode, err = None, str(e)
     errors = [e for e in world.world_allgather(err, "the pair-mode decision") if e]
     if errors:
         raise UsageError(errors[0])
     return mode
+
+
+def pairs_of(step, mode) -> list:
+    """The pairs a step measures in this run: all of them, but a serial step only those of the run's
+    serial-pairs coverage (core/schedule.SerialPairs: every pair, or a ring)."""
+    return mode.serial.select(step.pairs) if step.serial else list(step.pairs)
+
+
+def measured(step, mode) -> int:
+    """How many measurements (pair x size) a step takes in this run: what the progress counts."""
+    return len(step.sizes) * (1 if step.concurrent else len(pairs_of(step, mode)))
 
 
 def groups_of(step, mode) -> list:
@@ -36,7 +50,7 @@ def groups_of(step, mode) -> list:
         return [None]
     if mode.concurrent and step.rounds_ok:
         return pair_rounds(step.pairs)
-    return [[p] for p in step.pairs]
+    return [[p] for p in pairs_of(step, mode)]
 
 
 def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
@@ -49,17 +63,17 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
     totals: dict[str, float] = {}
     meas: dict[str, int] = {}
     for s in steps:
-        totals[s.suite] = totals.get(s.suite, 0.0) + s.measurements * s.cost
-        meas[s.suite] = meas.get(s.suite, 0) + s.measurements
+        totals[s.suite] = totals.get(s.suite, 0.0) + measured(s, mode) * s.cost
+        meas[s.suite] = meas.get(s.suite, 0) + measured(s, mode)
     progress = Progress(totals, enabled=(world.rank == 0 and not quiet))
     check, checked = None, False  # the check runs once, after the first step walked in rounds
     for step in steps:
         t0 = time.monotonic()
-        missing = [k for k in step.needs if k not in ctx.buffers]
+        missing = [k for k in step.needs if not ctx.has(k)]
         if missing:
             say(world, f"[{step.suite:8s}] skipping {step.label}: "
-                       f"{ctx.unavailable.get(missing[0], 'buffers unavailable')}")
-            progress.advance(step.suite, step.label, step.measurements * step.cost, step.measurements,
+                       f"{ctx.unavailable.get(missing[0], f'{missing[0]} unavailable')}")
+            progress.advance(step.suite, step.label, measured(step, mode) * step.cost, measured(step, mode),
                              meas[step.suite])
             continue
         groups = groups_of(step, mode)

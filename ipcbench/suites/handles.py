@@ -16,7 +16,12 @@ mapping (a GPU kernel: `verified`), closes (the close after the repeated open is
 Methods: ipc_get_mem_handle, ipc_open_mem_handle_first, ipc_open_mem_handle_repeat,
 ipc_close_mem_handle, ipc_get_event_handle, ipc_open_event_handle (the opened event is waited on by a
 stream: `verified`). Pool operations (pool_export_fd, pool_export_pointer, fd_transfer, pool_import,
-pool_import_pointer) are measured the same way in pool_handles.py.
+pool_import_pointer) are measured the same way in handles_pool.py, and the same steps through cuda.core's
+own API (core_export_pool, core_export_buffer, core_import_pool, core_import_buffer) in handles_core.py.
+VMM sharing (a cuMemCreate allocation exported as a POSIX fd, ipc/vmm.py) in handles_vmm.py: vmm_create,
+vmm_export_fd, vmm_fd_transfer (exporter), vmm_import, vmm_map (cuMemAddressReserve + cuMemMap),
+vmm_set_access, vmm_unmap_release (cuMemUnmap + cuMemRelease + cuMemAddressFree) (importer), verified
+through the importer's mapping; no rows where either GPU lacks VMM with POSIX-fd export.
 
 Error paths, last in the suite, on the pair (0, 1) only: each row is `verified=true` when ipcbench's own
 code (share.LegacyIpc) raised an error whose message names the rank and the CUDA call; the note holds
@@ -382,9 +387,21 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
 
         return measure_pool_handles(ctx, src, dst, sizes)
 
+    def core_handles(ctx, src, dst, sizes):
+        from ipcbench.suites.handles_core import measure_core_handles
+
+        return measure_core_handles(ctx, src, dst, sizes)
+
+    def vmm_handles(ctx, src, dst, sizes):
+        from ipcbench.suites.handles_vmm import measure_vmm_handles
+
+        return measure_vmm_handles(ctx, src, dst, sizes)
+
     out = [Step("handles", "memory handles", pairs, classes, measure_mem_handles, needs=(), cost=1.0),
            Step("handles", "event handles", pairs, [0], measure_event_handles, needs=(), cost=1.0),
-           Step("handles", "pool handles", pairs, classes, pool_handles, needs=(), cost=1.5)]
+           Step("handles", "pool handles", pairs, classes, pool_handles, needs=(), cost=1.5),
+           Step("handles", "cuda.core handles", pairs, classes, core_handles, needs=(), cost=1.5),
+           Step("handles", "vmm handles", pairs, classes, vmm_handles, needs=(), cost=1.5)]
     ep = error_pairs(n)
     if ep:
         out.append(Step("handles", "error paths", ep, [2 << 20], measure_errors, needs=(), cost=40.0))

@@ -1,14 +1,18 @@
-"""Suite `kernel`: SM kernels reading (sm_read) and writing (sm_write) a peer's memory over P2P."""
+"""Suite `kernel`: SM kernels reading (sm_read) and writing (sm_write) a peer's memory over P2P with 16-byte
+loads and stores, and the same through Hopper's bulk asynchronous copies (sm_bulk_read, sm_bulk_write:
+kernels/bulk.cu, core/bulk.py; skipped with the reason on GPUs below compute capability 9.0)."""
 
 from __future__ import annotations
 
 from ipcbench.suites.registry import SuiteSpec
 from ipcbench.suites.transfer import method_steps
 
+METHOD_NAMES = ["sm_read", "sm_write", "sm_bulk_read", "sm_bulk_write"]
+
 
 def steps(n: int, sizes: list[int]):
-    return method_steps("kernel", ["sm_read", "sm_write"], n, sizes)
+    return method_steps("kernel", METHOD_NAMES, n, sizes)
 
 
-SUITE = SuiteSpec("kernel", "SM kernels reading (sm_read) and writing (sm_write) a peer's memory over P2P",
-                  steps)
+SUITE = SuiteSpec("kernel", "SM kernels reading (sm_read) and writing (sm_write) a peer's memory over P2P, and "
+                            "the same with Hopper's bulk copies (sm_bulk_read, sm_bulk_write)", steps)

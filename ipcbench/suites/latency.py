@@ -22,6 +22,9 @@ from ipcbench.suites.registry import Step, SuiteSpec
 # The small-message sizes: 4 B .. 64 KiB in x4 steps, plus 8 B. Independent of --sizes: latency is a
 # property of small messages, and the staged paths' numbers at these sizes are the baseline to beat.
 LAT_SIZES = [4, 8, 16, 64, 256, 1024, 4096, 16384, 65536]
+# --quick (a fleet check): the smallest (the report's latency), one page (the bandwidth sweep's first size)
+# and the largest.
+QUICK_LAT_SIZES = [4, 4096, 65536]
 PP_OFF = 0xF000  # ping-pong flags in the ctrl block: flag written by rank p into rank r at r.ctrl+PP_OFF+4p
 PP_OUT = 0xF800  # this rank's ping-pong result words (local)
 EV_OFF = 0xFC00  # event ping-pong check word (written by the peer)
@@ -206,7 +209,7 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
                                  kind="latency", note=f"{direction}: {ONEWAY_NOTE}")
 
         return Step("latency", f"{method} one-way", ordered_pairs(n), LAT_SIZES, run, needs=("legacy",),
-                    rounds_ok=True)
+                    rounds_ok=True, quick_sizes=QUICK_LAT_SIZES)
 
     def staged(method):
         def run(ctx, src, dst, sizes):
@@ -215,7 +218,8 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
             return sweep_staged(ctx, method, src, dst, sizes, suite="latency", direction="oneway",
                                 kind="latency", note="push: time per message")
 
-        return Step("latency", f"{method} one-way", ordered_pairs(n), LAT_SIZES, run, cost=1.5)
+        return Step("latency", f"{method} one-way", ordered_pairs(n), LAT_SIZES, run, cost=1.5,
+                    quick_sizes=QUICK_LAT_SIZES)
 
     def pingpong(fn, label):
         return Step("latency", label, unordered_pairs(n), [4], lambda ctx, s, d, sz: fn(ctx, s, d, sz),

@@ -1,5 +1,6 @@
 """Suite `pool`: the copy and kernel methods on pointers imported from peers' IPC memory pools (POSIX fds
-over a Unix socket, ipc/pool.py). Should match legacy IPC."""
+over a Unix socket, ipc/pool.py), and the copy engine on buffers shared through cuda.core's own IPC API
+(ipc/cucore.py: the same pools, as a cuda.core user gets them). Both should match legacy IPC."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from ipcbench.suites.transfer import method_steps
 
 
 def steps(n: int, sizes: list[int]):
-    return method_steps("pool", ["pool_ce", "pool_sm_read", "pool_sm_write"], n, sizes)
+    return method_steps("pool", ["pool_ce", "pool_sm_read", "pool_sm_write", "core_ce"], n, sizes)
 
 
 SUITE = SuiteSpec("pool", "the copy and kernel methods on pointers imported from peers' IPC memory pools "
-                  "(POSIX fds over a Unix socket)", steps)
+                  "(POSIX fds over a Unix socket), and the copy engine on buffers shared through cuda.core", steps)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 # The suites, in the order `all` runs them and the report lists them.
-ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "staged", "latency", "handles", "pipeline")
+ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "vmm", "staged", "nccl", "latency", "handles", "pipeline")
 
 
 @dataclass
@@ -30,15 +30,24 @@ class Step:
     sizes: list[int]
     run: Callable
     concurrent: bool = False
-    needs: tuple[str, ...] = ()  # buffer kinds it needs ("legacy", "pool")
+    needs: tuple[str, ...] = ()  # buffer kinds (ipc/sharers.KINDS) and libraries (sharers.LIBRARIES: "nccl") it needs
     cost: float = 1.0  # relative cost of one measurement, for the ETA
     # May its pairs be measured in rounds of disjoint pairs (core/schedule.py) when the run allows? Only
     # GPU-to-GPU transfers: host paths share the host's memory and CPUs, handle costs the driver's locks.
     rounds_ok: bool = False
     min_sample_s: float = 0.0  # its samples last at least this long whatever --min-time says (the estimate)
+    # Its sizes under --quick, for a step whose sizes do not follow --sizes (latency's small messages):
+    # quick is a fleet check, and fewer of them keep it short.
+    quick_sizes: list[int] | None = None
+
+    @property
+    def serial(self) -> bool:
+        """Never walked in rounds: measured one pair at a time, over the pairs --serial-pairs leaves it."""
+        return not self.concurrent and not self.rounds_ok
 
     @property
     def measurements(self) -> int:
+        """Over every pair of the step; what a run measures after its --serial-pairs is run/walk.measured."""
         return len(self.sizes) * (1 if self.concurrent else len(self.pairs))
 
 
@@ -78,9 +87,13 @@ def resolve(names: list[str]) -> list[str]:
     return out
 
 
-def plan(names: list[str], n_local: int, sizes: list[int]) -> list[Step]:
-    """Every step of the named suites for n_local ranks per node, in suite order."""
+def plan(names: list[str], n_local: int, sizes: list[int], quick: bool = False) -> list[Step]:
+    """Every step of the named suites for n_local ranks per node, in suite order (with --quick, each step's
+    quick_sizes where it has them)."""
     steps: list[Step] = []
     for name in resolve(names):
         steps.extend(spec(name).steps(n_local, sizes))
+    if quick:
+        for s in steps:
+            s.sizes = list(s.quick_sizes or s.sizes)
     return steps

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from mpi4py import MPI
 
-from ipcbench.core.schedule import PairMode
+from ipcbench.core.schedule import PairMode, SerialPairs
 from ipcbench.core.world import World
 from ipcbench.results import ResultsWriter, Row
 from ipcbench.results_load import read_rows
@@ -34,6 +34,7 @@ def _setup(world):
     d = comm.bcast(tempfile.mkdtemp(prefix="ipcbench-walk-") if comm.rank == 0 else None, root=0)
     writer = ResultsWriter(d) if comm.rank == 0 else None
     ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, unavailable={}, calls=[])
+    ctx.has = lambda need: need in ctx.buffers  # core/context.Ctx.has, for buffer kinds
     return ctx, RowSink(world, writer, d), writer
 
 
@@ -112,6 +113,27 @@ def test_sequential_walk_runs_one_pair_at_a_time():
         writer.close()
         assert len(read_rows(writer.path)) == n * (n - 1) * 2
         assert not any("round" in r.note for r in rows)
+    comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_serial_step_on_a_ring_runs_its_ring_pairs_only():
+    """--serial-pairs ring: a step that is never walked in rounds measures i -> i+1 (mod N) only, each pair
+    on its two ranks; rounds_ok steps are not thinned."""
+    world = World.create(timeout=20)
+    ctx, sink, writer = _setup(world)
+    n, me = world.local_size, world.local_rank
+    ordered = [(a, b) for a in range(n) for b in range(n) if a != b]
+    serial = Step("staged", "fake staged push", ordered, [1024, 4096], _fake_step(all_at_once=False))
+    mode = PairMode("sequential", "sequential", "test", SerialPairs("ring", "ring", "test"))
+    rows, _ = walk(ctx, [serial, _step(world, all_at_once=False)], sink, quiet=True, mode=mode)
+    ring = {(i, (i + 1) % n) for i in range(n)}
+    assert sorted(c[:2] for c in ctx.calls[:2]) == sorted(p for p in ring if me in p)
+    assert len(ctx.calls) == 2 + sum(me in p for p in ordered)  # the rounds_ok step: every pair of this rank
+    if comm.rank == 0:
+        writer.close()
+        got = [(r.src_rank, r.dst_rank) for r in read_rows(writer.path)]
+        assert set(got[:2 * n]) == ring and len(got) == 2 * n + 2 * n * (n - 1)
     comm.Barrier()
 
 
