@@ -40,3 +40,26 @@ def test_core_ce_matches_legacy_ce_and_handles_rows(tmp_path):
     for r in rows:
         if r["method"].startswith("core_") and r["suite"] == "handles":
             assert r["verified"] == "true" and int(r["checks"]) >= 5, r
+
+
+def test_handles_core_exchanges_support_even_where_unsupported(monkeypatch):
+    """A rank whose GPU cannot share through cuda.core still swaps its answer with the pair's peer (else the
+    peer waits in exchange until the timeout); both return no rows. No GPU needed."""
+    from types import SimpleNamespace
+
+    from ipcbench.ipc import cucore
+    from ipcbench.suites import handles_core
+
+    monkeypatch.setattr(cucore, "core_support", lambda index: (False, "no pools"))
+    swapped = []
+
+    class World:
+        local_rank = 0
+
+        def exchange(self, value, peer, tag=9):
+            swapped.append((value, peer, tag))
+            return True  # the peer could share
+
+    ctx = SimpleNamespace(world=World(), gpu=SimpleNamespace(index=0))
+    assert handles_core.measure_core_handles(ctx, 0, 1, [1 << 20]) == []
+    assert swapped == [(False, 1, handles_core.TAG_ACK + 20)]

@@ -346,3 +346,23 @@ def test_fake_ranks_agree_on_counts_under_noise(fake_nccl):
     run = node.run(lambda ctx: suite.measure(ctx, "bidir", 0, 1, [1024, 4096]))
     assert len(run[0]) == 2 and all(r.verified for r in run[0]) and lib.pending() == []
     assert any(r.samples > node.rule.min_samples for r in run[0])  # the noise kept them sampling
+
+
+def test_one_way_does_not_calibrate_from_the_push_steps_hint(fake_nccl, monkeypatch):
+    """The push and one-way steps share the calibration key; the one-way step must not start from the
+    push step's largest size scaled down to 4 B (a probe of max_count / 4 transfers)."""
+    import ipcbench.core.sampler as sampler
+
+    fake_nccl()
+    hints = []
+    real = sampler.calibrate
+
+    def spy(rule, timed, hint_ms=None):
+        hints.append(hint_ms)
+        return real(rule, timed, hint_ms)
+
+    monkeypatch.setattr(sampler, "calibrate", spy)
+    node = FakeNode()
+    node.run(lambda ctx: (suite.measure(ctx, "push", 0, 1, [65536]),
+                          suite.measure(ctx, "push", 0, 1, [4], latency=True)))
+    assert len(hints) == 4 and all(h is None for h in hints)  # 2 ranks x (push, one-way), no hint either time

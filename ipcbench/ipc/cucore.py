@@ -137,6 +137,8 @@ class CoreIpc:
 
     def close_all(self) -> None:
         """Release imported buffers (before their owners free them)."""
+        if self._imported:  # the frees run on self.stream: no kernel or copy on another stream may still use them
+            self.device.sync()
         for buf in self._imported.values():
             buf.close(self.stream)
         self.stream.sync()

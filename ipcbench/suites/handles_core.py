@@ -84,7 +84,8 @@ def measure_core_handles(ctx, src: int, dst: int, sizes: list[int]):
     me = w.local_rank
     peer = dst if me == src else src
     ok, _ = core_support(ctx.gpu.index)
-    if not (ok and w.exchange(ok, peer, tag=TAG_ACK + 20)):
+    # Exchange first, always: a rank that short-circuited here would leave its peer waiting in exchange.
+    if not (w.exchange(ok, peer, tag=TAG_ACK + 20) and ok):
         return []  # cuda.core cannot share here: the pool suite's skip message says why
     n = max(5, ctx.rule.min_samples)
     device = Device(ctx.gpu.index)

@@ -56,6 +56,9 @@ def measure(ctx, direction: str, src: int, dst: int, sizes: list[int], latency: 
     me = ctx.world.local_rank
     about = pair_for(ctx, me, dst if me == src else src).describe()
     if latency:
+        # The push step's rows share this label ("nccl/nccl/push"): its hint, from the largest push size scaled
+        # down to a few bytes, would start calibration at max_count / 4 transfers. Both ranks drop it alike.
+        ctx.hints.pop(("nccl/nccl/push", src, dst), None)
         return measure_pair(ctx, "nccl", METHODS["nccl"], "push", src, dst, sizes, row_direction="oneway",
                             kind="latency", note=join_note(ONEWAY_NOTE, about))
     return measure_pair(ctx, "nccl", METHODS["nccl"], direction, src, dst, sizes, note=about)
