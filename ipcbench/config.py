@@ -70,6 +70,19 @@ class RunConfig:
     copy_shape: CopyShape = field(default_factory=CopyShape)
     bulk_shape: BulkShape = field(default_factory=BulkShape)  # the sm_bulk kernel's (core/bulk.py)
     argv: tuple[str, ...] = ()
+    sizes_given: bool = False  # --sizes was given: every step measures every size (no thinned twins)
+
+    @property
+    def thin_twins(self) -> bool:
+        """Twin steps (pool, vmm, cuda.core: suites/registry.Step.twin) at every other size: under the
+        default sweep only, so what a user asks for with --sizes is what every step measures."""
+        return not self.sizes_given and not self.quick
+
+    def steps(self, n_local: int) -> list:
+        """The plan of this run for n_local ranks per node (suites/registry.plan)."""
+        from ipcbench.suites.registry import plan
+
+        return plan(list(self.suites), n_local, list(self.sizes), self.quick, self.thin_twins)
 
     def options_meta(self) -> dict:
         """What meta.json records under `options` (the report and compare read it)."""
@@ -77,6 +90,7 @@ class RunConfig:
                 "min_time_ms": self.rule.min_time_s * 1e3, "verify": self.verify, "timeout_s": self.timeout_s,
                 "quick": self.quick, "sm_copy": str(self.copy_shape),
                 "sm_bulk": str(self.bulk_shape), "pairs": self.pairs, "serial_pairs": self.serial_pairs,
+                "twin_sizes": "every other size" if self.thin_twins else "every size",
                 "sampling": self.rule.as_dict()}
 
 
@@ -133,4 +147,4 @@ def build_config(ns) -> RunConfig:
                      out=ns.out, dry_run=ns.dry_run, json_plan=getattr(ns, "json", False), quiet=ns.quiet,
                      quick=ns.quick, pairs=ns.pairs,
                      serial_pairs=getattr(ns, "serial_pairs", "auto"), copy_shape=shape, bulk_shape=bulk,
-                     argv=tuple(getattr(ns, "argv", ())))
+                     argv=tuple(getattr(ns, "argv", ())), sizes_given=bool(ns.sizes))

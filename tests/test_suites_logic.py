@@ -269,3 +269,29 @@ def test_staged_sweep_closes_the_pipe_on_error(fake_pipe):
     with pytest.raises(RuntimeError, match="the fake pipe broke"):
         node.run(lambda ctx: staged.sweep_staged(ctx, "shm_staged", 0, 1, [4096]))
     assert all(p.closed for p in fake_pipe.made) and len(fake_pipe.made) == 2
+
+
+def test_twins_take_every_other_size_of_the_default_sweep_only():
+    """Pool, vmm and cuda.core steps (the legacy engines on memory shared another way) are twins: under the
+    default sweep they measure every other size from the largest down (256M, 64M, ..., 4K); an explicit
+    --sizes, even the default one spelled out, gives every step every size; --quick keeps its two sizes."""
+    from ipcbench.cli import _bench_parser
+    from ipcbench.config import build_config
+    from ipcbench.sizes import parse_sizes
+    from ipcbench.suites.registry import thinned
+
+    def steps(*args):
+        return build_config(_bench_parser().parse_args(["copy", "pool", "vmm", *args])).steps(2)
+
+    default = steps()
+    full = parse_sizes("4K:256M")
+    assert thinned(full) == [4 << 10 << (2 * i) for i in range(9)]
+    assert thinned([4, 8, 16]) == [4, 16] and thinned([8]) == [8]
+    for s in default:
+        assert s.twin == (s.suite != "copy"), s.label
+        assert s.sizes == (thinned(full) if s.twin else full), s.label
+    assert all(s.sizes == full for s in steps("--sizes", "4K:256M"))
+    assert all(s.sizes == [4 << 10, 256 << 20] for s in steps("--quick"))
+    cfg = build_config(_bench_parser().parse_args(["all"]))
+    assert cfg.options_meta()["twin_sizes"] == "every other size"
+    assert build_config(_bench_parser().parse_args(["all", "--sizes", "1M"])).options_meta()["twin_sizes"] == "every size"

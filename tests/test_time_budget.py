@@ -11,15 +11,11 @@ from ipcbench.cli import _bench_parser
 from ipcbench.config import build_config
 from ipcbench.core.schedule import decide_mode
 from ipcbench.run.dryrun import estimate_seconds
-from ipcbench.suites.registry import plan
 
-# Over budget since pool's core_ce, kernel's sm_bulk and the vmm and nccl suites: their GPU-to-GPU transfer
-# steps keep every pair at every size (rounds of disjoint pairs; the serial steps are already on a ring), and
-# they alone take ~56 of the 70 s at 4 GPUs and ~131 of the 156 s at 8. Fitting needs a cheaper measurement
-# (the estimate's fixed 11.5 ms down to ~8.8 ms) or a coarser default sweep (4K:256M:x4: ~43 / ~93 s): a
-# decision of its own. Strict: the day it fits, the marker must go.
-OVER = pytest.mark.xfail(strict=True, reason="transfer steps at every pair and size exceed the budget (see above)")
-BUDGET_S = [pytest.param(4, (), 60.0, marks=OVER), pytest.param(8, (), 150.0, marks=OVER), (8, ("--quick",), 30.0)]
+# Twin steps (pool, vmm, cuda.core: the same engines on memory shared another way) take every other size of
+# the default sweep (suites/registry.TWIN_STRIDE); at every size they alone would put 4 GPUs at ~70 s and 8
+# at ~156 s.
+BUDGET_S = [(4, (), 60.0), (8, (), 150.0), (8, ("--quick",), 30.0)]
 
 
 def estimate(n: int, *args: str) -> tuple[float, object]:
@@ -27,7 +23,7 @@ def estimate(n: int, *args: str) -> tuple[float, object]:
     ns = _bench_parser().parse_args(["all", *args])
     cfg = build_config(ns)
     mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * (n * (n - 1)), n, cfg.serial_pairs, cfg.quick)
-    return estimate_seconds(plan(list(cfg.suites), n, list(cfg.sizes), cfg.quick), cfg.rule, mode), mode
+    return estimate_seconds(cfg.steps(n), cfg.rule, mode), mode
 
 
 @pytest.mark.parametrize("n, args", [(4, ()), (8, ()), (8, ("--quick",))])
@@ -46,3 +42,10 @@ def test_the_ring_and_quick_are_what_make_it_fit():
     """Every pair of every serial step would not fit 8 GPUs; --quick is far below the default."""
     assert estimate(8, "--serial-pairs", "all")[0] > 150.0
     assert estimate(8, "--quick")[0] < 0.35 * estimate(8)[0]
+
+
+def test_twins_at_every_size_would_not_fit():
+    """What thinning the twins buys: with --sizes 4K:256M spelled out (every step at every size) 4 and 8
+    GPUs are over budget; the default sweep is the same sizes with twins at every other one."""
+    assert estimate(4, "--sizes", "4K:256M")[0] > 60.0
+    assert estimate(8, "--sizes", "4K:256M")[0] > 150.0

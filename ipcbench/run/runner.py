@@ -88,7 +88,6 @@ def run(cfg) -> int:
     from ipcbench.run.collect import RowSink
     from ipcbench.run.meta import make_run_id, now_iso
     from ipcbench.run.outdir import choose_run_dir
-    from ipcbench.suites.registry import plan
 
     world = World.create(timeout=cfg.timeout_s)
     sizes = list(cfg.sizes)
@@ -99,11 +98,11 @@ def run(cfg) -> int:
         if gpus < 2:
             raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
                              f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
-        return dry_run(world, cfg, plan(list(cfg.suites), gpus, sizes, cfg.quick), assumed_ranks=gpus)
+        return dry_run(world, cfg, cfg.steps(gpus), assumed_ranks=gpus)
     if world.size < 2:
         raise UsageError("ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), "
                          "e.g. `mpirun -np 4 ipcbench all`")
-    steps = plan(list(cfg.suites), world.local_size, sizes, cfg.quick)
+    steps = cfg.steps(world.local_size)
     if cfg.dry_run:
         return dry_run(world, cfg, steps)
 

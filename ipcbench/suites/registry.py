@@ -39,6 +39,10 @@ class Step:
     # Its sizes under --quick, for a step whose sizes do not follow --sizes (latency's small messages):
     # quick is a fleet check, and fewer of them keep it short.
     quick_sizes: list[int] | None = None
+    # A twin: a legacy method's engine on peer memory shared another way (pool, vmm, cuda.core). Same memory,
+    # same links, so its question is "does the mechanism change the number?", which every other size of
+    # the default sweep answers as well as all of them (TWIN_STRIDE); an explicit --sizes gets every size.
+    twin: bool = False
 
     @property
     def serial(self) -> bool:
@@ -87,13 +91,24 @@ def resolve(names: list[str]) -> list[str]:
     return out
 
 
-def plan(names: list[str], n_local: int, sizes: list[int], quick: bool = False) -> list[Step]:
+TWIN_STRIDE = 2  # twins under the default sweep: every 2nd size (x4 apart), counted down from the largest
+
+
+def thinned(sizes: list[int], stride: int = TWIN_STRIDE) -> list[int]:
+    """Every `stride`-th size counted down from the largest (which is always kept), in ascending order."""
+    return sorted(sorted(sizes)[::-1][::stride])
+
+
+def plan(names: list[str], n_local: int, sizes: list[int], quick: bool = False,
+         thin_twins: bool = False) -> list[Step]:
     """Every step of the named suites for n_local ranks per node, in suite order (with --quick, each step's
-    quick_sizes where it has them)."""
+    quick_sizes where it has them; with thin_twins, twin steps at every TWIN_STRIDE-th size)."""
     steps: list[Step] = []
     for name in resolve(names):
         steps.extend(spec(name).steps(n_local, sizes))
-    if quick:
-        for s in steps:
+    for s in steps:
+        if quick:
             s.sizes = list(s.quick_sizes or s.sizes)
+        elif thin_twins and s.twin:
+            s.sizes = thinned(s.sizes)
     return steps

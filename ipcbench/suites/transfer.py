@@ -1,5 +1,6 @@
 """Steps shared by the suites whose rows come from a transfer method (copy, kernel, pool, vmm): every
-direction the method supports, over ordered pairs (unordered for bidir), measured by core.pair."""
+direction the method supports, over ordered pairs (unordered for bidir), measured by core.pair. A method on
+memory shared other than by legacy IPC is a twin step (registry.Step.twin)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) 
         for d in m.directions:
             pairs = unordered_pairs(n) if d == "bidir" else ordered_pairs(n)
             steps.append(Step(suite, f"{name} {d}", pairs, sizes, _pair_runner(suite, name, d),
-                              needs=(m.buffers, *m.gpu_needs), cost=2.0 if d == "bidir" else 1.0, rounds_ok=True))
+                              needs=(m.buffers, *m.gpu_needs), cost=2.0 if d == "bidir" else 1.0, rounds_ok=True,
+                              twin=m.buffers != "legacy"))
     return steps
 
 
