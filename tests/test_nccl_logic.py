@@ -217,8 +217,8 @@ def test_same_gpu_pairs_have_no_rows_and_say_why_once(fake_nccl, capsys):
     node = FakeNode(n=2, gpu_of=[0, 0])
 
     def body(ctx):
-        return (suite.measure(ctx, "push", 0, 1, [4096]) + suite.measure(ctx, "bidir", 0, 1, [4096])
-                + suite.pingpong(ctx, 0, 1, [4]))
+        return (suite.measure(ctx, "push", 0, 1, [4096]) + suite.measure(ctx, "push", 1, 0, [4096])
+                + suite.measure(ctx, "bidir", 0, 1, [4096]) + suite.pingpong(ctx, 0, 1, [4]))
 
     assert node.run(body) == [[], []]
     assert lib.comms == []

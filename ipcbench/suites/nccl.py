@@ -13,7 +13,7 @@ allows (enqueued directly behind it where it does not, ipc/nccl.py), the receive
   its own pattern came back, the responder what it received.
 
 Cross-GPU pairs only: NCCL refuses two ranks of one GPU in a communicator, so pairs of ranks sharing a GPU
-have no rows (each rank says so once). The report divides every IPC method by NCCL at the same pair,
+have no rows (the node's lowest such rank says so once). The report divides every IPC method by NCCL at the same pair,
 direction kind and size (report/tables.speedup_rows). Needs NCCL (`pip install -e '.[nccl]'`); without it
 the steps are skipped with the reason (ipc/sharers.LIBRARIES, run/walk.py).
 """
@@ -32,10 +32,13 @@ SAME_GPU_SAID = "nccl_same_gpu_said"  # ctx.state key: this rank has said why sa
 
 
 def cross_gpu(ctx, src: int, dst: int) -> bool:
-    """Whether NCCL can measure this pair; for ranks sharing a GPU, say once per rank why there is no row."""
+    """Whether NCCL can measure this pair; for ranks sharing a GPU, the lowest such rank of the node says
+    once why there is no row (as the source of its first same-GPU pair)."""
     if not ctx.same_gpu(src, dst):
         return True
-    if ctx.world.local_rank == src and not ctx.state.get(SAME_GPU_SAID):
+    me = ctx.world.local_rank
+    sharing = [r for r in range(len(ctx.gpu_of)) if ctx.gpu_of.count(ctx.gpu_of[r]) > 1]
+    if me == src == sharing[0] and not ctx.state.get(SAME_GPU_SAID):
         ctx.state[SAME_GPU_SAID] = True
         print(f"ipcbench: nccl: no rows for ranks sharing a GPU (world ranks {ctx.world_rank(src)} and "
               f"{ctx.world_rank(dst)} on GPU {ctx.gpu_of[src]}, and any other such pair): NCCL refuses two "
