@@ -103,6 +103,7 @@ class Gpu:
         self.loop_in_kernel_bytes = LOOP_IN_KERNEL_L2_FACTOR * self.l2_bytes
         self.stream = self.new_stream()
         self._modules: dict[str, cupy.RawModule] = {}
+        self._functions: dict[tuple, object] = {}
         self.copy_shape = copy_shape or CopyShape()
         self.bulk_shape = bulk_shape or bulk.BulkShape()
         self._bulk_fn = None
@@ -127,7 +128,12 @@ class Gpu:
         return mod
 
     def function(self, module: str, fn: str, defines: tuple[str, ...] = ()):
-        return self.module(module, defines).get_function(fn)
+        """A kernel of a compiled module, looked up once: graph captures launch it hundreds of times a batch."""
+        key = (module, fn, defines)
+        f = self._functions.get(key)
+        if f is None:
+            f = self._functions[key] = self.module(module, defines).get_function(fn)
+        return f
 
     def blocks_for(self, nbytes: int, bytes_per_thread: int, per_sm: int = 4, threads: int = THREADS) -> int:
         need = -(-max(nbytes, 1) // (threads * bytes_per_thread))
