@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\ncommands: all | " + " | ".join(SUITE_NAMES) + " | info | report | compare")
         return 0 if argv else 2
     if argv[0] == "--version":
-        print(f"ipcbench {__version__}")
+        from ipcbench.run.meta import source_digest
+
+        print(f"ipcbench {__version__} (source {source_digest()}: meta.json's source_digest of runs made by this code)")
         return 0
     cmd = argv[0]
     if cmd == "info":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -73,6 +74,37 @@ def test_base_meta_and_times():
     assert m["run_id"] == "rid" and m["command"] == ["ipcbench", "copy", "--quick"]
     assert m["status"] == "running" and m["end"] is None
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", m["start"])
+    assert re.fullmatch(r"[0-9a-f]{16}", m["source_digest"])
+
+
+def test_source_digest_follows_the_code_and_only_the_code(tmp_path, monkeypatch):
+    """Same tree, same digest; one changed byte in a module or a kernel changes it; caches and other files
+    do not. Run on a copy of the package laid out as an editable checkout is (kernels/ beside ipcbench/)."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(meta.__file__).resolve().parents[2]
+    shutil.copytree(root / "ipcbench", tmp_path / "ipcbench", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(root / "kernels", tmp_path / "kernels")
+    (tmp_path / "ipcbench" / "kernels").symlink_to(tmp_path / "kernels")  # the package data, where a wheel has it
+    code = "from ipcbench.run.meta import source_digest; print(source_digest())"
+
+    def digest():
+        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout.strip()
+
+    first = digest()
+    assert re.fullmatch(r"[0-9a-f]{16}", first) and digest() == first
+    (tmp_path / "ipcbench" / "__pycache__").mkdir(exist_ok=True)
+    (tmp_path / "ipcbench" / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    (tmp_path / "ipcbench" / "notes.txt").write_text("not code")
+    assert digest() == first
+    (tmp_path / "kernels" / "copy.cu").write_text((tmp_path / "kernels" / "copy.cu").read_text() + "\n")
+    second = digest()
+    assert second != first
+    (tmp_path / "ipcbench" / "sizes.py").write_text((tmp_path / "ipcbench" / "sizes.py").read_text() + "#\n")
+    assert digest() not in (first, second)
 
 
 class FakeNvml:

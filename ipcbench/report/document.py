@@ -51,7 +51,8 @@ def _host_summary(run: Run) -> str:
 
     sw = [("driver", v.get("driver")), ("CUDA driver", cuda(v.get("cuda_driver"))),
           ("runtime", cuda(v.get("cuda_runtime"))), ("MPI", v.get("mpi_library")), ("cupy", v.get("cupy")),
-          ("ipcbench", meta.get("ipcbench_version")), ("commit", meta.get("git_commit"))]
+          ("ipcbench", meta.get("ipcbench_version")), ("commit", meta.get("git_commit")),
+          ("source", meta.get("source_digest"))]
     sw = [f"{k} {clean(val).strip()}" for k, val in sw if val]
     if sw:
         parts.append("**software** " + ", ".join(sw))

@@ -100,11 +100,33 @@ def cuda_versions() -> dict:
             "cuda_runtime": runtime.runtimeGetVersion()}
 
 
+SOURCE_SUFFIXES = (".py", ".cu", ".cuh")
+
+
+def source_digest() -> str:
+    """sha256 (16 hex digits) of the code that ran: every .py of the ipcbench package and every kernel source
+    it compiles (package ipcbench.kernels), by relative path and content. Unlike the git commit it is known
+    for a wheel install and cannot be stale: `ipcbench --version` prints it for the installed code, so a run's
+    meta.json can be matched to the code that made it."""
+    import hashlib
+    from importlib import resources
+
+    h = hashlib.sha256()
+    for name, root in (("ipcbench", Path(__file__).resolve().parents[1]),
+                       ("ipcbench.kernels", Path(str(resources.files("ipcbench.kernels"))))):
+        files = sorted(p for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES and "__pycache__" not in p.parts
+                       and (name == "ipcbench.kernels" or "kernels" not in p.relative_to(root).parts[:1]))
+        for p in files:
+            h.update(f"{name}/{p.relative_to(root).as_posix()}".encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def base_meta(run_id: str, argv: list[str]) -> dict:
     return {
         "run_id": run_id,
         "ipcbench_version": __version__,
         "git_commit": git_commit(),
+        "source_digest": source_digest(),
         "command": ["ipcbench", *argv],
         "start": now_iso(),
         "end": None,
