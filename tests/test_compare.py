@@ -579,6 +579,8 @@ def _degradable(df: pd.DataFrame) -> pd.Index:
     """Rows of a real run that a 30% loss must flag: device-timed, quiet, each the only row of its key."""
     key = ["suite", "method", "direction", "src_gpu", "dst_gpu", "bytes"]
     host = df["method"].eq("mpi_staged") | (df["suite"].eq("handles") & df["bw_gbps_median"].isna())
+    handoff = df["method"].isin(["shm_staged", "sm_pingpong", "event_pingpong"]) | df["method"].str.startswith("ring_")
+    host |= handoff & df["same_gpu"].astype(str).str.lower().eq("true") & df["note"].str.contains("time-slice")
     ok = (~df.duplicated(key, keep=False) & ~host & ~df["method"].str.startswith("err_") & (df["cv"] < 0.02)
           & df["verified"].astype(str).str.lower().eq("true") & (df["samples"] >= 3))
     return df.index[ok]
@@ -604,6 +606,34 @@ def test_real_run_compare(run_dir, tmp_path, capsys):
             .itertuples(index=False)} == want
     assert (t["verdict"] != "improvement").all()
     assert_mirrors(run_dir, new)
+
+
+def test_time_sliced_handoffs_need_several_base_runs(tmp_path):
+    """Same-GPU hand-off rows without MPS (shm_staged, the ping-pongs, the pipeline) take the GPU scheduler's
+    time slice: two H100 runs of the same code put shm_staged 18-52% apart, either way, with tight samples.
+    Slowed by 30% in a copy of a real run (tests/data/mps), they are not judged against one BASE run; the
+    same rows of a run under MPS (hand-offs concurrent) are regressions; so is the copy engine beside them."""
+    data = Path(__file__).parent / "data" / "mps"
+    slow = {"shm_staged", "sm_pingpong", "ring_d8"}
+    for name, sliced in (("h100-nomps", True), ("h100-mps", False)):
+        new = copy_run(data / name, tmp_path / name)
+        picked = synth.scale_rows(new, lambda r: r["method"] in slow or (r["method"], r["direction"]) == ("ce", "push"),
+                                  0.7)
+        assert picked
+        t = api(data / name, new).table
+        handoff = t[t["method"].isin(slow)]
+        ce = t[(t["method"] == "ce") & (t["direction"] == "push")]
+        assert len(handoff) and len(ce) and (ce["verdict"] == "regression").all()
+        if sliced:
+            assert set(handoff["verdict"]) == {"not judged"} and set(handoff["timing"]) == {"slice"}
+            assert set(handoff["note"]) == {"time-sliced hand-off (same GPU, no MPS): give 2+ BASE runs"}
+        else:
+            assert set(handoff["timing"]) == {"device"} and "regression" in set(handoff["verdict"])
+        assert_mirrors(data / name, new)
+    # a run without MPS against one with it: time-sliced on one side is enough (and stays symmetric)
+    t = api(data / "h100-nomps", data / "h100-mps").table
+    assert set(t[t["method"].isin(slow)]["timing"]) == {"slice"}
+    assert_mirrors(data / "h100-nomps", data / "h100-mps")
 
 
 # ------------------------------------------------------------------------------------------ recorded cases

@@ -25,6 +25,9 @@ How a matched row is judged (docs/report.md says the same for users):
   judged against the between-run variation: the variance of the BASE runs' log medians, pooled over the
   rows of the same suite/method/direction (never below the row's own), gives a prediction t-test of
   NEW's median against the BASE runs' mean (df = the pooled degrees of freedom); test=runs.
+* Time-sliced hand-offs (report/significance.slice_timed: same-GPU rows without MPS of methods whose time
+  is a hand-off between the two processes' kernels) are the GPU scheduler's time slice: judged like
+  host-timed rows ("time-sliced hand-off (same GPU, no MPS): give 2+ BASE runs").
 * With several BASE runs the reference is the geometric mean of their medians (the samples of the BASE
   runs are pooled for the t-test), and every row, device- or host-timed, must also move further than the
   BASE runs' own spread: |g| > max - min of the BASE runs' log medians.
@@ -164,7 +167,9 @@ def compare(bases: list[Side], new: Side, threshold: float = 0.05, alpha: float 
     out["same_gpu"] = out["same_gpu"].astype(bool)
     out["bytes"] = m["bytes"].astype("int64")
     out["seq"] = m["seq"].astype("int64")
-    out["timing"] = np.where(pick("host_timed").astype(bool), "host", "device")
+    # time-sliced on either side (a run without MPS against one with it): judged by the between-run variation
+    sliced = (m["slice_timed_b"].fillna(False).astype(bool) | m["slice_timed_n"].fillna(False).astype(bool)).to_numpy()
+    out["timing"] = np.where(pick("host_timed").astype(bool), "host", np.where(sliced, "slice", "device"))
     out["base"] = m["value_b"].to_numpy(dtype=float)
     out["new"] = m["value_n"].to_numpy(dtype=float)
     out["base_runs"] = m["runs"].fillna(0).astype("int64")
@@ -192,7 +197,8 @@ def compare(bases: list[Side], new: Side, threshold: float = 0.05, alpha: float 
     agree = np.sign(-dlt) == np.sign(g)  # the test's direction (log time down = better) agrees with the medians'
 
     # host-timed rows with several BASE runs: prediction t-test against the pooled between-run variance
-    ht = (out["timing"] == "host").to_numpy()
+    ht = (out["timing"] != "device").to_numpy()  # host-timed or time-sliced: needs the between-run variation
+    why_runs = np.where(out["timing"] == "slice", "time-sliced hand-off (same GPU, no MPS)", "host-timed")
     var_runs = m["var_runs"].to_numpy(dtype=float)
     grp = (out["suite"].astype(str) + "/" + out["method"].astype(str) + "/" + out["direction"].astype(str))
     dfr = np.where(ht & (k >= 2) & np.isfinite(var_runs), k - 1.0, 0.0)
@@ -231,8 +237,8 @@ def compare(bases: list[Side], new: Side, threshold: float = 0.05, alpha: float 
         (~verified_b & verified_n, "improvement", "verified in NEW only"),
         (~verified_b & ~verified_n, "not judged", "unverified in both"),
         (no_value, "not judged", "no value to compare"),
-        (ht & (nb == 1), "not judged", "host-timed: give 2+ BASE runs"),
-        (ht & (nb > 1) & (k < 2), "not judged", "host-timed: in fewer than 2 BASE runs"),
+        (ht & (nb == 1), "not judged", np.char.add(why_runs.astype(str), ": give 2+ BASE runs")),
+        (ht & (nb > 1) & (k < 2), "not judged", np.char.add(why_runs.astype(str), ": in fewer than 2 BASE runs")),
         (~enough, "not judged", "fewer than 2 samples"),
         (~big, "unchanged", f"within ±{100 * threshold:g}%"),
         (~beyond_runs, "unchanged", "within the BASE runs' spread"),
@@ -243,7 +249,7 @@ def compare(bases: list[Side], new: Side, threshold: float = 0.05, alpha: float 
     done = np.zeros(len(m), dtype=bool)
     for mask, v, why in rules:
         sel = mask & ~done
-        verdict[sel], note[sel] = v, why
+        verdict[sel], note[sel] = v, (why[sel] if isinstance(why, np.ndarray) else why)
         done |= sel
     out["verdict"], out["note"] = verdict, note
     out["impossible"] = np.where(imp_n != "", imp_n, np.where(imp_b != "", "BASE: " + imp_b, ""))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ipcbench.report.options import ranks_per_gpu
-from ipcbench.report.significance import _sample_stats, host_timed
+from ipcbench.report.significance import _sample_stats, host_timed, slice_timed
 from ipcbench.results import CSV_NAME
 from ipcbench.results_load import ResultsError, find_runs, load_frame, read_meta_optional
 
@@ -144,6 +144,7 @@ def _prepare(side: Side, src, dst, key: list[str]):
         k["c_m2"] = var * np.maximum(cn - 1.0, 0.0)
     k["exact"] = n >= 2
     k["host_timed"] = host_timed(f)
+    k["slice_timed"] = slice_timed(f)
     imp = impossible_rows(f, side.meta)
     k["impossible"] = ""
     if not imp.empty:
@@ -154,7 +155,7 @@ def _prepare(side: Side, src, dst, key: list[str]):
 
 
 VALUE_COLS = ["host", "src_gpu", "dst_gpu", "same_gpu", "kind", "unit", "value", "lv", "verified", "s_n", "s_mean",
-              "s_m2", "c_n", "c_mean", "c_m2", "exact", "host_timed", "impossible"]
+              "s_m2", "c_n", "c_mean", "c_m2", "exact", "host_timed", "slice_timed", "impossible"]
 
 
 def _combine_bases(parts: list, key: list[str]):

@@ -10,6 +10,9 @@ import math
 
 HOST_TIMED_METHODS = ("mpi_staged",)  # Python in the loop, host clock (suites/staged_mpi.py)
 HOST_TIMED_OP_SUITES = ("handles",)  # kind op rows of these suites: host-timed API calls
+# Methods whose timed path hands off between the two processes' kernels (flags polled by the other side's
+# kernel), and ring_* (pipeline): on one GPU without MPS each hand-off waits for the scheduler's time slice
+HANDOFF_METHODS = ("shm_staged", "sm_pingpong", "event_pingpong")
 
 
 def _betainc(a, b, x):
@@ -128,6 +131,21 @@ def _sample_stats(frame):
         dev = logs - mean[ids]
         m2 = np.bincount(ids, weights=dev * dev, minlength=n)
     return cnt, np.where(cnt > 0, mean, np.nan), np.where(cnt > 0, m2, np.nan)
+
+
+def slice_timed(frame):
+    """Boolean array: same-GPU rows without MPS (their note says time-sliced) whose time is a hand-off between
+    the two processes' kernels (HANDOFF_METHODS, ring_*): it is the GPU scheduler's time-slice period, which
+    moves between runs far more than the samples of one run say (two H100 runs of the same code: shm_staged
+    rows 18-52% apart, either way). Judged like host-timed rows."""
+    import numpy as np
+
+    if not len(frame):
+        return np.zeros(0, dtype=bool)
+    method = frame["method"].astype(str)
+    same = frame["same_gpu"].astype(str).str.lower() == "true"
+    sliced = frame["note"].fillna("").astype(str).str.contains("time-slice", regex=False)
+    return (same & sliced & (method.isin(HANDOFF_METHODS) | method.str.startswith("ring_"))).to_numpy(dtype=bool)
 
 
 def host_timed(frame):
