@@ -73,9 +73,10 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--sm-copy", default=None, metavar="BxTxU",
                    help="SM copy kernel shape: blocks per SM x threads per block x 16-byte loads in flight "
                         "per thread (default 8x512x4; for tuning)")
-    p.add_argument("--sm-bulk", default=None, metavar="BxSxC",
+    p.add_argument("--sm-bulk", default=None, metavar="BxSxC[@N]",
                    help="bulk-copy kernel shape (sm_bulk_read/sm_bulk_write, Hopper): CTAs per SM x pipeline "
-                        "stages x chunk KiB per stage (default 2x4x16; for tuning)")
+                        "stages x chunk KiB per stage, @N: on N SMs only (default 2x4x16 on every SM; for "
+                        "tuning, and to see how few SMs fill a link)")
     p.add_argument("--version", action="version", version=f"ipcbench {__version__}")
     return p
 

@@ -5,8 +5,9 @@ the default stopping rule), then one table: the median GB/s of every sm_bulk met
 (the mean over the run's pairs), and beside it the plain sm_read / sm_write numbers of the same run, whose
 spread over the runs shows how much of a difference between shapes is noise. Every row must be verified.
 
-Usage: python tests/bench_bulk_sweep.py [--size 256M] [--out DIR] [SHAPE ...]
+Usage: python tests/bench_bulk_sweep.py [--size 256M] [--out DIR] [--sms 8,16,32,66] [SHAPE ...]
        (default shapes: the default 2x4x16 and its neighbours; ~15 s each on 2 x H200)
+       --sms N,...: each shape also on N SMs only (SHAPE@N): how few SMs reach the copy engine's rate
 """
 
 from __future__ import annotations
@@ -47,13 +48,16 @@ def main() -> None:
     ap.add_argument("shapes", nargs="*", default=SHAPES)
     ap.add_argument("--size", default="256M")
     ap.add_argument("--out", default=None, help="keep the runs here (default: a temporary directory)")
+    ap.add_argument("--sms", default="", help="comma list of SM counts: each shape also as SHAPE@N")
     a = ap.parse_args()
+    if a.sms:
+        a.shapes = [s for shape in a.shapes for s in [shape] + [f"{shape}@{n}" for n in a.sms.split(",")]]
     base = a.out or tempfile.mkdtemp(prefix="bulk-sweep-")
-    print(f"{'shape':8s} " + " ".join(f"{m.replace('sm_', '')[:10] + '/' + d:>17s}" for m, d in COLUMNS), flush=True)
+    print(f"{'shape':12s} " + " ".join(f"{m.replace('sm_', '')[:10] + '/' + d:>17s}" for m, d in COLUMNS), flush=True)
     for shape in a.shapes:
         bw = run_one(shape, a.size, os.path.join(base, shape))
         cells = [f"{bw[c]:17.1f}" if c in bw else f"{'-':>17s}" for c in COLUMNS]
-        print(f"{shape:8s} " + " ".join(cells), flush=True)
+        print(f"{shape:12s} " + " ".join(cells), flush=True)
     print(f"runs in {base}")
 
 

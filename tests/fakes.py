@@ -214,6 +214,9 @@ class FakeGpu:
         self.free_bytes = free_bytes
         self.cc = cc
         self.bulk_shape = bulk_shape or BulkShape()
+        from ipcbench.config import CopyShape
+
+        self.copy_shape = CopyShape()
         self.factor = 1.0
         self.streams: list[FakeStream] = []
         self.stream = self.new_stream()
@@ -274,7 +277,7 @@ class FakeGpu:
         from ipcbench.core import bulk
 
         if name == bulk.FEATURE:
-            return bulk.support(self.cc, f"fake GPU {self.index}", self.bulk_shape)
+            return bulk.support(self.cc, f"fake GPU {self.index}", self.bulk_shape, sm_count=self.sm_count)
         return False, f"unknown GPU feature {name!r}"
 
     def launch_bulk_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:

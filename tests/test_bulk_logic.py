@@ -39,17 +39,19 @@ def test_default_shape():
 
 
 @pytest.mark.parametrize("text, want", [("2x4x16", (2, 4, 16)), ("1x3x64", (1, 3, 64)), ("1X2X112", (1, 2, 112)),
-                                        ("4x4x8k", (4, 4, 8)), ("32x2x1", (32, 2, 1))])
+                                        ("4x4x8k", (4, 4, 8)), ("32x2x1", (32, 2, 1)), ("2x4x16@16", (2, 4, 16, 16)),
+                                        ("1x3x64@1", (1, 3, 64, 1))])
 def test_parse(text, want):
     s = BulkShape.parse(text)
-    assert (s.blocks_per_sm, s.stages, s.chunk_kib) == want
+    assert (s.blocks_per_sm, s.stages, s.chunk_kib, s.sms) == (want + (0,))[:4]
     assert BulkShape.parse(str(s)) == s
 
 
 @pytest.mark.parametrize("text, why", [
     ("2x4", "is not BxSxC"), ("axbxc", "is not BxSxC"), ("0x4x16", "B (CTAs per SM) in 1..32"),
     ("2x1x16", "S (stages) in 2..16"), ("2x4x0", "C (chunk KiB)"), ("1x16x16", "per CTA"),
-    ("2x4x32", "per SM"), ("1x2x113", "C (chunk KiB)"),
+    ("2x4x32", "per SM"), ("1x2x113", "C (chunk KiB)"), ("2x4x16@0", "N (SMs) in 1..1024"),
+    ("2x4x16@", "is not BxSxC or BxSxC@N"), ("2x4x16@x", "is not BxSxC"),
 ])
 def test_parse_refuses(text, why):
     with pytest.raises(ValueError, match=why.replace("(", r"\(").replace(")", r"\)")):
@@ -78,6 +80,9 @@ def test_support_by_compute_capability(cc, ok):
 
 def test_support_checks_the_shape_against_the_device():
     assert bulk.support("9.0", shape=BulkShape(1, 4, 32), smem_optin=227 << 10) == (True, None)
+    assert bulk.support("9.0", shape=BulkShape(sms=132), sm_count=132) == (True, None)
+    ok, why = bulk.support("9.0", "GPU 0", BulkShape(sms=133), sm_count=132)
+    assert not ok and "133 SMs asked for" in why and "132" in why
     ok, why = bulk.support("12.0", "GPU 1", BulkShape(1, 4, 32), smem_optin=99 << 10)
     assert not ok and "--sm-bulk 1x4x32" in why and str(99 << 10) in why
 
@@ -125,6 +130,16 @@ def test_passes_are_dealt_as_one_sequence(nbytes, loops):
     p = bulk.plan(nbytes, BulkShape(), sm_count=132, loops=loops)
     covered(p, loops)
     assert p.blocks == min(132 * 2, p.pieces * loops)
+
+
+@pytest.mark.parametrize("sms, want", [(0, 264), (16, 32), (1, 2), (200, 264)])
+def test_plan_on_fewer_sms(sms, want):
+    """`@N` caps the grid at N SMs' CTAs (never more SMs than the GPU has); the copy is still tiled exactly."""
+    shape = BulkShape(sms=sms)
+    p = bulk.plan(256 << 20, shape, sm_count=132, loops=3)
+    assert p.blocks == want
+    covered(p, 3)
+    assert f"on {min(sms or 132, 132)} of 132 SMs" in shape.describe(132)
 
 
 def test_plan_refuses_nonsense():
@@ -201,14 +216,19 @@ def test_a_broken_bulk_copy_fails_verification():
 def test_run_on_hopper_fakes_measures_the_bulk_methods(fake_job, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     statuses, _ = fake_job(cfg(out, suites=("kernel",), sizes=(1024, 4096 + 16), quiet=True,
-                               bulk_shape=BulkShape(1, 3, 8)))
+                               bulk_shape=BulkShape(1, 3, 8, sms=40)))
     assert statuses == [0, 0]
     rows = rows_of(out / "results.csv")
     got = {(r["method"], r["direction"]) for r in rows}
     assert {("sm_bulk_read", "pull"), ("sm_bulk_read", "bidir"), ("sm_bulk_write", "push"),
             ("sm_bulk_write", "bidir")} <= got
     assert all(r["verified"] == "true" for r in rows)
-    assert json.loads((out / "meta.json").read_text())["options"]["sm_bulk"] == "1x3x8"
+    assert json.loads((out / "meta.json").read_text())["options"]["sm_bulk"] == "1x3x8@40"
+    for r in rows:  # each kernel row says how it ran
+        if r["method"].startswith("sm_bulk_"):
+            assert "cp.async.bulk kernel on 40 of 132 SMs" in r["note"] and "--sm-bulk 1x3x8@40" in r["note"]
+        else:
+            assert "SM copy kernel" in r["note"] and "--sm-copy 8x512x4" in r["note"]
 
 
 @pytest.mark.parametrize("ccs", [("8.0", "8.0"), ("9.0", "8.0")])

@@ -35,7 +35,7 @@ def gpus():
     from ipcbench.core.bulk import BulkShape
     from ipcbench.core.gpu import Gpu
 
-    made = {s: Gpu(0, bulk_shape=BulkShape.parse(s)) for s in ("2x4x16", "1x3x64", "4x2x1")}
+    made = {s: Gpu(0, bulk_shape=BulkShape.parse(s)) for s in ("2x4x16", "1x3x64", "4x2x1", "2x4x16@8")}
     yield made
     for g in made.values():
         g.close()
@@ -43,7 +43,7 @@ def gpus():
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("shape", ["2x4x16", "1x3x64", "4x2x1"])
+@pytest.mark.parametrize("shape", ["2x4x16", "1x3x64", "4x2x1", "2x4x16@8"])
 @pytest.mark.parametrize("loops", [1, 3])
 def test_bulk_copy_is_exact(gpus, shape, loops):
     import cupy
@@ -93,6 +93,47 @@ def test_local_bulk_copy_bandwidth_is_printed(gpus):
         ms = gpu.elapsed_ms(a, b)
         print(f"local bulk copy {shape}: {n * loops / ms / 1e6:.0f} GB/s")
         assert ms > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+def test_local_bulk_copy_by_sm_count_is_printed():
+    """Not a claim: the same-GPU copy rate of the default shape on N SMs (--sm-bulk 2x4x16@N), 256 MiB, beside
+    the copy engine's on the same buffers. Local HBM, not a link: how the kernel's rate grows with its SMs."""
+    import cupy
+
+    from ipcbench.core.bulk import BulkShape
+    from ipcbench.core.gpu import Gpu
+
+    hopper_or_skip()
+    n, loops = 256 << 20, 10
+    src = cupy.ones(n, dtype=cupy.uint8)
+    dst = cupy.zeros(n, dtype=cupy.uint8)
+    sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    for k in sorted({4, 8, 16, 32, sms // 2, sms}):
+        gpu = Gpu(0, bulk_shape=BulkShape(sms=k))
+        try:
+            def timed(enqueue):
+                enqueue(1)
+                a, b = gpu.event(), gpu.event()
+                a.record(gpu.stream)
+                enqueue(loops)
+                b.record(gpu.stream)
+                gpu.wait()
+                return n * loops / gpu.elapsed_ms(a, b) / 1e6
+
+            bulk = timed(lambda c: gpu.launch_bulk_copy(src.data.ptr, dst.data.ptr, n, c))
+            dst.fill(0)
+            gpu.launch_bulk_copy(src.data.ptr, dst.data.ptr, n, 1)
+            gpu.wait()
+            assert bool((dst == 1).all()), f"@{k}: the copy is not exact"
+            line = f"local bulk copy 2x4x16@{k:<3d} ({k:3d} of {sms} SMs): {bulk:7.0f} GB/s"
+            if k == sms:
+                ce = timed(lambda c: [gpu.copy_async(dst.data.ptr, src.data.ptr, n, gpu.stream) for _ in range(c)])
+                line += f"   (copy engine, same buffers: {ce:.0f} GB/s)"
+            print(line)
+        finally:
+            gpu.close()
 
 
 @pytest.mark.gpu

@@ -33,7 +33,10 @@ def fake_job(monkeypatch):
     state = SimpleNamespace(node=None)
 
     def make_gpu(index, copy_shape=None, bulk_shape=None):
-        return state.node.gpus[local.world.local_rank]
+        g = state.node.gpus[local.world.local_rank]
+        g.copy_shape = copy_shape or g.copy_shape  # the run's kernel shapes, as the real Gpu takes them
+        g.bulk_shape = bulk_shape or g.bulk_shape
+        return g
 
     monkeypatch.setattr(runner, "World", SimpleNamespace(create=lambda timeout: local.world))
     monkeypatch.setattr(gpumod, "device_count", lambda: state.node.n)

@@ -116,7 +116,8 @@ def test_latency_oneway_rows(label, direction):
     assert [(r.direction, r.kind, r.bytes) for r in rows] == [("oneway", "latency", 8), ("oneway", "latency", 64)]
     for r in rows:
         assert r.time_us_median == pytest.approx(2.0) and r.bw_gbps_median is None and r.verified
-        assert r.note == f"{direction}: {latency.ONEWAY_NOTE}"
+        assert r.note.startswith(f"{direction}: {latency.ONEWAY_NOTE}")
+        assert ("; SM copy kernel, up to 8 blocks of 512 threads" in r.note) == label.startswith("sm_")  # how it ran
 
 
 def test_same_gpu_notes():

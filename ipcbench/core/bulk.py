@@ -30,7 +30,10 @@ SMEM_RESERVED_PER_CTA = 1 << 10
 
 @dataclass(frozen=True)
 class BulkShape:
-    """Launch shape of the bulk-copy kernel: CTAs per SM x pipeline stages x chunk KiB (one stage's buffer).
+    """Launch shape of the bulk-copy kernel: CTAs per SM x pipeline stages x chunk KiB (one stage's buffer),
+    and on how many SMs (`sms`, 0: every SM of the GPU). `--sm-bulk 2x4x16@16` runs the kernel on 16 SMs:
+    how many SMs it takes to fill a link is what a kernel that overlaps communication with compute leaves
+    to the compute (tests/bench_bulk_sweep.py --sms sweeps it).
 
     Default 2 x 4 x 16 KiB (128 KiB of shared memory per SM). Why: one piece is in flight per stage but
     the one being stored, so each SM keeps 2 x 3 loads of 16 KiB (96 KiB) and up to 2 x 2 stores in flight;
@@ -43,16 +46,22 @@ class BulkShape:
     blocks_per_sm: int = 2
     stages: int = 4
     chunk_kib: int = 16
+    sms: int = 0  # SMs the grid covers; 0: all of them
 
     @classmethod
     def parse(cls, text: str) -> "BulkShape":
+        body, at, sms_text = text.lower().partition("@")
         try:
-            b, s, c = (int(x) for x in text.lower().rstrip("k").split("x"))
+            b, s, c = (int(x) for x in body.rstrip("k").split("x"))
+            sms = int(sms_text) if at else 0
         except ValueError:
-            raise ValueError(f"{text!r} is not BxSxC (e.g. 2x4x16: CTAs per SM x stages x chunk KiB)") from None
+            raise ValueError(f"{text!r} is not BxSxC or BxSxC@N (e.g. 2x4x16: CTAs per SM x stages x chunk KiB; "
+                             f"2x4x16@16: on 16 SMs)") from None
         if not (1 <= b <= 32 and 2 <= s <= 16 and 1 <= c <= 112):
             raise ValueError(f"{text!r}: B (CTAs per SM) in 1..32, S (stages) in 2..16, C (chunk KiB) in 1..112")
-        shape = cls(b, s, c)
+        if at and not 1 <= sms <= 1024:
+            raise ValueError(f"{text!r}: N (SMs) in 1..1024")
+        shape = cls(b, s, c, sms)
         if shape.smem_bytes > SMEM_PER_CTA:
             raise ValueError(f"{text!r}: {s} stages of {c} KiB need {shape.smem_bytes / 1024:.1f} KiB of shared "
                              f"memory per CTA (at most {SMEM_PER_CTA >> 10} KiB)")
@@ -80,13 +89,23 @@ class BulkShape:
         return (f"BULK_CHUNK={self.chunk_bytes}", f"BULK_STAGES={self.stages}")
 
     def __str__(self) -> str:
-        return f"{self.blocks_per_sm}x{self.stages}x{self.chunk_kib}"
+        return f"{self.blocks_per_sm}x{self.stages}x{self.chunk_kib}" + (f"@{self.sms}" if self.sms else "")
+
+    def sms_used(self, sm_count: int) -> int:
+        """SMs the grid covers on a GPU of `sm_count` SMs."""
+        return min(sm_count, self.sms) if self.sms else sm_count
+
+    def describe(self, sm_count: int) -> str:
+        """The row note's words for this shape on a GPU of `sm_count` SMs."""
+        n = self.sms_used(sm_count)
+        return (f"cp.async.bulk kernel on {n} of {sm_count} SMs ({self.blocks_per_sm} one-warp CTAs per SM, "
+                f"{self.stages} stages x {self.chunk_kib} KiB of shared memory each; --sm-bulk {self})")
 
 
 def support(cc: str, name: str = "", shape: BulkShape | None = None, smem_optin: int | None = None,
-            smem_per_sm: int | None = None) -> tuple[bool, str | None]:
+            smem_per_sm: int | None = None, sm_count: int | None = None) -> tuple[bool, str | None]:
     """(can this GPU run the bulk-copy kernel, why not): compute capability >= 9.0, and, where the device's
-    shared-memory limits are given, room for the shape."""
+    shared-memory limits and SM count are given, room for the shape."""
     gpu = f"{name} (compute capability {cc})" if name else f"a GPU of compute capability {cc}"
     try:
         major, minor = (int(x) for x in str(cc).split(".")[:2])
@@ -99,6 +118,8 @@ def support(cc: str, name: str = "", shape: BulkShape | None = None, smem_optin:
     if smem_optin is not None and shape.smem_bytes > smem_optin:
         return False, (f"--sm-bulk {shape}: {shape.smem_bytes} B of shared memory per CTA, but {gpu} allows "
                        f"{smem_optin} B")
+    if sm_count is not None and shape.sms > sm_count:
+        return False, f"--sm-bulk {shape}: {shape.sms} SMs asked for, but {gpu} has {sm_count}"
     if smem_per_sm is not None and shape.smem_per_sm > smem_per_sm:
         return False, (f"--sm-bulk {shape}: {shape.blocks_per_sm} CTAs need {shape.smem_per_sm} B of shared memory "
                        f"per SM, but {gpu} has {smem_per_sm} B")
@@ -131,7 +152,7 @@ def plan(nbytes: int, shape: BulkShape, sm_count: int, loops: int = 1) -> BulkPl
     if nbytes < 0 or loops < 1 or sm_count < 1:
         raise ValueError("nbytes >= 0, loops >= 1 and sm_count >= 1")
     body = nbytes - nbytes % ALIGN
-    most = sm_count * shape.blocks_per_sm
+    most = shape.sms_used(sm_count) * shape.blocks_per_sm
     per_cta = -(-body // most)  # bytes per CTA if the body were spread evenly over every CTA
     piece = min(shape.chunk_bytes, max(ALIGN, -(-per_cta // ALIGN) * ALIGN))
     pieces = -(-body // piece)

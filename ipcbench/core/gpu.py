@@ -185,7 +185,7 @@ class Gpu:
         if name == bulk.FEATURE:
             p = runtime.getDeviceProperties(self.index)
             return bulk.support(self.info.cc, f"GPU {self.index} ({self.info.name})", self.bulk_shape,
-                                p.get("sharedMemPerBlockOptin"), p.get("sharedMemPerMultiprocessor"))
+                                p.get("sharedMemPerBlockOptin"), p.get("sharedMemPerMultiprocessor"), self.sm_count)
         return False, f"unknown GPU feature {name!r}"
 
     def _bulk_kernel(self):

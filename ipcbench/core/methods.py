@@ -52,6 +52,11 @@ class SmEngine:
 
     name = "sm"
 
+    def describe(self, gpu) -> str:
+        c = gpu.copy_shape
+        return (f"SM copy kernel, up to {c.blocks_per_sm} blocks of {c.threads} threads on each of {gpu.sm_count} "
+                f"SMs, {c.unroll} 16-byte loads in flight per thread (--sm-copy {c})")
+
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
         if nbytes >= gpu.loop_in_kernel_bytes:
             gpu.launch_copy(src, dst, nbytes, count, stream)
@@ -68,6 +73,9 @@ class BulkEngine:
 
     name = "sm_bulk"
     gpu_needs = ("bulk_copy",)
+
+    def describe(self, gpu) -> str:
+        return gpu.bulk_shape.describe(gpu.sm_count)
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
         if nbytes >= gpu.loop_in_kernel_bytes:
@@ -120,6 +128,11 @@ class Method:
         return getattr(ENGINES[self.engine], "two_sided", False)
 
     nodes = 1  # stream operations one transfer puts behind a gate (plan_segments)
+
+    def describe(self, gpu) -> str:
+        """What the engine ran with, for the row's note ("" for the copy engine and NCCL: nothing to choose)."""
+        engine = ENGINES[self.engine]
+        return engine.describe(gpu) if hasattr(engine, "describe") else ""
 
     def bind(self, ctx, me: int, peer: int):
         """What this rank enqueues when measuring with node-local rank `peer` (`nodes`, `enqueue`, `batch`):

@@ -224,7 +224,7 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
         if me != src:
             continue
         receivers = 2 if direction == "bidir" else 1
-        text = join_note(note, batch.note if batch else "")
+        text = join_note(note, method.describe(gpu), batch.note if batch else "")
         if one_clock:
             kernels = ""
             from ipcbench.core.methods import KERNEL_ENGINES
