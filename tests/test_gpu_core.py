@@ -62,4 +62,4 @@ def test_handles_core_exchanges_support_even_where_unsupported(monkeypatch):
 
     ctx = SimpleNamespace(world=World(), gpu=SimpleNamespace(index=0))
     assert handles_core.measure_core_handles(ctx, 0, 1, [1 << 20]) == []
-    assert swapped == [(False, 1, handles_core.TAG_ACK + 20)]
+    assert swapped == [(False, 1, handles_core.CORE_COSTS.tags[1] + 20)]

@@ -16,12 +16,14 @@ mapping (a GPU kernel: `verified`), closes (the close after the repeated open is
 Methods: ipc_get_mem_handle, ipc_open_mem_handle_first, ipc_open_mem_handle_repeat,
 ipc_close_mem_handle, ipc_get_event_handle, ipc_open_event_handle (the opened event is waited on by a
 stream: `verified`). Pool operations (pool_export_fd, pool_export_pointer, fd_transfer, pool_import,
-pool_import_pointer) are measured the same way in handles_pool.py, and the same steps through cuda.core's
+pool_import_pointer) are measured in handles_pool.py, the same steps through cuda.core's
 own API (core_export_pool, core_export_buffer, core_import_pool, core_import_buffer) in handles_core.py.
 VMM sharing (a cuMemCreate allocation exported as a POSIX fd, ipc/vmm.py) in handles_vmm.py: vmm_create,
 vmm_export_fd, vmm_fd_transfer (exporter), vmm_import, vmm_map (cuMemAddressReserve + cuMemMap),
 vmm_set_access, vmm_unmap_release (cuMemUnmap + cuMemRelease + cuMemAddressFree) (importer), verified
-through the importer's mapping; no rows where either GPU lacks VMM with POSIX-fd export.
+through the importer's mapping; no rows where either GPU lacks VMM with POSIX-fd export. Those three
+mechanisms (their export is a POSIX fd) share one protocol, share_costs.py, and say only how they export
+and import once.
 
 Error paths, last in the suite, on the pair (0, 1) only: each row is `verified=true` when ipcbench's own
 code (share.LegacyIpc) raised an error whose message names the rank and the CUDA call; the note holds
