@@ -2,8 +2,9 @@
 figure is written, the HTML is self-contained, malformed inputs give file:line errors and the other runs
 are still reported, fleets name their outlier hosts.
 
-Tests marked "real" run on every real run committed under results/*/ (or $IPCBENCH_RESULTS_DIR); they
-fail, saying so, while there is none.
+Tests marked "real" run on every real run committed under results/*/ and tests/data/h200x2/*/
+(conftest.real_runs; or $IPCBENCH_RESULTS_DIR alone); they fail, saying so, while there is none. A run
+whose ranks all share one GPU is checked through its same-GPU table.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ RESULTS = Path(os.environ.get("IPCBENCH_RESULTS_DIR", REPO / "results"))
 BW_DIRS = ("push", "pull", "bidir")
 
 
-def real_runs() -> list[Path]:
-    return sorted(p.parent for p in RESULTS.glob("*/results.csv") if (p.parent / "meta.json").is_file())
+from conftest import has_cross_gpu_pairs, real_runs  # noqa: E402,F401 - results/ and the recorded runs
 
 
 def run_report(capsys, *argv) -> tuple[int, str, str]:
@@ -75,11 +75,17 @@ def num(s: str) -> float:
     return float(s.rstrip("x%")) if s else float("nan")
 
 
-def check_summary_numbers(run_dir: Path, md: str) -> int:
-    """Compare the run's summary and handle-cost tables in report.md with a groupby computed here."""
+def same_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["same_gpu"] & (df["src_rank"] >= 0) & (df["dst_rank"] >= 0)]
+
+
+def check_summary_numbers(run_dir: Path, md: str, same_gpu: bool = False) -> int:
+    """Compare the run's summary (or same-GPU) and handle-cost tables in report.md with a groupby computed here."""
     df = independent_frame(run_dir)
-    pairs = cross_pairs(df)
-    table = md_table(md, "Summary (cross-GPU pairs)", after=f"## Run {run_dir.name}")
+    pairs = same_pairs(df) if same_gpu else cross_pairs(df)
+    pairs = pairs[pairs["kind"] != "error"] if same_gpu else pairs
+    heading = "Same-GPU IPC (ranks sharing a GPU)" if same_gpu else "Summary (cross-GPU pairs)"
+    table = md_table(md, heading, after=f"## Run {run_dir.name}")
     table = table.set_index(["suite", "method", "direction"])
     checked = 0
     for (suite, method, direction), g in pairs.groupby(["suite", "method", "direction"]):
@@ -623,14 +629,19 @@ def test_real_run_report(run_dir, tmp_path, capsys):
     assert rc == 0, err
     md = (tmp_path / "report" / "report.md").read_text()
     html = (tmp_path / "report" / "report.html").read_text()
-    assert check_summary_numbers(work, md) > 0
-    check_speedup_numbers(work, md)
-    assert check_headline_numbers(work, md) > 0
     check_figures(tmp_path / "report", md, html)
     check_self_contained_html(html)
     assert "\x00" not in md + html + out  # older runs' MPI version strings end in a NUL
     assert out.index("At a glance") < out.index(f"Run {run_dir.name}")
-    assert "What IPC buys" in out and "P2P latency" in out and "How it was measured" in out
+    assert "How it was measured" in out
+    if not has_cross_gpu_pairs(work):  # ranks sharing one GPU (a one-GPU machine): the same-GPU table
+        assert check_summary_numbers(work, md, same_gpu=True) > 0
+        assert "**Same GPU**" in md and "Summary (cross-GPU pairs)" not in md
+        return
+    assert check_summary_numbers(work, md) > 0
+    check_speedup_numbers(work, md)
+    assert check_headline_numbers(work, md) > 0
+    assert "What IPC buys" in out and "P2P latency" in out
 
 
 @pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")

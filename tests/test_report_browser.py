@@ -67,7 +67,9 @@ addEventListener('load', () => {
 
 
 def newest_real_run() -> Path | None:
-    runs = sorted(p.parent for p in RESULTS.glob("*/results.csv") if (p.parent / "meta.json").is_file())
+    from conftest import has_cross_gpu_pairs, real_runs
+
+    runs = [r for r in real_runs() if has_cross_gpu_pairs(r)]  # the figures are of cross-GPU pairs
     return runs[-1] if runs else None
 
 
