@@ -616,7 +616,7 @@ def test_real_run_compare(run_dir, tmp_path, capsys):
 
 def test_time_sliced_handoffs_need_several_base_runs(tmp_path):
     """Same-GPU hand-off rows without MPS (shm_staged, the ping-pongs, the pipeline) take the GPU scheduler's
-    time slice: two H100 runs of the same code put shm_staged 18-52% apart, either way, with tight samples.
+    time slice: two H100 runs of the same shm_staged code put its rows 0.48x to 2.3x apart, with tight samples.
     Slowed by 30% in a copy of a real run (tests/data/mps), they are not judged against one BASE run; the
     same rows of a run under MPS (hand-offs concurrent) are regressions; so is the copy engine beside them."""
     data = Path(__file__).parent / "data" / "mps"

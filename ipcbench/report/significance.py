@@ -136,8 +136,8 @@ def _sample_stats(frame):
 def slice_timed(frame):
     """Boolean array: same-GPU rows without MPS (their note says time-sliced) whose time is a hand-off between
     the two processes' kernels (HANDOFF_METHODS, ring_*): it is the GPU scheduler's time-slice period, which
-    moves between runs far more than the samples of one run say (two H100 runs of the same code: shm_staged
-    rows 18-52% apart, either way). Judged like host-timed rows."""
+    moves between runs far more than the samples of one run say (two H100 runs, minutes apart, of the same
+    shm_staged code: rows from 0.48x to 2.3x of each other, with tight samples). Judged like host-timed rows."""
     import numpy as np
 
     if not len(frame):
