@@ -92,8 +92,12 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
                 subtitle=f"{run.label}, {host}, {size}: fastest push/pull method of each pair; cells: {cells}; "
                          f"row: source GPU, column: destination GPU", **kw))
 
-    # 2. bandwidth vs size, one panel per direction
+    # 2. bandwidth vs size, one panel per direction: over cross-GPU pairs, or, for a run whose ranks all share
+    # GPUs (a one-GPU machine), over its same-GPU pairs (device memory, no link: no peak line)
     curves = T.size_curves(rdf)
+    over = "cross-GPU pairs"
+    if curves.empty:
+        curves, over, peak = T.size_curves(rdf, "same GPU"), "same-GPU pairs (processes sharing a GPU)", None
     panels = _by_direction(curves, ("push", "pull", "bidir"))
     if panels:
         hl = {}
@@ -102,10 +106,11 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
                       f"link peak {peak * (2 if d == 'bidir' else 1):.0f} GB/s" + (" (2 × one way)" if d == "bidir"
                                                                                   else ""))
                   for d, _ in panels}
-        figs.append(figure_job("Bandwidth vs message size (median over cross-GPU pairs; dashed grey: link peak)",
+        figs.append(figure_job(f"Bandwidth vs message size (median over {over}"
+                               + ("; dashed grey: link peak)" if hl else ")"),
                                "curves_panels", panels, "Bandwidth vs message size", "GB/s", out_dir,
                                f"{run_slug}-bw-vs-size.png", hlines=hl, ylim0=True, sharey=False,
-                               subtitle=f"{run.label}: median over cross-GPU pairs; one panel per direction "
+                               subtitle=f"{run.label}: median over {over}; one panel per direction "
                                         "(bidir counts both directions)"))
     # 3. speedup over the best host-staged path
     rsp = sp[sp["run"] == run.label]
@@ -119,7 +124,7 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
                                subtitle=f"{run.label}: IPC bandwidth / best *_staged bandwidth of the same pair and "
                                         "size; median over pairs"))
     # 4. small messages: latency suite, then the time per transfer of the bandwidth methods
-    lat = T.latency_curves(rdf)
+    lat = T.latency_curves(rdf) if over == "cross-GPU pairs" else T.latency_curves(rdf, "same GPU")
     if not lat.empty:
         one = lat[(lat["direction"] == "oneway") & (lat["suite"] == "latency")]
         panels = [("one-way latency (latency suite)", one)] if not one.empty else []
@@ -132,7 +137,7 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
             figs.append(figure_job("Small messages (≤ 64K): latency and time per transfer", "curves_panels", panels,
                                    "Small messages: what one transfer costs", "µs per transfer (log)", out_dir,
                                    f"{run_slug}-latency.png", logy=True, point_unit=" µs",
-                                   subtitle=f"{run.label}: median over cross-GPU pairs, messages ≤ 64K; "
+                                   subtitle=f"{run.label}: median over {over}, messages ≤ 64K; "
                                             "latency suite: one message at a time, one way; others: back-to-back "
                                             "transfers of a batch"))
     # 5. % of peak per method

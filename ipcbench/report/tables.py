@@ -88,19 +88,22 @@ def heatmap_matrix(df: pd.DataFrame) -> pd.DataFrame:
     return m.reindex(index=gpus, columns=gpus)
 
 
-def size_curves(df: pd.DataFrame) -> pd.DataFrame:
-    """Bandwidth vs size: per run, method and size the median, min and max over cross-GPU pairs."""
-    rows = cross_gpu(bw_rows(df))
+def size_curves(df: pd.DataFrame, scope: str = "pair") -> pd.DataFrame:
+    """Bandwidth vs size: per run, method and size the median, min and max over the pairs of `scope`
+    (cross-GPU pairs; "same GPU" for a run whose ranks all share GPUs)."""
+    rows = bw_rows(df)
+    rows = rows[rows["scope"] == scope]
     rows = rows[rows["bytes"] > 0]  # drawn on a log axis
     g = rows.groupby(["run"] + METHOD + ["bytes"], observed=True)["bw_gbps_median"]
     return g.agg(["median", "min", "max"]).reset_index()
 
 
-def latency_curves(df: pd.DataFrame) -> pd.DataFrame:
-    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows), median over pairs."""
+def latency_curves(df: pd.DataFrame, scope: str = "pair") -> pd.DataFrame:
+    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows), median over the pairs
+    of `scope` (as size_curves)."""
     rows = df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] > 0)
               & (df["bytes"] <= SMALL_MAX)]
-    rows = cross_gpu(rows)
+    rows = rows[rows["scope"] == scope]
     g = rows.groupby(["run"] + METHOD + ["bytes"], observed=True)["time_us_median"]
     return g.agg(["median", "min", "max"]).reset_index()
 
