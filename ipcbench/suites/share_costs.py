@@ -3,7 +3,8 @@
 exports and imports once (a `ShareCosts`); this module does the rest, the same way for all three:
 
 - both ranks of the pair say whether the mechanism works on their GPU, always, before anything else (a rank
-  that returned alone would leave its peer waiting);
+  that returned alone would leave its peer waiting), and then whether their setup (`ShareCosts.open`) worked,
+  before the pair's communicator is made (MPI's Create_group has no deadline);
 - the fd goes over a Unix socket of just the two ranks (fdpass.FdExchange over a communicator that only the
   pair creates), the export data over MPI;
 - per size class, `repeats` repetitions, each with a FRESH export (as the legacy-handle rows do): the
@@ -28,7 +29,7 @@ from typing import Any, Callable
 
 from ipcbench.core.stats import seed_for
 
-SUPPORT_TAG_OFFSET, TIMES_TAG_OFFSET = 20, 10  # MPI tags: the ShareCosts' ack tag plus these
+SUPPORT_TAG_OFFSET, TIMES_TAG_OFFSET, OPEN_TAG_OFFSET = 20, 10, 30  # MPI tags: the ShareCosts' ack tag plus these
 
 
 def us_between(t0: int, t1: int) -> float:
@@ -148,6 +149,25 @@ def _import(ctx, spec: ShareCosts, state, io: PairIo, nbytes: int, seed: int):
     return out
 
 
+def _open_both(ctx, spec: ShareCosts, peer: int):
+    """spec.open on both ranks, each told whether the other's worked, before the pair's communicator is made:
+    MPI's Create_group has no deadline, so a rank that failed here alone would leave its peer in it forever."""
+    from ipcbench.errors import ShareError
+
+    w = ctx.world
+    state, why = None, None
+    try:
+        state = spec.open(ctx)
+    except Exception as e:
+        why = f"rank {w.rank}: {spec.label} setup failed ({type(e).__name__}: {e})"
+    theirs = w.exchange(why, peer, tag=spec.tags[1] + OPEN_TAG_OFFSET)
+    if why is None and theirs is None:
+        return state
+    if why is None:
+        spec.close(state)
+    raise ShareError(why or f"(reported by the peer) {theirs}")
+
+
 def measure_share_costs(ctx, spec: ShareCosts, src: int, dst: int, sizes: list[int]) -> list:
     """Both ranks of the pair call this; src returns the rows ([] where either GPU cannot share this way:
     the suite of the mechanism says why when it skips)."""
@@ -163,8 +183,12 @@ def measure_share_costs(ctx, spec: ShareCosts, src: int, dst: int, sizes: list[i
         return []
     repeats = max(5, ctx.rule.min_samples)
     mine = spec.exporter_rows if me == src else spec.importer_rows
-    state = spec.open(ctx)
-    pair = _pair_comm(w, src, dst)
+    state = _open_both(ctx, spec, peer)
+    try:
+        pair = _pair_comm(w, src, dst)
+    except BaseException:
+        spec.close(state)
+        raise
     rows = []
     try:
         with FdExchange(pair, timeout=w.timeout) as fx:

@@ -36,8 +36,9 @@ def pattern(seed: int, nbytes: int) -> bytes:
 class Pretend:
     """A mechanism whose export is a memfd with pattern(seed); records what each side did."""
 
-    def __init__(self, fail_export_at=None, fail_import_at=None, corrupt_at=None, supported=True):
+    def __init__(self, fail_export_at=None, fail_import_at=None, corrupt_at=None, supported=True, open_fails=False):
         self.fail_export_at, self.fail_import_at, self.corrupt_at = fail_export_at, fail_import_at, corrupt_at
+        self.open_fails = open_fails
         self.ok = supported
         self.exports = self.released = self.imports = self.opened = self.closed = 0
 
@@ -48,6 +49,8 @@ class Pretend:
                           note=lambda ctx, nbytes: f"pretend {nbytes}", open=self.open, close=self.close)
 
     def open(self, ctx):
+        if self.open_fails:
+            raise RuntimeError("no context (pretend)")
         self.opened += 1
         return "state"
 
@@ -164,4 +167,20 @@ def test_a_gpu_that_cannot_share_gives_no_rows_on_both_ranks():
     p = Pretend(supported=w.local_rank != dst)  # only the importer's GPU cannot
     assert measure_share_costs(context(w), p.spec(), src, dst, SIZES) == []
     assert p.opened == 0 and p.exports == 0
+    MPI.COMM_WORLD.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_setup_that_fails_on_one_rank_stops_both_before_the_pair_communicator():
+    """The importer's setup fails: both ranks raise with its words (neither waits in MPI Create_group, which
+    has no deadline), and the exporter's own setup is closed again."""
+    w = World.create(timeout=30)
+    if w.local_size % 2:
+        pytest.skip("pairs of ranks: an even number of ranks per node")
+    src, dst = pair_of(w)
+    p = Pretend(open_fails=w.local_rank == dst)
+    with pytest.raises(ShareError, match=r"pretend setup failed \(RuntimeError: no context \(pretend\)\)"):
+        measure_share_costs(context(w), p.spec(), src, dst, SIZES)
+    assert p.closed == p.opened  # the exporter opened and closed; the importer never opened
+    assert p.exports == 0
     MPI.COMM_WORLD.Barrier()
