@@ -177,6 +177,7 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
         sync = open_together(w, r.peer)
     elif both:
         sync = lambda: w.pair_barrier(r.peer, tag=SYNC_TAG)  # noqa: E731
+    engine_note = method.describe(gpu) if me == src else ""  # how the kernel ran, for src's rows
     rows = []
     for nbytes in sizes:
         batch = None
@@ -224,7 +225,7 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
         if me != src:
             continue
         receivers = 2 if direction == "bidir" else 1
-        text = join_note(note, method.describe(gpu), batch.note if batch else "")
+        text = join_note(note, engine_note, batch.note if batch else "")
         if one_clock:
             kernels = ""
             from ipcbench.core.methods import KERNEL_ENGINES

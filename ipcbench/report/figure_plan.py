@@ -94,10 +94,11 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
 
     # 2. bandwidth vs size, one panel per direction: over cross-GPU pairs, or, for a run whose ranks all share
     # GPUs (a one-GPU machine), over its same-GPU pairs (device memory, no link: no peak line)
-    curves = T.size_curves(rdf)
-    over = "cross-GPU pairs"
+    scope, over = "pair", "cross-GPU pairs"
+    curves = T.size_curves(rdf, scope)
     if curves.empty:
-        curves, over, peak = T.size_curves(rdf, "same GPU"), "same-GPU pairs (processes sharing a GPU)", None
+        scope, over, peak = "same GPU", "same-GPU pairs (processes sharing a GPU)", None
+        curves = T.size_curves(rdf, scope)
     panels = _by_direction(curves, ("push", "pull", "bidir"))
     if panels:
         hl = {}
@@ -124,7 +125,7 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
                                subtitle=f"{run.label}: IPC bandwidth / best *_staged bandwidth of the same pair and "
                                         "size; median over pairs"))
     # 4. small messages: latency suite, then the time per transfer of the bandwidth methods
-    lat = T.latency_curves(rdf) if over == "cross-GPU pairs" else T.latency_curves(rdf, "same GPU")
+    lat = T.latency_curves(rdf, scope)
     if not lat.empty:
         one = lat[(lat["direction"] == "oneway") & (lat["suite"] == "latency")]
         panels = [("one-way latency (latency suite)", one)] if not one.empty else []

@@ -36,9 +36,8 @@ def cross_gpu(ctx, src: int, dst: int) -> bool:
     once why there is no row (as the source of its first same-GPU pair)."""
     if not ctx.same_gpu(src, dst):
         return True
-    me = ctx.world.local_rank
-    sharing = [r for r in range(len(ctx.gpu_of)) if ctx.gpu_of.count(ctx.gpu_of[r]) > 1]
-    if me == src == sharing[0] and not ctx.state.get(SAME_GPU_SAID):
+    if ctx.world.local_rank == src and not ctx.state.get(SAME_GPU_SAID) and src == min(
+            r for r in range(len(ctx.gpu_of)) if ctx.gpu_of.count(ctx.gpu_of[r]) > 1):
         ctx.state[SAME_GPU_SAID] = True
         print(f"ipcbench: nccl: no rows for ranks sharing a GPU (world ranks {ctx.world_rank(src)} and "
               f"{ctx.world_rank(dst)} on GPU {ctx.gpu_of[src]}, and any other such pair): NCCL refuses two "
