@@ -1,30 +1,42 @@
 // Bulk-copy kernel (Hopper, sm_90+): moves bytes with the TMA unit's bulk asynchronous copies instead of
 // 16-byte loads and stores in registers. Either pointer may be a peer's (CUDA IPC maps it into the unified
 // address space, so it is a plain global address): with src remote it is a read (sm_bulk_read, pull), with
-// dst remote a write (sm_bulk_write, push). The host side is ipcbench/core/bulk.py (plan, deal) and
+// dst remote a write (sm_bulk_write, push). The host side is ipcbench/core/bulk.py (plan, sequence) and
 // core/gpu.py (launch_bulk_copy).
 //
 // The bytes [0, body) (body = nbytes rounded down to 16) are cut into `pieces` pieces of `piece` bytes
 // (a multiple of 16, at most BULK_CHUNK; the last piece of a pass may be shorter). The pieces of all
-// `loops` passes form one sequence g = 0 .. pieces*loops-1, dealt round-robin: CTA b copies g = b, b+G,
-// b+2G, ... (G = gridDim.x), piece g % pieces of pass g / pieces, so every CTA ends within one piece of
-// the others. The 0-15 bytes after the body are copied once, with plain loads and stores, by CTA 0.
+// `loops` passes form one sequence g = 0 .. pieces*loops-1 (piece g % pieces of pass g / pieces), which
+// the CTAs take in order from a counter in device memory, one atomicAdd per piece: a CTA that runs slower
+// takes fewer pieces, so every CTA ends within about one piece's time of the others. Dealt statically
+// (CTA b copying g = b, b+G, ...), CTAs with the same number of pieces drifted apart by about 50 us a
+// pass on an H100 (12.8 ms after 256 passes of 256 MiB), so the time per pass depended on how many passes
+// one launch held (220 us at 1, 182 at 16, 175.5 at 256: a 20 ms sample read 2-3% under a 50 ms one);
+// taken from the counter they end within ~7 us (198, 180.5 and 179.2 us). A CTA takes `grab` pieces
+// (consecutive in the sequence) per atomicAdd: 1 on the whole GPU, more when the grid covers a few SMs
+// (`--sm-bulk ...@N`), where each CTA moves its pieces so fast that a round trip to the counter per piece
+// (about a microsecond) would hold it back (core/bulk.plan says how many). `next` is the launching
+// stream's own pair of counters (core/gpu.py): next[0] the next piece, next[1] the CTAs done; the last
+// CTA to finish sets both back to zero, so the stream's next launch, which starts after this one ends,
+// finds them zeroed. The 0-15 bytes after the body are copied once, with plain loads and stores, by CTA 0.
 //
 // Per CTA, one thread (thread 0) runs a pipeline over BULK_STAGES buffers of BULK_CHUNK bytes in dynamic
-// shared memory, one mbarrier per stage. The i-th piece of this CTA uses stage i % S, for the (i / S)-th
-// time, so its barrier phase has parity (i / S) & 1.
-//   prologue: start the loads of pieces 0 .. S-2
+// shared memory, one mbarrier per stage. The i-th piece this CTA takes uses stage i % S, for the (i / S)-th
+// time, so its barrier phase has parity (i / S) & 1. A take past the sequence's end means none is left
+// (the counter only grows), and the CTA stops at the first stage that holds none.
+//   prologue: take pieces 0 .. S-2 and start their loads
 //   piece i:  wait for load i (mbarrier phase), start the store of stage i % S (bulk_group, committed
 //             alone), then wait until every store but the newest has finished READING shared memory
 //             (wait_group.read 1) - so store i-1 is done with stage (i-1) % S - and start the load of piece
-//             i+S-1 into that stage.
+//             i+S-1 (taken now) into that stage.
 //   end:      wait until every store has completed (wait_group 0) before the CTA and its shared memory go.
 // So up to S-1 loads and two stores are in flight per CTA. Shared memory is only ever accessed by the
 // async proxy (the bulk copies); the mbarrier orders a load's writes before the store issued after the
 // wait, and wait_group.read orders a store's reads before the load that refills its stage.
 //
 // Launch with core/bulk.THREADS (32) threads and BULK_STAGES * (BULK_CHUNK + 8) bytes of dynamic shared
-// memory; src and dst must be 16-byte aligned (the host checks).
+// memory, and `next` zeroed before the stream's first launch; src and dst must be 16-byte aligned (the
+// host checks). Launches that share a `next` must not run at the same time (one stream each).
 #include "common.cuh"
 
 #ifndef BULK_CHUNK
@@ -103,7 +115,8 @@ __device__ __forceinline__ void bulk_store(void* dst, unsigned src_smem, unsigne
 #endif  // __CUDA_ARCH__ >= 900
 
 extern "C" __global__ void __launch_bounds__(BULK_THREADS)
-bulk_copy(const unsigned char* src, unsigned char* dst, u64 nbytes, unsigned piece, u64 pieces, int loops)
+bulk_copy(const unsigned char* src, unsigned char* dst, u64 nbytes, unsigned piece, u64 pieces, int loops,
+          u64* next, unsigned grab)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) unsigned char bulk_buf[];
@@ -112,8 +125,7 @@ bulk_copy(const unsigned char* src, unsigned char* dst, u64 nbytes, unsigned pie
     if (threadIdx.x != 0) return;
 
     const u64 total = pieces * (u64)loops;
-    const u64 mine = total > blockIdx.x ? (total - 1 - blockIdx.x) / gridDim.x + 1 : 0;
-    if (mine == 0) return;
+    const u64 NONE = ~0ull;
     const unsigned stage0 = bulk_smem(bulk_buf);
     const unsigned bar0 = bulk_smem(bulk_buf + (u64)BULK_STAGES * BULK_CHUNK);
     for (unsigned s = 0; s < BULK_STAGES; ++s) bulk_bar_init(bar0 + 8u * s, 1u);
@@ -121,36 +133,53 @@ bulk_copy(const unsigned char* src, unsigned char* dst, u64 nbytes, unsigned pie
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 
-    // piece i of this CTA -> its byte range of the pass it belongs to
-    auto start_load = [&](u64 i) {
-        const u64 g = blockIdx.x + i * gridDim.x;
+    u64 held[BULK_STAGES];  // the piece (of the sequence) each stage holds, or NONE
+    bool left = true;       // whether the sequence may still have pieces for this CTA
+    u64 mine = 0, end = 0;  // pieces [mine, end) of the sequence taken by this CTA and not yet loaded
+    // take the next piece of the sequence into stage s and start its load
+    auto take = [&](unsigned s) {
+        if (left && mine == end) {
+            mine = atomicAdd(next, (u64)grab);
+            end = mine + grab;
+        }
+        const u64 g = left ? mine++ : NONE;
+        if (g >= total) {
+            held[s] = NONE;
+            left = false;
+            return;
+        }
+        held[s] = g;
         const u64 off = (g % pieces) * piece;
-        const u64 left = body - off;
-        const unsigned bytes = left < piece ? (unsigned)left : piece;
-        const unsigned s = (unsigned)(i % BULK_STAGES);
+        const u64 rest = body - off;
+        const unsigned bytes = rest < piece ? (unsigned)rest : piece;
         bulk_bar_expect(bar0 + 8u * s, bytes);
         bulk_load(stage0 + s * (unsigned)BULK_CHUNK, src + off, bytes, bar0 + 8u * s);
     };
 
-    const u64 ahead = mine < (u64)(BULK_STAGES - 1) ? mine : (u64)(BULK_STAGES - 1);
-    for (u64 i = 0; i < ahead; ++i) start_load(i);
-    for (u64 i = 0; i < mine; ++i) {
+    for (unsigned s = 0; s + 1 < BULK_STAGES; ++s) take(s);
+    for (u64 i = 0;; ++i) {
         const unsigned s = (unsigned)(i % BULK_STAGES);
+        if (held[s] == NONE) break;
         bulk_bar_wait(bar0 + 8u * s, (unsigned)((i / BULK_STAGES) & 1u));
         // Not required between two async-proxy accesses ordered by the barrier; kept as the conservative
         // order between this thread's acquire of the barrier and the store's reads (one fence per piece).
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        const u64 g = blockIdx.x + i * gridDim.x;
-        const u64 off = (g % pieces) * piece;
-        const u64 left = body - off;
-        bulk_store(dst + off, stage0 + s * (unsigned)BULK_CHUNK, left < piece ? (unsigned)left : piece);
-        const u64 next = i + BULK_STAGES - 1;
-        if (next < mine) {
-            asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-            start_load(next);
-        }
+        const u64 off = (held[s] % pieces) * piece;
+        const u64 rest = body - off;
+        bulk_store(dst + off, stage0 + s * (unsigned)BULK_CHUNK, rest < piece ? (unsigned)rest : piece);
+        // every store but the newest has finished reading shared memory: stage (i-1) % S is free
+        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+        take((unsigned)((i + BULK_STAGES - 1) % BULK_STAGES));
     }
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    // The last CTA out zeroes the counters for the stream's next launch (every CTA has taken its last
+    // piece before it counts itself done).
+    __threadfence();
+    if (atomicAdd(next + 1, 1ull) == (u64)gridDim.x - 1) {
+        next[0] = 0;
+        next[1] = 0;
+        __threadfence();
+    }
 #else
     __trap();  // never launched below sm_90: the host marks the methods unavailable (core/bulk.support)
 #endif

@@ -192,7 +192,7 @@ class FakeGpu:
     segment (noise). skew_ns: where this rank's segments start after the common release. drop_copies:
     transfers do nothing (a broken path: the destination keeps its poison). gate_times_out: every gate
     reports a timeout. cc: the compute capability it claims (the bulk-copy methods need 9.0); a bulk copy
-    is done piece by piece as core/bulk.plan and deal cut it, so a planning mistake fails verification.
+    is done piece by piece as core/bulk.plan and sequence cut it, so a planning mistake fails verification.
     """
 
     def __init__(self, memory: HostMemory, index: int = 0, transfer_ns: Callable[[int], float] | None = None,
@@ -294,9 +294,8 @@ class FakeGpu:
             self.copies += loops
             if self.drop_copies:
                 return
-            for b in range(p.blocks):
-                for off, size in bulk.deal(p, b, loops):
-                    self.memory.view(dst + off, size)[:] = self.memory.view(src + off, size)
+            for off, size in bulk.sequence(p, loops):
+                self.memory.view(dst + off, size)[:] = self.memory.view(src + off, size)
             if p.tail:
                 self.memory.view(dst + p.body, p.tail)[:] = self.memory.view(src + p.body, p.tail)
 

@@ -1,5 +1,5 @@
 """The bulk-copy methods (sm_bulk_read, sm_bulk_write) without a GPU: the --sm-bulk shape and its limits, which
-GPUs may run them, how a copy is cut into bulk copies and dealt to CTAs (core/bulk.py), the method table and
+GPUs may run them, how a copy is cut into bulk copies that CTAs take in turn (core/bulk.py), the method table and
 the kernel suite's steps, and, on fakes (tests/fakes.py), that rows are verified where the fake GPU claims
 compute capability 9.0 and that the steps are skipped with the reason where it claims 8.0. A fake tests this
 LOGIC only: it copies bytes on the host as the plan says; whether kernels/bulk.cu does the same on a Hopper GPU
@@ -8,6 +8,7 @@ is tests/test_gpu_bulk.py's question. The kernel is compiled here for sm_90 wher
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 
 import pytest
@@ -90,19 +91,86 @@ def test_support_checks_the_shape_against_the_device():
 # ---- the plan: pieces and CTAs -------------------------------------------------------------------
 
 def covered(p, loops):
-    """Every piece of every CTA; asserts the pieces of each pass tile [0, body) exactly and CTAs are balanced."""
-    per_block = [bulk.deal(p, b, loops) for b in range(p.blocks)]
-    counts = [len(x) for x in per_block]
-    assert max(counts) - min(counts) <= 1, "a CTA does more than one piece beyond another"
-    every = Counter(piece for x in per_block for piece in x)
-    assert all(n == loops for n in every.values()), "a piece copied a different number of times than passes"
-    end = 0
-    for off, size in sorted(every):
-        assert off == end, f"gap or overlap at {off} (expected {end})"
-        assert off % 16 == 0 and size % 16 == 0 and 0 < size <= p.piece
-        end = off + size
-    assert end == p.body
-    return per_block
+    """The launch's pieces in the order CTAs take them; asserts they go pass by pass and each pass tiles
+    [0, body) exactly."""
+    seq = bulk.sequence(p, loops)
+    assert len(seq) == p.pieces * loops
+    for k in range(loops):
+        end = 0
+        for off, size in seq[k * p.pieces:(k + 1) * p.pieces]:
+            assert off == end, f"pass {k}: gap or overlap at {off} (expected {end})"
+            assert off % 16 == 0 and size % 16 == 0 and 0 < size <= p.piece
+            end = off + size
+        assert end == p.body
+    return seq
+
+
+def take_like_the_kernel(total: int, blocks: int, stages: int, grab: int, seed: int) -> tuple[Counter, list[int]]:
+    """kernels/bulk.cu's loop, one step of one CTA at a time in a random order (CTAs at different speeds):
+    each takes `grab` pieces at a time from the shared counter, S-1 pieces ahead of the one it stores,
+    stops at the first stage that holds none, and the last CTA out zeroes the counters. Returns how often
+    each piece was copied and the counters after."""
+    rng = random.Random(seed)
+    counters = [0, 0]
+    NONE = -1
+
+    def take(cta):
+        if cta["left"] and cta["mine"] == cta["end"]:
+            cta["mine"], counters[0] = counters[0], counters[0] + grab
+            cta["end"] = cta["mine"] + grab
+        g = NONE
+        if cta["left"]:
+            g = cta["mine"]
+            cta["mine"] += 1
+        if g == NONE or g >= total:
+            cta["left"] = False
+            return NONE
+        return g
+
+    ctas = []
+    for _ in range(blocks):
+        cta = {"left": True, "i": 0, "done": False, "mine": 0, "end": 0}
+        cta["held"] = [take(cta) for _ in range(stages - 1)] + [NONE]
+        ctas.append(cta)
+    copied: Counter = Counter()
+    while not all(c["done"] for c in ctas):
+        cta = rng.choice([c for c in ctas if not c["done"]])
+        s = cta["i"] % stages
+        if cta["held"][s] == NONE:
+            cta["done"] = True
+            counters[1] += 1
+            if counters[1] == blocks:
+                counters[0] = counters[1] = 0
+            continue
+        copied[cta["held"][s]] += 1
+        cta["held"][(cta["i"] + stages - 1) % stages] = take(cta)
+        cta["i"] += 1
+    return copied, counters
+
+
+@pytest.mark.parametrize("total, blocks, stages, grab", [(1, 264, 4, 1), (7, 3, 2, 1), (1000, 264, 4, 1),
+                                                         (5000, 32, 3, 5), (100, 100, 16, 1), (101, 4, 2, 33),
+                                                         (7, 2, 4, 3)])
+def test_taking_from_the_counter_copies_every_piece_once(total, blocks, stages, grab):
+    """Whatever the CTAs' speeds, every piece of the sequence is copied exactly once and the counters end
+    zeroed for the stream's next launch (a model of the kernel's loop: the logic, not the GPU)."""
+    for seed in range(5):
+        copied, counters = take_like_the_kernel(total, blocks, stages, grab, seed)
+        assert copied == Counter(range(total)) and counters == [0, 0]
+
+
+@pytest.mark.parametrize("sms, nbytes, loops, want", [
+    (0, 256 << 20, 100, 1),     # the whole GPU: one piece per take
+    (66, 256 << 20, 100, 2),    # half of it: twice the bytes per CTA per second
+    (4, 256 << 20, 100, 33),    # 4 of 132 SMs
+    (8, 256 << 20, 1, 17),
+    (4, 4 << 20, 1, 8),         # 256 pieces over 8 CTAs: a quarter of a CTA's share
+    (4, 4096, 1, 1),            # too small to give any CTA more than one
+])
+def test_grab_grows_as_the_grid_shrinks(sms, nbytes, loops, want):
+    p = bulk.plan(nbytes, BulkShape(sms=sms), sm_count=132, loops=loops)
+    assert p.grab == want
+    assert p.grab * 4 <= max(4, p.pieces * loops // p.blocks)
 
 
 @pytest.mark.parametrize("nbytes", [0, 4, 12, 16, 20, 4096, 4096 + 16, 4096 + 20, (1 << 20) + 48, (1 << 20) + 4,
@@ -124,9 +192,9 @@ def test_plan_tiles_the_copy(nbytes, shape):
 
 
 @pytest.mark.parametrize("nbytes, loops", [(256 << 20, 7), ((256 << 20) + 48, 3), (5000 * 16, 5), (16, 9)])
-def test_passes_are_dealt_as_one_sequence(nbytes, loops):
-    """Passes in one launch: pieces of all passes dealt round-robin, so CTAs stay within one piece of each
-    other over the whole launch (not one piece per pass), and each pass still tiles the copy."""
+def test_passes_form_one_sequence(nbytes, loops):
+    """Passes in one launch: the pieces of all passes form one sequence that the CTAs take from (so no CTA
+    waits at a pass boundary), each pass still tiling the copy; the grid never has more CTAs than pieces."""
     p = bulk.plan(nbytes, BulkShape(), sm_count=132, loops=loops)
     covered(p, loops)
     assert p.blocks == min(132 * 2, p.pieces * loops)

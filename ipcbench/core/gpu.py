@@ -29,6 +29,7 @@ THREADS = 512
 # therefore launch once per pass, and each transfer is a complete kernel.
 LOOP_IN_KERNEL_L2_FACTOR = 4
 STAMP_OFF = 64  # byte offset of the two %globaltimer stamps in the per-GPU scratch block
+BULK_COUNTER_SLOTS = 64  # streams per process that may launch the bulk-copy kernel (one counter pair each)
 
 
 def kernel_source(name: str) -> tuple[str, str]:
@@ -101,6 +102,14 @@ class Gpu:
         self.sm_count = self.info.sm_count
         self.l2_bytes = self.info.l2_bytes or (64 << 20)
         self.loop_in_kernel_bytes = LOOP_IN_KERNEL_L2_FACTOR * self.l2_bytes
+        self._counter = runtime.malloc(256)
+        self.allocations: list[int] = [self._counter]
+        # Each stream's pair of piece counters for the bulk-copy kernel (kernels/bulk.cu takes its pieces
+        # from them; the kernel leaves them zeroed), one slot per stream made by new_stream.
+        self._bulk_counters = runtime.malloc(BULK_COUNTER_SLOTS * 16)
+        self.allocations.append(self._bulk_counters)
+        runtime.memset(self._bulk_counters, 0, BULK_COUNTER_SLOTS * 16)
+        self._bulk_next: dict[int, int] = {}
         self.stream = self.new_stream()
         self._modules: dict[str, cupy.RawModule] = {}
         self._functions: dict[tuple, object] = {}
@@ -112,8 +121,6 @@ class Gpu:
         self.host_words = (ctypes.c_uint * 1024).from_address(self._host_ptr)
         ctypes.memset(self._host_ptr, 0, 4096)
         self._gate_target = 0
-        self._counter = runtime.malloc(256)
-        self.allocations: list[int] = [self._counter]
 
     # ---- kernels -------------------------------------------------------------------------------
     def module(self, name: str, defines: tuple[str, ...] = ()) -> cupy.RawModule:
@@ -158,7 +165,12 @@ class Gpu:
 
     # ---- stream primitives: the seam a CPU test's fake GPU provides (tests/fakes.py) -----------
     def new_stream(self):
-        return cupy.cuda.Stream(non_blocking=True)
+        s = cupy.cuda.Stream(non_blocking=True)
+        slot = len(self._bulk_next)
+        if slot >= BULK_COUNTER_SLOTS:
+            raise GpuError(f"more than {BULK_COUNTER_SLOTS} streams on GPU {self.index}: no bulk-copy counter left")
+        self._bulk_next[s.ptr] = self._bulk_counters + 16 * slot
+        return s
 
     def event(self, timing: bool = True):
         return cupy.cuda.Event(disable_timing=not timing)
@@ -208,9 +220,13 @@ class Gpu:
         p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops)
         fn = self._bulk_kernel()
         s = stream or self.stream
+        nxt = self._bulk_next.get(s.ptr)
+        if nxt is None:
+            raise GpuError("bulk copy on a stream not made by Gpu.new_stream (it has no piece counter)")
         with s:
             fn((p.blocks,), (bulk.THREADS,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.uint32(p.piece),
-                                              np.uint64(p.pieces), np.int32(loops)), shared_mem=p.smem)
+                                              np.uint64(p.pieces), np.int32(loops), np.uint64(nxt), np.uint32(p.grab)),
+               shared_mem=p.smem)
 
     def fill(self, ptr: int, nbytes: int, seed: int, stream=None) -> None:
         fn = self.function("pattern", "fill")
