@@ -12,7 +12,10 @@
 // (CTA b copying g = b, b+G, ...), CTAs with the same number of pieces drifted apart by about 50 us a
 // pass on an H100 (12.8 ms after 256 passes of 256 MiB), so the time per pass depended on how many passes
 // one launch held (220 us at 1, 182 at 16, 175.5 at 256: a 20 ms sample read 2-3% under a 50 ms one);
-// taken from the counter they end within ~7 us (198, 180.5 and 179.2 us). A CTA takes `grab` pieces
+// taken from the counter they end within ~7 us (198, 180.5 and 179.2 us). The counter costs its round
+// trips, about 1.8 us a launch: a copy that gives each CTA only a few pieces (core/bulk.DYNAMIC_MIN_SHARE),
+// where no drift can build up, passes `next` = NULL and is dealt statically, CTA b taking pieces b, b+G,
+// b+2G, ... (G = gridDim.x). A CTA takes `grab` pieces
 // (consecutive in the sequence) per atomicAdd: 1 on the whole GPU, more when the grid covers a few SMs
 // (`--sm-bulk ...@N`), where each CTA moves its pieces so fast that a round trip to the counter per piece
 // (about a microsecond) would hold it back (core/bulk.plan says how many). `next` is the launching
@@ -35,7 +38,7 @@
 // wait, and wait_group.read orders a store's reads before the load that refills its stage.
 //
 // Launch with core/bulk.THREADS (32) threads and BULK_STAGES * (BULK_CHUNK + 8) bytes of dynamic shared
-// memory, and `next` zeroed before the stream's first launch; src and dst must be 16-byte aligned (the
+// memory, and `next` NULL or zeroed before the stream's first launch; src and dst must be 16-byte aligned (the
 // host checks). Launches that share a `next` must not run at the same time (one stream each).
 #include "common.cuh"
 
@@ -135,14 +138,22 @@ bulk_copy(const unsigned char* src, unsigned char* dst, u64 nbytes, unsigned pie
 
     u64 held[BULK_STAGES];  // the piece (of the sequence) each stage holds, or NONE
     bool left = true;       // whether the sequence may still have pieces for this CTA
-    u64 mine = 0, end = 0;  // pieces [mine, end) of the sequence taken by this CTA and not yet loaded
+    // dynamic: pieces [mine, end) of the sequence taken by this CTA and not yet loaded; static: mine is
+    // this CTA's next piece
+    u64 mine = next ? 0 : blockIdx.x, end = 0;
     // take the next piece of the sequence into stage s and start its load
     auto take = [&](unsigned s) {
-        if (left && mine == end) {
-            mine = atomicAdd(next, (u64)grab);
-            end = mine + grab;
+        u64 g = NONE;
+        if (left && !next) {
+            g = mine;
+            mine += gridDim.x;
+        } else if (left) {
+            if (mine == end) {
+                mine = atomicAdd(next, (u64)grab);
+                end = mine + grab;
+            }
+            g = mine++;
         }
-        const u64 g = left ? mine++ : NONE;
         if (g >= total) {
             held[s] = NONE;
             left = false;
@@ -174,6 +185,7 @@ bulk_copy(const unsigned char* src, unsigned char* dst, u64 nbytes, unsigned pie
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     // The last CTA out zeroes the counters for the stream's next launch (every CTA has taken its last
     // piece before it counts itself done).
+    if (!next) return;
     __threadfence();
     if (atomicAdd(next + 1, 1ull) == (u64)gridDim.x - 1) {
         next[0] = 0;

@@ -105,16 +105,24 @@ def covered(p, loops):
     return seq
 
 
-def take_like_the_kernel(total: int, blocks: int, stages: int, grab: int, seed: int) -> tuple[Counter, list[int]]:
+def take_like_the_kernel(total: int, blocks: int, stages: int, grab: int, seed: int,
+                         dynamic: bool = True) -> tuple[Counter, list[int]]:
     """kernels/bulk.cu's loop, one step of one CTA at a time in a random order (CTAs at different speeds):
     each takes `grab` pieces at a time from the shared counter, S-1 pieces ahead of the one it stores,
     stops at the first stage that holds none, and the last CTA out zeroes the counters. Returns how often
-    each piece was copied and the counters after."""
+    each piece was copied and the counters after. Not `dynamic`: CTA b takes pieces b, b+G, ... and the
+    counters are never touched."""
     rng = random.Random(seed)
     counters = [0, 0]
     NONE = -1
 
     def take(cta):
+        if not dynamic:
+            g, cta["mine"] = cta["mine"], cta["mine"] + blocks
+            if g >= total:
+                cta["left"] = False
+                return NONE
+            return g
         if cta["left"] and cta["mine"] == cta["end"]:
             cta["mine"], counters[0] = counters[0], counters[0] + grab
             cta["end"] = cta["mine"] + grab
@@ -128,8 +136,8 @@ def take_like_the_kernel(total: int, blocks: int, stages: int, grab: int, seed: 
         return g
 
     ctas = []
-    for _ in range(blocks):
-        cta = {"left": True, "i": 0, "done": False, "mine": 0, "end": 0}
+    for b in range(blocks):
+        cta = {"left": True, "i": 0, "done": False, "mine": 0 if dynamic else b, "end": 0}
         cta["held"] = [take(cta) for _ in range(stages - 1)] + [NONE]
         ctas.append(cta)
     copied: Counter = Counter()
@@ -138,9 +146,10 @@ def take_like_the_kernel(total: int, blocks: int, stages: int, grab: int, seed: 
         s = cta["i"] % stages
         if cta["held"][s] == NONE:
             cta["done"] = True
-            counters[1] += 1
-            if counters[1] == blocks:
-                counters[0] = counters[1] = 0
+            if dynamic:
+                counters[1] += 1
+                if counters[1] == blocks:
+                    counters[0] = counters[1] = 0
             continue
         copied[cta["held"][s]] += 1
         cta["held"][(cta["i"] + stages - 1) % stages] = take(cta)
@@ -155,8 +164,22 @@ def test_taking_from_the_counter_copies_every_piece_once(total, blocks, stages, 
     """Whatever the CTAs' speeds, every piece of the sequence is copied exactly once and the counters end
     zeroed for the stream's next launch (a model of the kernel's loop: the logic, not the GPU)."""
     for seed in range(5):
-        copied, counters = take_like_the_kernel(total, blocks, stages, grab, seed)
-        assert copied == Counter(range(total)) and counters == [0, 0]
+        for dynamic in (True, False):
+            copied, counters = take_like_the_kernel(total, blocks, stages, grab, seed, dynamic)
+            assert copied == Counter(range(total)) and counters == [0, 0], f"dynamic={dynamic}"
+
+
+@pytest.mark.parametrize("nbytes, loops, sms, dynamic", [
+    (4096, 1, 0, False),          # one piece per CTA: the counter would only cost its round trips
+    (32 << 20, 1, 0, False),      # 7.75 pieces per CTA
+    (64 << 20, 1, 0, True),       # 15.5: drift starts to cost more than the counter
+    (256 << 20, 110, 0, True),    # a sample's passes in one launch
+    (4 << 20, 1, 8, True),        # 256 pieces over 16 CTAs
+])
+def test_counter_only_where_ctas_have_many_pieces(nbytes, loops, sms, dynamic):
+    p = bulk.plan(nbytes, BulkShape(sms=sms), sm_count=132, loops=loops)
+    assert p.dynamic == dynamic
+    assert (p.pieces * loops // p.blocks >= bulk.DYNAMIC_MIN_SHARE) == dynamic
 
 
 @pytest.mark.parametrize("sms, nbytes, loops, want", [

@@ -64,6 +64,29 @@ def test_bulk_copy_is_exact(gpus, shape, loops):
 
 
 @pytest.mark.gpu
+def test_bulk_copies_on_many_streams_each_take_every_piece(gpus):
+    """Each stream has its own piece counters (kernels/bulk.cu), more streams than one slab holds included;
+    two copies in a row on one stream find them zeroed (the last CTA out resets them): all exact."""
+    import cupy
+
+    from ipcbench.core import bulk
+    from ipcbench.core.gpu import BULK_COUNTER_SLOTS
+
+    gpu = gpus["2x4x16"]
+    n = (64 << 20) + 48
+    assert bulk.plan(n, gpu.bulk_shape, gpu.sm_count, 1).dynamic  # a copy that uses the counters
+    src = cupy.random.randint(0, 256, size=n, dtype=cupy.uint8)
+    streams = [gpu.new_stream() for _ in range(BULK_COUNTER_SLOTS + 6)]
+    for s in (streams[0], streams[BULK_COUNTER_SLOTS - 1], streams[BULK_COUNTER_SLOTS], streams[-1]):
+        for loops in (3, 1):
+            dst = cupy.zeros(n, dtype=cupy.uint8)
+            cupy.cuda.Device(0).synchronize()
+            gpu.launch_bulk_copy(src.data.ptr, dst.data.ptr, n, loops, stream=s)
+            gpu.wait(s, what="bulk copy on an extra stream")
+            assert int(cupy.count_nonzero(dst != src)) == 0, f"stream {streams.index(s)}, {loops} passes"
+
+
+@pytest.mark.gpu
 def test_bulk_copy_refuses_misaligned_pointers(gpus):
     import cupy
 

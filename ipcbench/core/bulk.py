@@ -15,6 +15,7 @@ space), so the same kernel reads a peer (pull: sm_bulk_read, on the destination 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 FEATURE = "bulk_copy"  # the GPU feature a step of these methods needs (Step.needs, Gpu.feature_support)
@@ -137,7 +138,8 @@ class BulkPlan:
             full chunk is cut into smaller pieces, one per CTA, so that it still uses the whole GPU
     pieces  pieces per pass (the last one is shorter when piece does not divide body)
     blocks  CTAs in the grid
-    grab    pieces a CTA takes from the launch's counter at a time (see `plan`)
+    dynamic whether the CTAs take their pieces from the launch's counter (else dealt statically; see `plan`)
+    grab    pieces a CTA takes from the counter at a time (see `plan`)
     smem    dynamic shared memory bytes per CTA
     """
 
@@ -148,10 +150,22 @@ class BulkPlan:
     pieces: int
     blocks: int
     smem: int
+    dynamic: bool = False
     grab: int = 1
 
 
+# CTAs take their pieces from a counter (kernels/bulk.cu) only when each has at least this many on average:
+# the counter's round trips cost about 1.8 us a launch (H100: a 4 KiB - 1 MiB copy took 3.4-3.7 us instead
+# of 1.6-1.9), while drift between statically dealt CTAs builds up with their pieces (256 MiB, 62 pieces
+# each: 220 us static, 198 us taken; 32 MiB, 7.75 each: 24.2 us static, 25.2 taken; 64 MiB, 15.5 each:
+# 49.9 static, 48.5 taken).
+DYNAMIC_MIN_SHARE = 12
+
+
+@functools.lru_cache(maxsize=1024)
 def plan(nbytes: int, shape: BulkShape, sm_count: int, loops: int = 1) -> BulkPlan:
+    """The launch for `loops` passes of `nbytes` (cached: a graph capture asks for the same launch once per
+    transfer, hundreds of times)."""
     if nbytes < 0 or loops < 1 or sm_count < 1:
         raise ValueError("nbytes >= 0, loops >= 1 and sm_count >= 1")
     body = nbytes - nbytes % ALIGN
@@ -166,15 +180,16 @@ def plan(nbytes: int, shape: BulkShape, sm_count: int, loops: int = 1) -> BulkPl
     # quarter of a CTA's share, so that a small copy still spreads over every CTA.
     share = pieces * loops // blocks
     grab = max(1, min(-(-sm_count // shape.sms_used(sm_count)), share // 4))
-    return BulkPlan(nbytes, body, nbytes - body, piece, pieces, blocks, shape.smem_bytes, grab)
+    return BulkPlan(nbytes, body, nbytes - body, piece, pieces, blocks, shape.smem_bytes,
+                    share >= DYNAMIC_MIN_SHARE, grab)
 
 
 def sequence(p: BulkPlan, loops: int = 1) -> list[tuple[int, int]]:
-    """(offset, size) of every bulk copy of a launch of `loops` passes, in the order the CTAs take them: the
-    kernel keeps one sequence g = 0 .. pieces*loops-1 (piece g % pieces of pass g // pieces) and each CTA
-    takes the next piece from a counter when it has room for one. Which CTA copies which piece is timing
-    (a slower CTA takes fewer), so that every CTA ends within about one piece's time of the others; what
-    is copied, and how often, is this list (kernels/bulk.cu says why static dealing was dropped)."""
+    """(offset, size) of every bulk copy of a launch of `loops` passes: the kernel keeps one sequence
+    g = 0 .. pieces*loops-1 (piece g % pieces of pass g // pieces). With `p.dynamic` each CTA takes the next
+    piece from a counter when it has room for one, so which CTA copies which piece is timing (a slower CTA
+    takes fewer) and every CTA ends within about one piece's time of the others; otherwise CTA b copies
+    g = b, b+G, .... Either way what is copied, and how often, is this list (kernels/bulk.cu says why)."""
     out = []
     for g in range(p.pieces * loops):
         off = (g % p.pieces) * p.piece

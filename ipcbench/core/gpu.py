@@ -29,7 +29,7 @@ THREADS = 512
 # therefore launch once per pass, and each transfer is a complete kernel.
 LOOP_IN_KERNEL_L2_FACTOR = 4
 STAMP_OFF = 64  # byte offset of the two %globaltimer stamps in the per-GPU scratch block
-BULK_COUNTER_SLOTS = 64  # streams per process that may launch the bulk-copy kernel (one counter pair each)
+BULK_COUNTER_SLOTS = 64  # bulk-copy counter pairs per allocation (one pair per stream)
 
 
 def kernel_source(name: str) -> tuple[str, str]:
@@ -105,11 +105,9 @@ class Gpu:
         self._counter = runtime.malloc(256)
         self.allocations: list[int] = [self._counter]
         # Each stream's pair of piece counters for the bulk-copy kernel (kernels/bulk.cu takes its pieces
-        # from them; the kernel leaves them zeroed), one slot per stream made by new_stream.
-        self._bulk_counters = runtime.malloc(BULK_COUNTER_SLOTS * 16)
-        self.allocations.append(self._bulk_counters)
-        runtime.memset(self._bulk_counters, 0, BULK_COUNTER_SLOTS * 16)
+        # from them; the kernel leaves them zeroed), one per stream made by new_stream, from zeroed slabs.
         self._bulk_next: dict[int, int] = {}
+        self._bulk_slab = 0
         self.stream = self.new_stream()
         self._modules: dict[str, cupy.RawModule] = {}
         self._functions: dict[tuple, object] = {}
@@ -166,10 +164,12 @@ class Gpu:
     # ---- stream primitives: the seam a CPU test's fake GPU provides (tests/fakes.py) -----------
     def new_stream(self):
         s = cupy.cuda.Stream(non_blocking=True)
-        slot = len(self._bulk_next)
-        if slot >= BULK_COUNTER_SLOTS:
-            raise GpuError(f"more than {BULK_COUNTER_SLOTS} streams on GPU {self.index}: no bulk-copy counter left")
-        self._bulk_next[s.ptr] = self._bulk_counters + 16 * slot
+        # Its bulk-copy counters now, not at its first bulk copy: that may be inside a graph capture.
+        n = len(self._bulk_next)
+        if n % BULK_COUNTER_SLOTS == 0:
+            self._bulk_slab = self.malloc(BULK_COUNTER_SLOTS * 16)
+            runtime.memset(self._bulk_slab, 0, BULK_COUNTER_SLOTS * 16)
+        self._bulk_next[s.ptr] = self._bulk_slab + 16 * (n % BULK_COUNTER_SLOTS)
         return s
 
     def event(self, timing: bool = True):
@@ -220,7 +220,7 @@ class Gpu:
         p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops)
         fn = self._bulk_kernel()
         s = stream or self.stream
-        nxt = self._bulk_next.get(s.ptr)
+        nxt = self._bulk_next.get(s.ptr) if p.dynamic else 0  # 0: dealt statically, no counter
         if nxt is None:
             raise GpuError("bulk copy on a stream not made by Gpu.new_stream (it has no piece counter)")
         with s:
