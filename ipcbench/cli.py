@@ -44,13 +44,14 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help=f"a fleet check: every GPU pair and method at {QUICK_SIZES.replace(',', ' and ')} "
                         f"only, latency at 3 sizes, one-pair-at-a-time steps on a ring (--serial-pairs), a "
-                        f"looser stopping rule (3-5 samples of >= 2 ms, 2%% noise); every row still verified")
+                        f"looser stopping rule (4-6 samples of >= 2 ms, 2%% noise); every row still verified")
     p.add_argument("--samples", type=int, help="exactly N timed samples per measurement (default: the stopping "
-                                               "rule, 3-15 samples until the median is known to --noise)")
+                                               "rule, 5-15 samples until the median is known to --noise)")
     p.add_argument("--min-time", type=float, metavar="MS",
                    help="minimum duration of one sample in ms (default 3, 2 with --quick)")
     p.add_argument("--noise", type=float, metavar="PCT",
-                   help="stop sampling when the median's relative standard error is below PCT percent "
+                   help="stop sampling when the median is known to within PCT percent (the half-width of its "
+                        "distribution-free 90%% interval over the median) "
                         "(default 0.5, 2 with --quick)")
     p.add_argument("--max-time", type=float, metavar="S",
                    help="stop sampling one measurement after S seconds of samples (default 0.25, 0.05 with --quick)")

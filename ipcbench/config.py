@@ -24,9 +24,11 @@ QUICK_SIZES = "4K,256M"
 MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
 PAIRS_MODES = ("auto", "sequential", "concurrent")
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
-# copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; --quick is looser.
-DEFAULT_RULE = SamplingRule(min_time_s=0.003, min_samples=3, max_samples=15, noise=0.005, max_time_s=0.25)
-QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=3, max_samples=5, noise=0.02, max_time_s=0.05)
+# copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; at least 5 samples, so that a
+# row with two modes rarely settles in one (core/sampler.py). --quick is looser: 4 samples at least (a 50/50
+# mixture settles in one mode 12.5% of the time), 2%.
+DEFAULT_RULE = SamplingRule(min_time_s=0.003, min_samples=5, max_samples=15, noise=0.005, max_time_s=0.25)
+QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=4, max_samples=6, noise=0.02, max_time_s=0.05)
 
 
 @dataclass(frozen=True)

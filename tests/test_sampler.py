@@ -10,8 +10,9 @@ import statistics
 import pytest
 
 from ipcbench.core.context import Ctx
-from ipcbench.core.sampler import (CALIBRATION_ROUNDS, MEDIAN_SE_FACTOR, SamplingRule, calibrate, median_noise,
-                                   scale_hint, should_stop, take_samples, transfers_for)
+from ipcbench.core.sampler import (CALIBRATION_ROUNDS, INTERVAL_CONFIDENCE, SamplingRule, calibrate,
+                                   interval_coverage, median_interval, median_noise, scale_hint, should_stop,
+                                   take_samples, transfers_for)
 
 
 def steady(per_ms: float, calls: list | None = None):
@@ -25,23 +26,58 @@ def steady(per_ms: float, calls: list | None = None):
 
 # ---- the stopping rule ---------------------------------------------------------------------------
 
-def test_median_noise():
+def test_interval_coverage_is_the_binomial_tail():
+    """Known values, worked out by hand from the binomial distribution with p = 1/2 (they are also what
+    scipy.stats.binom gives): [min, max] of 5 samples covers the median with probability 1 - 2/32; the
+    interval [x(2), x(7)] of 8 samples with 1 - 2 * (1 + 8) / 256; [x(4), x(12)] of 15 with
+    1 - 2 * (1 + 15 + 105 + 455) / 32768."""
+    assert interval_coverage(1, 5) == pytest.approx(0.9375)
+    assert interval_coverage(1, 3) == pytest.approx(0.75)
+    assert interval_coverage(2, 8) == pytest.approx(0.9296875)
+    assert interval_coverage(4, 15) == pytest.approx(1 - 2 * 576 / 32768)
+    assert interval_coverage(5, 15) == pytest.approx(1 - 2 * 1941 / 32768)  # 0.8815: below 90%
+
+
+def test_median_interval_takes_the_narrowest_interval_that_keeps_the_confidence():
+    assert INTERVAL_CONFIDENCE == 0.90
+    v = list(range(1, 16))  # 15 samples: k = 4 (96.5%); k = 5 would be 88.2%
+    assert median_interval(v) == (4, 12)
+    assert median_interval(list(range(1, 9))) == (2, 7)  # 8: k = 2 (93.0%); k = 3 would be 71.1%
+    assert median_interval([3.0, 1.0, 2.0, 5.0, 4.0]) == (1.0, 5.0)  # 5: [min, max]
+    assert median_interval([2.0, 1.0, 3.0]) == (1.0, 3.0)  # below 90% there is nothing narrower
+
+
+def test_median_noise_is_the_relative_half_width_of_the_interval():
     assert median_noise([]) == math.inf and median_noise([5.0]) == math.inf
     assert median_noise([0.0, 0.0]) == math.inf
     assert median_noise([2.0, 2.0, 2.0]) == 0.0
-    t = [1.0, 2.0, 3.0, 4.0]
-    assert median_noise(t) == pytest.approx(MEDIAN_SE_FACTOR * statistics.stdev(t) / 2 / 2.5)
+    assert median_noise([9.0, 10.0, 10.0, 10.0, 11.0]) == pytest.approx(0.1)  # (11 - 9) / 2 / 10
+    # one outlier in 8 samples is outside the 93% interval [x(2), x(7)]
+    assert median_noise([1.0] + [10.0] * 6 + [100.0]) == 0.0
 
 
 def test_tiny_noise_stops_at_min_samples():
-    rule = SamplingRule(min_samples=3, max_samples=15, noise=0.005)
+    rule = SamplingRule(min_samples=5, max_samples=15, noise=0.005)
     got = take_samples(rule, 100, lambda i: (10.0 + 1e-6 * i, 1, 0))
-    assert len(got.per_transfer_us) == 3 and got.count == 100
+    assert len(got.per_transfer_us) == 5 and got.count == 100
+
+
+def test_the_default_rule_takes_five_samples_at_least():
+    assert SamplingRule().min_samples == 5
+    assert not should_stop(SamplingRule(), [1.0] * 4, 1)
+    assert should_stop(SamplingRule(), [1.0] * 5, 1)
+
+
+def test_the_noise_target_decides():
+    """Samples spread by 0.8% stop under a 0.5% target (half-width 0.4%) and not under a 0.3% one."""
+    quiet = [1.0, 1.008, 1.004, 1.002, 1.006]
+    assert should_stop(SamplingRule(noise=0.005, max_time_s=10.0), quiet, 1)
+    assert not should_stop(SamplingRule(noise=0.003, max_time_s=10.0), quiet, 1)
 
 
 def test_noisy_samples_run_to_max_samples():
     rng = random.Random(7)
-    rule = SamplingRule(min_samples=3, max_samples=15, noise=0.005, max_time_s=10.0)
+    rule = SamplingRule(min_samples=5, max_samples=15, noise=0.005, max_time_s=10.0)
     got = take_samples(rule, 10, lambda i: (rng.uniform(5.0, 15.0), 1, 0))
     assert len(got.per_transfer_us) == 15 and got.noise > 0.005
 
@@ -62,6 +98,51 @@ def test_should_stop_needs_min_samples_even_when_quiet():
     assert should_stop(rule, [1.0, 9.0, 1.0, 9.0, 1.0, 9.0], 1)  # max_samples, however noisy
 
 
+def _settles_in_one_mode(rule: SamplingRule, p_high: float, gap: float, trials: int, seed: int) -> tuple[float, float]:
+    """Simulated rows with two modes (`gap` apart, a fraction `p_high` of samples in the upper one, 0.2%
+    noise in each): the share of rows whose samples all came from one mode when the rule stopped, and the
+    mean sample count."""
+    rng = random.Random(seed)
+    one_mode, counts = 0, []
+    for _ in range(trials):
+        got = take_samples(rule, 1, lambda i: ((1.0 + (gap if rng.random() < p_high else 0.0))
+                                               * (1 + rng.gauss(0, 0.002)), 1, 0))
+        t = got.per_transfer_us
+        counts.append(len(t))
+        one_mode += all(x < 1 + gap / 2 for x in t) or all(x > 1 + gap / 2 for x in t)
+    return one_mode / trials, statistics.fmean(counts)
+
+
+def test_a_row_with_two_modes_rarely_settles_in_one():
+    """The issue's cases: two modes 3% apart, half the samples in each, stopped in one mode 25% of the time
+    under the old rule (3 samples, standard error of the median); now it must collect both modes unless all
+    of its first 5 samples fell into one (2 x 0.5^5 = 6.25%). Two modes 5% apart, 80/20: 51% before,
+    0.8^5 = 33% now (it then settles in the majority mode, which is the mixture's median)."""
+    rule = SamplingRule(noise=0.005, max_time_s=10.0)
+    share, n = _settles_in_one_mode(rule, 0.5, 0.03, 4000, seed=11)
+    assert 0.045 <= share <= 0.08 and n > 12  # both modes seen: it samples on to max_samples
+    share, _ = _settles_in_one_mode(rule, 0.2, 0.05, 4000, seed=12)
+    assert 0.29 <= share <= 0.37
+    # with three samples at least (the old minimum) the 50/50 row settles in one mode 25% of the time
+    share, _ = _settles_in_one_mode(SamplingRule(min_samples=3, noise=0.005, max_time_s=10.0), 0.5, 0.03, 4000,
+                                    seed=13)
+    assert 0.21 <= share <= 0.29
+
+
+def test_noise_is_an_honest_error_of_the_median():
+    """On unimodal rows (0.2% normal noise) the reported noise covers the true median (1.0) at about the
+    interval's confidence, although the rule stopped the first time it was small: >= 85% of rows. The old
+    figure (standard error of the median after 3 samples) covered it 61% of the time."""
+    rng = random.Random(5)
+    rule = SamplingRule(noise=0.005, max_time_s=10.0)
+    covered = 0
+    for _ in range(3000):
+        got = take_samples(rule, 1, lambda i: (1.0 + rng.gauss(0, 0.002), 1, 0))
+        med = statistics.median(got.per_transfer_us)
+        covered += abs(med - 1.0) <= got.noise * med
+    assert covered / 3000 >= 0.85
+
+
 def test_fixed_rule_takes_exactly_n_samples():
     rule = SamplingRule.fixed(7, 0.002)
     assert rule.is_fixed and rule.noise == 0.0 and math.isinf(rule.max_time_s)
@@ -74,8 +155,8 @@ def test_fixed_rule_takes_exactly_n_samples():
 def test_default_rule_describes_itself():
     rule = SamplingRule()
     assert not rule.is_fixed
-    assert rule.describe() == "3-15 samples of >= 5 ms until the median's relative error <= 0.50% or 0.25 s"
-    assert rule.as_dict() == {"min_time_ms": 5.0, "min_samples": 3, "max_samples": 15, "noise": 0.005,
+    assert rule.describe() == "5-15 samples of >= 5 ms until the median is known to ±0.50% or 0.25 s"
+    assert rule.as_dict() == {"min_time_ms": 5.0, "min_samples": 5, "max_samples": 15, "noise": 0.005,
                               "max_time_s": 0.25}
 
 
