@@ -20,7 +20,7 @@ COLUMNS = (
     "same_gpu", "bytes", "iterations", "samples", "time_us_median", "time_us_min", "time_us_max",
     "bw_gbps_median", "bw_gbps_max", "cv", "verified", "note",
     # appended later (a results.csv without them still loads: kind is derived, the others left empty)
-    "kind", "checks", "noise", "samples_us",
+    "kind", "checks", "noise", "samples_us", "sms_used",
 )
 BASE_COLUMNS = COLUMNS[:21]  # the columns every results.csv has had since the first version
 KINDS = ("bandwidth", "latency", "op", "error")
@@ -30,7 +30,7 @@ META_NAME = "meta.json"
 
 # how each column is typed when read back (results_load.py); every other column is text
 INT_COLUMNS = ("src_rank", "dst_rank", "src_gpu", "dst_gpu", "bytes", "iterations", "samples")
-OPT_INT_COLUMNS = ("checks",)
+OPT_INT_COLUMNS = ("checks", "sms_used")
 FLOAT_COLUMNS = ("time_us_median", "time_us_min", "time_us_max", "bw_gbps_median", "bw_gbps_max", "cv", "noise")
 BOOL_COLUMNS = ("same_gpu", "verified")
 
@@ -62,8 +62,9 @@ class Row:
     note: str = ""
     kind: str = ""  # bandwidth | latency | op | error: the row's natural unit (see derive_kind)
     checks: int | None = None  # samples whose destination was checked (None: not recorded, older runs)
-    noise: float | None = None  # relative standard error of the median reached (core/sampler.py)
+    noise: float | None = None  # relative half-width of the median's distribution-free interval (core/sampler.py)
     samples_us: str = ""  # every sample's time per transfer/operation in µs, space-separated
+    sms_used: int | None = None  # SMs the transfer's CTAs were seen running on (sm_bulk rows: core/gpu.py)
 
     def __post_init__(self):
         if not self.kind:

@@ -306,7 +306,7 @@ def _complete_later_columns(frame) -> None:
     import numpy as np
 
     n = len(frame)
-    for c in ("checks", "noise"):
+    for c in ("checks", "noise", "sms_used"):
         if c not in frame.columns:
             frame[c] = np.full(n, np.nan)
     if "samples_us" not in frame.columns:

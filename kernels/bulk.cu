@@ -39,7 +39,8 @@
 //
 // Launch with core/bulk.THREADS (32) threads and BULK_STAGES * (BULK_CHUNK + 8) bytes of dynamic shared
 // memory, and `next` NULL or zeroed before the stream's first launch; src and dst must be 16-byte aligned (the
-// host checks). Launches that share a `next` must not run at the same time (one stream each).
+// host checks). Launches that share a `next` must not run at the same time (one stream each). `smids`: NULL,
+// or room for one word per CTA, where each CTA writes the SM it runs on.
 #include "common.cuh"
 
 #ifndef BULK_CHUNK
@@ -119,10 +120,17 @@ __device__ __forceinline__ void bulk_store(void* dst, unsigned src_smem, unsigne
 
 extern "C" __global__ void __launch_bounds__(BULK_THREADS)
 bulk_copy(const unsigned char* src, unsigned char* dst, u64 nbytes, unsigned piece, u64 pieces, int loops,
-          u64* next, unsigned grab)
+          u64* next, unsigned grab, unsigned* smids)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) unsigned char bulk_buf[];
+    // `smids` (NULL but in a launch that checks where the CTAs ran: core/gpu.Gpu.bulk_sms_seen): the SM each
+    // CTA runs on
+    if (smids && threadIdx.x == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        smids[blockIdx.x] = sm;
+    }
     const u64 body = nbytes & ~15ull;
     if (blockIdx.x == 0 && threadIdx.x < nbytes - body) dst[body + threadIdx.x] = src[body + threadIdx.x];
     if (threadIdx.x != 0) return;

@@ -6,7 +6,7 @@ building, scheduling. They never support a GPU claim: a fake copy is a memmove, 
 whatever the test configures. docs/architecture.md, "How a row is born", describes the real path.
 
 FakeGpu provides the interface of core/gpu.Gpu that the measurement code uses, including the stream
-primitives (`new_stream`, `event`, `elapsed_ms`, `copy_async`) through which core/methods.GraphBatch and
+primitives (`new_stream`, `event`, `elapsed_ms`, `copy_async`) through which core/methods.StreamBatch and
 core/timing.time_batch reach the device, so those run unchanged on top of it. Work on a FakeStream runs
 at once; the stream keeps a cursor on the fake GPU clock (ns) that every transfer advances by its
 configured cost. A gate models a release at instant 0 of the segment: it resets every stream of that
@@ -155,7 +155,15 @@ class FakeStream:
         self._capture: list | None = None
         STREAMS[self.ptr] = self
 
-    def submit(self, cost_ns: float, fn: Callable[[], None]) -> None:
+    def submit(self, cost_ns: float, fn: Callable[[], None], first_use: object = None) -> None:
+        """Run (or capture) one operation. `first_use`: what the driver would load at the operation's first
+        use (a kernel, a copy of that size): a first use behind a held gate is an error here, as on a GPU,
+        where the load waits for the gate until it times out (core/methods.StreamBatch); a capture counts
+        as the load (a graph's upload loads its kernels)."""
+        if first_use is not None:
+            if self._capture is None and self.gpu.gated and first_use not in self.gpu.loaded:
+                raise AssertionError(f"first use of {first_use} behind a held gate (it would wait for the gate)")
+            self.gpu.loaded.add(first_use)
         if self._capture is not None:
             self._capture.append((cost_ns, fn))
             return
@@ -163,6 +171,8 @@ class FakeStream:
         self.t_ns += cost_ns * self.gpu.factor
 
     def begin_capture(self) -> None:
+        if self.gpu.capture_fails:
+            raise RuntimeError("fake: this stream cannot capture a graph")
         self._capture = []
 
     def end_capture(self) -> FakeGraph:
@@ -198,7 +208,8 @@ class FakeGpu:
     def __init__(self, memory: HostMemory, index: int = 0, transfer_ns: Callable[[int], float] | None = None,
                  jitter: Callable[[], float] | None = None, skew_ns: float = 0.0, drop_copies: bool = False,
                  gate_times_out: bool = False, sm_count: int = 132, l2_bytes: int = 4096,
-                 free_bytes: int = 80 << 30, cc: str = "9.0", bulk_shape=None):
+                 free_bytes: int = 80 << 30, cc: str = "9.0", bulk_shape=None, capture_fails: bool = False,
+                 green_granularity: int = 8, green_why: str = "no green contexts on this fake GPU"):
         from ipcbench.core.bulk import BulkShape
 
         self.memory = memory
@@ -213,6 +224,10 @@ class FakeGpu:
         self.loop_in_kernel_bytes = 4 * l2_bytes
         self.free_bytes = free_bytes
         self.cc = cc
+        self.capture_fails = capture_fails  # its streams refuse begin_capture
+        self.green_granularity, self.green_why = green_granularity, green_why  # bulk_placement
+        self.green_stream = None
+        self.loaded: set = set()  # what has had its first use (FakeStream.submit)
         self.bulk_shape = bulk_shape or BulkShape()
         from ipcbench.config import CopyShape
 
@@ -263,7 +278,7 @@ class FakeGpu:
             self.memory.view(dst, nbytes)[:] = self.memory.view(src, nbytes)
 
     def copy_async(self, dst: int, src: int, nbytes: int, stream) -> None:
-        stream.submit(self.transfer_ns(nbytes), lambda: self._copy(dst, src, nbytes))
+        stream.submit(self.transfer_ns(nbytes), lambda: self._copy(dst, src, nbytes), ("copy", nbytes))
 
     def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
         def run():
@@ -271,7 +286,7 @@ class FakeGpu:
             for _ in range(loops):
                 self._copy(dst, src, nbytes)
 
-        (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run)
+        (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run, "copy kernel")
 
     def feature_support(self, name: str) -> tuple[bool, str | None]:
         from ipcbench.core import bulk
@@ -287,7 +302,7 @@ class FakeGpu:
         ok, why = self.feature_support(bulk.FEATURE)
         assert ok, f"a bulk copy launched on a GPU without the feature: {why}"
         assert (src | dst) % bulk.ALIGN == 0, "bulk copies need 16-byte aligned pointers"
-        p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops)
+        p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops, self.bulk_placement().sms)
 
         def run():
             self.bulk_launches.append((nbytes, loops, p.blocks))
@@ -299,7 +314,32 @@ class FakeGpu:
             if p.tail:
                 self.memory.view(dst + p.body, p.tail)[:] = self.memory.view(src + p.body, p.tail)
 
-        (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run)
+        (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run, "bulk kernel")
+
+    def bulk_placement(self):
+        """core/gpu.Gpu.bulk_placement on a fake: green contexts in groups of `green_granularity` SMs (0: none
+        can be made, with `green_why`)."""
+        from ipcbench.core import bulk
+
+        n = self.bulk_shape.sms
+        got = -(-n // self.green_granularity) * self.green_granularity if n and self.green_granularity else 0
+        return bulk.placement(self.bulk_shape, self.sm_count, (min(got, self.sm_count), self.green_why))
+
+    def bulk_stream(self):
+        if self.bulk_placement().confined:
+            if self.green_stream is None:
+                self.green_stream = self.new_stream()
+            return self.green_stream
+        return self.stream
+
+    def bulk_sms_seen(self, src: int, dst: int, nbytes: int, stream=None) -> int:
+        """A fake's answer: one SM per CTA of the grid, at most the placement's SMs where it is confined."""
+        from ipcbench.core import bulk
+
+        where = self.bulk_placement()
+        p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, 1, where.sms)
+        self.launch_bulk_copy(src, dst, nbytes, 1, stream)
+        return min(p.blocks, where.sms) if where.confined else p.blocks
 
     # data
     def fill(self, ptr: int, nbytes: int, seed: int, stream=None) -> None:
@@ -742,6 +782,7 @@ class FakeNccl:
     def __init__(self, version: int = 22809, capture_fails_for=(), duplicate_gpu: bool = False):
         self.version = version
         self.capture_fails_for, self.duplicate_gpu = set(capture_fails_for), duplicate_gpu
+        self.captured = 0  # calls made while their stream captured a graph
         self.lock = threading.Lock()
         self.serial = itertools.count(1)
         self.fifos: dict[tuple, queue.Queue] = {}
@@ -785,8 +826,10 @@ class FakeNccl:
 
     def _submit(self, op, comm, ptr, count, peer, sptr) -> None:
         stream = STREAMS[sptr]
-        if stream._capture is not None and comm.rank in self.capture_fails_for:
-            raise FakeNcclError(f"unhandled cuda error: fake capture failure of nccl{op.title()}")
+        if stream._capture is not None:
+            self.captured += 1
+            if comm.rank in self.capture_fails_for:
+                raise FakeNcclError(f"unhandled cuda error: fake capture failure of nccl{op.title()}")
         memory = stream.gpu.memory
         if op == "send":
             def run():

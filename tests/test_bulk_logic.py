@@ -230,7 +230,34 @@ def test_plan_on_fewer_sms(sms, want):
     p = bulk.plan(256 << 20, shape, sm_count=132, loops=3)
     assert p.blocks == want
     covered(p, 3)
-    assert f"on {min(sms or 132, 132)} of 132 SMs" in shape.describe(132)
+
+
+@pytest.mark.parametrize("sms, green, confined, where, words", [
+    (0, (0, ""), False, 132, "on all 132 SMs"),
+    (200, (0, ""), False, 132, "on all 132 SMs"),
+    (8, (8, ""), True, 8, "confined to 8 of 132 SMs by a green context ("),
+    (4, (8, ""), True, 8, "confined to 8 of 132 SMs by a green context; 4 asked for"),
+    (16, (0, "no green context of 16 SMs: CUDA_ERROR_NOT_SUPPORTED"), False, 16,
+     "NOT confined to 16 SMs (no green context of 16 SMs: CUDA_ERROR_NOT_SUPPORTED)"),
+])
+def test_placement_says_where_the_kernel_may_run(sms, green, confined, where, words):
+    """@N is a green context's SMs (rounded up by the driver), and the note says so; where none can be made
+    the kernel runs unconfined, and the note never claims N SMs."""
+    shape = BulkShape(sms=sms)
+    p = bulk.placement(shape, 132, green)
+    assert (p.confined, p.sms) == (confined, where)
+    text = bulk.describe(shape, 132, p)
+    assert words in text and f"--sm-bulk {shape}" in text
+    if not confined and sms and sms < 132:
+        assert "sms_used says on how many it ran" in text and "confined to" not in text.replace("NOT confined", "")
+
+
+def test_plan_sizes_the_grid_for_the_placement():
+    """A green context of 8 SMs where 4 were asked: the grid has 8 x B CTAs and takes pieces as 8 SMs do."""
+    shape = BulkShape(sms=4)
+    p8 = bulk.plan(256 << 20, shape, 132, 100, sms=8)
+    assert p8.blocks == 16 and p8.grab == bulk.plan(256 << 20, BulkShape(sms=8), 132, 100).grab
+    assert bulk.plan(256 << 20, shape, 132, 100).blocks == 8  # the shape's own ask without a placement
 
 
 def test_plan_refuses_nonsense():
@@ -306,8 +333,8 @@ def test_a_broken_bulk_copy_fails_verification():
 
 def test_run_on_hopper_fakes_measures_the_bulk_methods(fake_job, tmp_path):  # noqa: F811
     out = tmp_path / "run"
-    statuses, _ = fake_job(cfg(out, suites=("kernel",), sizes=(1024, 4096 + 16), quiet=True,
-                               bulk_shape=BulkShape(1, 3, 8, sms=40)))
+    statuses, node = fake_job(cfg(out, suites=("kernel",), sizes=(1024, 4096 + 16), quiet=True,
+                                  bulk_shape=BulkShape(1, 3, 8, sms=40)))
     assert statuses == [0, 0]
     rows = rows_of(out / "results.csv")
     got = {(r["method"], r["direction"]) for r in rows}
@@ -317,9 +344,28 @@ def test_run_on_hopper_fakes_measures_the_bulk_methods(fake_job, tmp_path):  # n
     assert json.loads((out / "meta.json").read_text())["options"]["sm_bulk"] == "1x3x8@40"
     for r in rows:  # each kernel row says how it ran
         if r["method"].startswith("sm_bulk_"):
-            assert "cp.async.bulk kernel on 40 of 132 SMs" in r["note"] and "--sm-bulk 1x3x8@40" in r["note"]
+            assert "cp.async.bulk kernel confined to 40 of 132 SMs by a green context" in r["note"]
+            assert "--sm-bulk 1x3x8@40" in r["note"] and 1 <= int(r["sms_used"]) <= 40
         else:
-            assert "SM copy kernel" in r["note"] and "--sm-copy 8x512x4" in r["note"]
+            assert "SM copy kernel" in r["note"] and "--sm-copy 8x512x4" in r["note"] and r["sms_used"] == ""
+    # the confined batches ran on the green context's stream, not the work stream
+    for g in node.gpus:
+        assert g.green_stream is not None
+
+
+def test_without_green_contexts_the_rows_say_so_and_record_the_sms_seen(fake_job, tmp_path):  # noqa: F811
+    """No green context can be made (a fake's answer): the bulk kernel runs unconfined, its rows say so and
+    why, and sms_used holds how many SMs its CTAs were seen on (here: one per CTA, 2 x 16 = 32)."""
+    out = tmp_path / "run"
+    statuses, _ = fake_job(cfg(out, suites=("kernel",), sizes=(1 << 20,), quiet=True,
+                               bulk_shape=BulkShape(2, 4, 16, sms=16)),
+                           gpu_kw=[{"green_granularity": 0, "green_why": "no green context: fake says no"}] * 2)
+    assert statuses == [0, 0]
+    bulk_rows = [r for r in rows_of(out / "results.csv") if r["method"].startswith("sm_bulk_")]
+    assert bulk_rows
+    for r in bulk_rows:
+        assert "NOT confined to 16 SMs (no green context: fake says no)" in r["note"]
+        assert int(r["sms_used"]) == 32
 
 
 @pytest.mark.parametrize("ccs", [("8.0", "8.0"), ("9.0", "8.0")])

@@ -6,11 +6,12 @@ set by each test."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
 from fakes import FakeNode, make_buffers, HostMemory
-from ipcbench.core.methods import METHODS, plan_segments
+from ipcbench.core.methods import MAX_QUEUED, METHODS, per_segment, plan_segments
 from ipcbench.core.pair import endpoints, measure_pair, per_transfer_us, roles_for
 from ipcbench.core.rows import failed
 from ipcbench.core.sampler import SamplingRule, transfers_for
@@ -78,8 +79,9 @@ def test_push_row_reports_the_drivers_time_and_verifies_every_sample():
         assert r.samples == node.rule.min_samples  # no noise: the rule stops at min_samples
         assert r.verified and r.checks == r.samples and r.note == ""
         assert (r.src_rank, r.dst_rank, r.src_gpu, r.dst_gpu, r.same_gpu) == (0, 1, 0, 1, False)
-        # a sample lasts at least min_time: iterations (transfers per sample) were calibrated for it
-        assert r.iterations * 1e-3 >= node.rule.min_time_s * 1e3 * 0.999
+        # a sample lasts at least min_time (iterations, transfers per sample, were calibrated for it) or is
+        # one full gated segment (a sample's cap)
+        assert r.iterations * 1e-3 >= node.rule.min_time_s * 1e3 * 0.999 or r.iterations == per_segment()
         assert [float(x) for x in r.samples_us.split()] == pytest.approx([1.0] * r.samples)
     g0, g1 = node.gpus
     assert g0.copies > 0 and g1.copies == 0  # only the driver copies
@@ -103,14 +105,27 @@ def test_pull_row_reports_the_destination_drivers_time():
     assert ("copy/ce/pull", 0, 1) in node.ctxs[1].hints and not node.ctxs[0].hints
 
 
-def test_multi_segment_batches_add_up():
-    """A fake: at 1 us per transfer and 2 ms samples the batch exceeds MAX_QUEUED and is split into
-    gated segments whose times add up; the row is still 1 us per transfer."""
+def test_a_sample_is_one_gated_segment():
+    """A fake: at 1 us per transfer a 2 ms sample would need 2,000 transfers; a sample holds one gated
+    segment (MAX_QUEUED stream operations), so it takes 512 and lasts 0.5 ms; the row is still 1 us per
+    transfer, and every transfer was enqueued behind the gate after one un-gated warm-up."""
     node = FakeNode(rule=SamplingRule(min_time_s=0.002), gpu_kw=[dict(transfer_ns=const(US)), {}])
     (row,), _ = pair(node, "ce", "push", [256])
-    k, segments = plan_segments(row.iterations)
-    assert segments > 1 and k * segments == row.iterations
+    assert row.iterations == MAX_QUEUED == per_segment()
+    assert plan_segments(row.iterations) == (MAX_QUEUED, 1)
     assert row.time_us_median == pytest.approx(1.0)
+    g0 = node.gpus[0]
+    assert g0.log.count("gate") == len(g0.released)  # every gate opened; none waited on a first use
+
+
+def test_a_transfers_first_use_is_never_behind_a_gate():
+    """On a GPU the driver loads a copy's kernels at its first use, and a load behind a held gate waits for
+    the gate until it times out; the fake GPU refuses such a first use (FakeStream.submit), so this passes
+    only because every batch runs one transfer un-gated first (core/methods.StreamBatch)."""
+    for method, size in (("ce", 4096), ("sm_write", 4096), ("sm_write", 65536), ("sm_bulk_write", 65536)):
+        node = FakeNode(gpu_kw=[dict(transfer_ns=const(US)), {}])
+        (row,), _ = pair(node, method, "push", [size])
+        assert row.verified
 
 
 def test_sm_methods_loop_in_kernel_only_for_large_buffers():
@@ -145,11 +160,26 @@ def test_bidir_counts_checks_from_both_sides_and_reports_the_longer_side():
     g0, g1 = node.gpus
     assert len(g0.verifies) == len(g1.verifies) == row.samples
     # the count is the larger of the two calibrations (the faster rank 0 wants 3x more transfers)
-    want = [transfers_for(node.rule, node.ctxs[r].hints[("copy/ce/bidir", 0, 1)][1]) for r in (0, 1)]
+    rule = replace(node.rule, max_count=per_segment())
+    want = [transfers_for(rule, node.ctxs[r].hints[("copy/ce/bidir", 0, 1)][1]) for r in (0, 1)]
     assert want[0] > want[1]
-    k, segments = plan_segments(want[0])
-    assert row.iterations == k * segments
+    assert row.iterations == want[0]
     assert g0.log.count("gate") == len(g0.released) and g1.log.count("gate") == len(g1.released)
+
+
+def test_a_bidir_row_needs_both_sides_checks():
+    """Rank 1 skips its check (its --no-verify alone): rank 0's own checks all pass, but a bidirectional
+    row is verified only when both destinations were checked in every sample."""
+    node = FakeNode()
+
+    def run(ctx):
+        ctx.verify = ctx.world.local_rank == 0
+        return measure_pair(ctx, "copy", METHODS["ce"], "bidir", 0, 1, [4096])
+
+    (row,), _ = node.run(run)
+    assert row.checks == row.samples and not row.verified
+    assert f"destination checked in {row.samples} of {2 * row.samples} samples" in row.note
+    assert failed(row, verify=True)
 
 
 def test_bidir_peer_mismatches_reach_the_sources_row():

@@ -33,9 +33,9 @@ SMEM_RESERVED_PER_CTA = 1 << 10
 @dataclass(frozen=True)
 class BulkShape:
     """Launch shape of the bulk-copy kernel: CTAs per SM x pipeline stages x chunk KiB (one stage's buffer),
-    and on how many SMs (`sms`, 0: every SM of the GPU). `--sm-bulk 2x4x16@16` runs the kernel on 16 SMs:
-    how many SMs it takes to fill a link is what a kernel that overlaps communication with compute leaves
-    to the compute (tests/bench_bulk_sweep.py --sms sweeps it).
+    and on how many SMs (`sms`, 0: every SM of the GPU). `--sm-bulk 2x4x16@16` runs the kernel confined to
+    16 SMs (a green context: `Placement`): how many SMs it takes to fill a link is what a kernel that
+    overlaps communication with compute leaves to the compute (tests/bench_bulk_sweep.py --sms sweeps it).
 
     Default 2 x 4 x 16 KiB (128 KiB of shared memory per SM). Why: one piece is in flight per stage but
     the one being stored, so each SM keeps 2 x 3 loads of 16 KiB (96 KiB) and up to 2 x 2 stores in flight;
@@ -94,14 +94,45 @@ class BulkShape:
         return f"{self.blocks_per_sm}x{self.stages}x{self.chunk_kib}" + (f"@{self.sms}" if self.sms else "")
 
     def sms_used(self, sm_count: int) -> int:
-        """SMs the grid covers on a GPU of `sm_count` SMs."""
+        """SMs asked for on a GPU of `sm_count` SMs (all of them without @N)."""
         return min(sm_count, self.sms) if self.sms else sm_count
 
-    def describe(self, sm_count: int) -> str:
-        """The row note's words for this shape on a GPU of `sm_count` SMs."""
-        n = self.sms_used(sm_count)
-        return (f"cp.async.bulk kernel on {n} of {sm_count} SMs ({self.blocks_per_sm} one-warp CTAs per SM, "
-                f"{self.stages} stages x {self.chunk_kib} KiB of shared memory each; --sm-bulk {self})")
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the bulk kernel's CTAs may run. `sms`: the SMs its grid is sized for. `confined`: a green
+    context of exactly `sms` SMs holds the kernel there (the driver rounds a request up to its partition
+    granularity: 8 SMs on Hopper); otherwise the block scheduler puts the grid where it likes (`why` says
+    why it is not confined), and a grid of N x B one-warp CTAs spread over up to N x B SMs (seen on an
+    H100: @16 with 2 CTAs per SM ran on 32). Rows record the SMs the CTAs were seen on (`sms_used`)."""
+
+    sms: int
+    confined: bool = False
+    why: str = ""
+
+
+def placement(shape: BulkShape, sm_count: int, green: tuple[int, str]) -> Placement:
+    """The placement for this shape, given what a green context of shape.sms SMs came out as: (its SMs, why
+    none could be made); (0, why) where there is none. Without @N: every SM, nothing to confine."""
+    if not shape.sms or shape.sms >= sm_count:
+        return Placement(sm_count)
+    got, why = green
+    if got > 0:
+        return Placement(got, confined=True)
+    return Placement(shape.sms_used(sm_count), confined=False, why=why)
+
+
+def describe(shape: BulkShape, sm_count: int, where: Placement) -> str:
+    """The row note's words for this shape and placement on a GPU of `sm_count` SMs."""
+    detail = (f"({shape.blocks_per_sm} one-warp CTAs per SM, {shape.stages} stages x {shape.chunk_kib} KiB of "
+              f"shared memory each; --sm-bulk {shape})")
+    if not shape.sms or shape.sms >= sm_count:
+        return f"cp.async.bulk kernel on all {sm_count} SMs {detail}"
+    if where.confined:
+        asked = "" if where.sms == shape.sms else f"; {shape.sms} asked for, the driver partitions SMs in larger groups"
+        return f"cp.async.bulk kernel confined to {where.sms} of {sm_count} SMs by a green context{asked} {detail}"
+    return (f"cp.async.bulk kernel NOT confined to {shape.sms} SMs ({where.why}): a grid for {where.sms} SMs placed by "
+            f"the block scheduler, sms_used says on how many it ran {detail}")
 
 
 def support(cc: str, name: str = "", shape: BulkShape | None = None, smem_optin: int | None = None,
@@ -163,13 +194,14 @@ DYNAMIC_MIN_SHARE = 12
 
 
 @functools.lru_cache(maxsize=1024)
-def plan(nbytes: int, shape: BulkShape, sm_count: int, loops: int = 1) -> BulkPlan:
-    """The launch for `loops` passes of `nbytes` (cached: a graph capture asks for the same launch once per
-    transfer, hundreds of times)."""
+def plan(nbytes: int, shape: BulkShape, sm_count: int, loops: int = 1, sms: int | None = None) -> BulkPlan:
+    """The launch for `loops` passes of `nbytes` on a grid for `sms` SMs (the placement's; default: what the
+    shape asks for) of a GPU of `sm_count` (cached: every transfer of a batch asks for the same launch)."""
     if nbytes < 0 or loops < 1 or sm_count < 1:
         raise ValueError("nbytes >= 0, loops >= 1 and sm_count >= 1")
+    sms = sms or shape.sms_used(sm_count)
     body = nbytes - nbytes % ALIGN
-    most = shape.sms_used(sm_count) * shape.blocks_per_sm
+    most = sms * shape.blocks_per_sm
     per_cta = -(-body // most)  # bytes per CTA if the body were spread evenly over every CTA
     piece = min(shape.chunk_bytes, max(ALIGN, -(-per_cta // ALIGN) * ALIGN))
     pieces = -(-body // piece)
@@ -179,7 +211,7 @@ def plan(nbytes: int, shape: BulkShape, sm_count: int, loops: int = 1) -> BulkPl
     # to 201 GB/s (H100, 256 MiB local copies) where taking them statically gave 358. Never more than a
     # quarter of a CTA's share, so that a small copy still spreads over every CTA.
     share = pieces * loops // blocks
-    grab = max(1, min(-(-sm_count // shape.sms_used(sm_count)), share // 4))
+    grab = max(1, min(-(-sm_count // sms), share // 4))
     return BulkPlan(nbytes, body, nbytes - body, piece, pieces, blocks, shape.smem_bytes,
                     share >= DYNAMIC_MIN_SHARE, grab)
 

@@ -44,9 +44,10 @@ class Ctx:
         """Two processes on one GPU without MPS: their kernels never run at the same time."""
         return self.same_gpu(a, b) and not self.mps
 
-    def calibrate(self, key: tuple, nbytes: int, timed, sample_factor: float = 1.0):
+    def calibrate(self, key: tuple, nbytes: int, timed, sample_factor: float = 1.0, max_count: int | None = None):
         """sampler.calibrate with a hint from the previous size of the same (label, pair); remembers.
-        `sample_factor` makes this measurement's samples that many times longer than --min-time."""
+        `sample_factor` makes this measurement's samples that many times longer than --min-time; `max_count`
+        caps the transfers of one sample (below the rule's own cap)."""
         from dataclasses import replace
 
         from ipcbench.core.sampler import calibrate, scale_hint
@@ -54,6 +55,8 @@ class Ctx:
         prev = self.hints.get(key)
         hint = scale_hint(prev[1], prev[0], nbytes) if prev else None
         rule = self.rule if sample_factor == 1.0 else replace(self.rule, min_time_s=self.rule.min_time_s * sample_factor)
+        if max_count is not None and max_count < rule.max_count:
+            rule = replace(rule, max_count=max_count)
         count, per_ms = calibrate(rule, timed, hint)
         self.hints[key] = (nbytes, per_ms)
         return count

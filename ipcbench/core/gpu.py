@@ -108,6 +108,9 @@ class Gpu:
         # from them; the kernel leaves them zeroed), one per stream made by new_stream, from zeroed slabs.
         self._bulk_next: dict[int, int] = {}
         self._bulk_slab = 0
+        self._placement: bulk.Placement | None = None  # where bulk copies run (bulk_placement)
+        self._green: tuple | None = None  # (green context, its stream's handle, the cupy stream) for @N
+        self._smids = 0  # device words where a bulk launch writes its CTAs' SMs (bulk_sms_seen)
         self.stream = self.new_stream()
         self._modules: dict[str, cupy.RawModule] = {}
         self._functions: dict[tuple, object] = {}
@@ -164,13 +167,17 @@ class Gpu:
     # ---- stream primitives: the seam a CPU test's fake GPU provides (tests/fakes.py) -----------
     def new_stream(self):
         s = cupy.cuda.Stream(non_blocking=True)
-        # Its bulk-copy counters now, not at its first bulk copy: that may be inside a graph capture.
+        self._add_counters(s)
+        return s
+
+    def _add_counters(self, s) -> None:
+        """The stream's pair of bulk-copy piece counters, now, not at its first bulk copy (which may be inside
+        a graph capture), from zeroed slabs of BULK_COUNTER_SLOTS pairs."""
         n = len(self._bulk_next)
         if n % BULK_COUNTER_SLOTS == 0:
             self._bulk_slab = self.malloc(BULK_COUNTER_SLOTS * 16)
             runtime.memset(self._bulk_slab, 0, BULK_COUNTER_SLOTS * 16)
         self._bulk_next[s.ptr] = self._bulk_slab + 16 * (n % BULK_COUNTER_SLOTS)
-        return s
 
     def event(self, timing: bool = True):
         return cupy.cuda.Event(disable_timing=not timing)
@@ -212,12 +219,13 @@ class Gpu:
             self._bulk_fn = fn
         return self._bulk_fn
 
-    def launch_bulk_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
+    def launch_bulk_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None, smids: int = 0) -> None:
         """`loops` passes of dst[0:nbytes] = src[0:nbytes] in one launch of the bulk-copy kernel (Hopper's
-        cp.async.bulk through shared memory; core/bulk.py plans the pieces and the grid)."""
+        cp.async.bulk through shared memory; core/bulk.py plans the pieces and the grid for the kernel's
+        placement). `smids`: device words where each CTA writes its SM (0: none)."""
         if (src | dst) % bulk.ALIGN:
             raise GpuError(f"bulk copy: src 0x{src:x} and dst 0x{dst:x} must be {bulk.ALIGN}-byte aligned")
-        p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops)
+        p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops, self.bulk_placement().sms)
         fn = self._bulk_kernel()
         s = stream or self.stream
         nxt = self._bulk_next.get(s.ptr) if p.dynamic else 0  # 0: dealt statically, no counter
@@ -225,8 +233,69 @@ class Gpu:
             raise GpuError("bulk copy on a stream not made by Gpu.new_stream (it has no piece counter)")
         with s:
             fn((p.blocks,), (bulk.THREADS,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.uint32(p.piece),
-                                              np.uint64(p.pieces), np.int32(loops), np.uint64(nxt), np.uint32(p.grab)),
+                                              np.uint64(p.pieces), np.int32(loops), np.uint64(nxt), np.uint32(p.grab),
+                                              np.uint64(smids)),
                shared_mem=p.smem)
+
+    def bulk_placement(self) -> bulk.Placement:
+        """Where bulk copies run (core/bulk.Placement): for --sm-bulk ...@N a green context of N SMs, made once,
+        or, where none can be made, the reason why not."""
+        if self._placement is None:
+            green = (0, "")
+            if self.bulk_shape.sms and self.bulk_shape.sms < self.sm_count:
+                green = self._make_green(self.bulk_shape.sms)
+            self._placement = bulk.placement(self.bulk_shape, self.sm_count, green)
+        return self._placement
+
+    def bulk_stream(self):
+        """The stream bulk copies are enqueued on: the green context's where the kernel is confined to N SMs
+        (work there runs on those SMs only, and graphs captured there keep to them), else the work stream."""
+        return self._green[2] if self.bulk_placement().confined else self.stream
+
+    def _make_green(self, n: int) -> tuple[int, str]:
+        """A green context of at least n SMs and a stream in it (cuda.bindings' driver API, CUDA >= 12.4):
+        (its SM count, "") or (0, why not). The driver rounds n up to its partition granularity."""
+        try:
+            from cuda.bindings import driver as d
+        except ImportError as e:
+            return 0, f"no cuda.bindings ({e})"
+
+        def ok(res, what):
+            err, *out = res if isinstance(res, tuple) else (res,)
+            if int(err) != 0:
+                raise GpuError(f"{what}: {err}")
+            return out[0] if len(out) == 1 else out
+
+        try:
+            dev = ok(d.cuDeviceGet(self.index), "cuDeviceGet")
+            res = ok(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource")
+            groups, _, _ = ok(d.cuDevSmResourceSplitByCount(1, res, 0, n), "cuDevSmResourceSplitByCount")
+            got = int(groups[0].sm.smCount)
+            desc = ok(d.cuDevResourceGenerateDesc([groups[0]], 1), "cuDevResourceGenerateDesc")
+            gctx = ok(d.cuGreenCtxCreate(desc, dev, d.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM),
+                      "cuGreenCtxCreate")
+            raw = ok(d.cuGreenCtxStreamCreate(gctx, d.CUstream_flags.CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate")
+        except (GpuError, AttributeError) as e:  # AttributeError: bindings older than green contexts
+            return 0, f"no green context of {n} SMs: {e}"
+        s = cupy.cuda.ExternalStream(int(raw), self.index)
+        self._add_counters(s)
+        self._green = (gctx, raw, s)
+        return got, ""
+
+    def bulk_sms_seen(self, src: int, dst: int, nbytes: int, stream=None) -> int:
+        """One bulk copy of nbytes (un-gated, waited for) whose CTAs write the SM they run on: on how many
+        distinct SMs they ran. The measured side of the kernel's placement (rows' sms_used)."""
+        p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, 1, self.bulk_placement().sms)
+        words = self.sm_count * 32
+        if not self._smids:
+            self._smids = self.malloc(4 * words)
+        s = stream or self.stream
+        runtime.memsetAsync(self._smids, 0xFF, 4 * words, s.ptr)
+        self.launch_bulk_copy(src, dst, nbytes, 1, s, smids=self._smids)
+        out = np.zeros(p.blocks, dtype=np.uint32)
+        runtime.memcpyAsync(out.ctypes.data, self._smids, 4 * p.blocks, runtime.memcpyDeviceToHost, s.ptr)
+        self.wait(s, what="the bulk kernel's SM check")
+        return len(set(out.tolist()) - {0xFFFFFFFF})
 
     def fill(self, ptr: int, nbytes: int, seed: int, stream=None) -> None:
         fn = self.function("pattern", "fill")
@@ -297,3 +366,10 @@ class Gpu:
                 runtime.free(ptr)
             self.allocations.clear()
             runtime.freeHost(self._host_ptr)
+            if self._green is not None:
+                from cuda.bindings import driver as d
+
+                gctx, raw, _ = self._green
+                d.cuStreamDestroy(raw)
+                d.cuGreenCtxDestroy(gctx)
+                self._green = None

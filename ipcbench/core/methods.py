@@ -2,8 +2,16 @@
 
 A method = an engine (copy engine or SM kernel) + the buffer kind it runs on (legacy IPC, pool, VMM...) +
 the directions it supports. An engine knows how to enqueue one transfer of n bytes from a source
-pointer to a destination pointer on a stream; `GraphBatch` turns that into a batch of `count`
-transfers that is enqueued as a few CUDA graph launches, so enqueuing never runs Python per transfer.
+pointer to a destination pointer on a stream; `StreamBatch` enqueues a batch of `count` transfers on the
+stream one call at a time, as an application does, behind the gate (core/timing.py), so the number is the
+one an application enqueuing the same transfer gets and no Python runs in the timed region.
+
+Why not CUDA graphs: a captured copy is not the copy an application enqueues. On one H100, a same-GPU
+cudaMemcpyAsync of exactly 512 MiB, 1 GiB or 2 GiB captured into a graph ran at 1,218 GB/s against 1,498-1,515
+enqueued on a stream (508, 516, 768 and 1,020 MiB were not affected), and graph replay read 2-4% faster than
+stream enqueue from 64 to 128 MiB and twice as fast for 4 KiB copies (tests/bench_copy_paths.py;
+docs/measurement.md). Graphs remain for NCCL's calls (ipc/nccl.py), captured only where both ranks agreed
+beforehand.
 
 Directions (from the point of view of the ordered pair src -> dst):
   push  the source rank drives: its local buffer -> the peer's memory (a P2P write)
@@ -16,21 +24,26 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-# Stream operations (graph nodes: copies, kernels) queued behind one gate. Far more than this (5,120 small
-# peer copies, seen on an H200 pair) fills the channel's push buffer: the host blocks inside the launch
-# while the gate holds the stream, and the gate times out. A sample longer than this is taken as several
-# gated segments, each one launch of one graph, whose GPU times add up.
+# Stream operations (copies, kernel launches, graph nodes) queued behind one gate: the most transfers of one
+# sample (a sample is one gated segment: core/pair.py caps calibration at `per_segment`). Far more than this
+# (5,120 small peer copies, seen on an H200 pair) fills the channel's push buffer: the host blocks inside the
+# call while the gate holds the stream, and the gate times out.
 MAX_QUEUED = 512
 
 
 def plan_segments(count: int, nodes_per_transfer: int = 1, budget: int = MAX_QUEUED) -> tuple[int, int]:
-    """(k, segments): a graph of k transfers (at most `budget` nodes, at least one transfer), launched once
-    per gated segment, `segments` times, so that k * segments >= count. The one batching rule of every
-    graph-timed measurement (GraphBatch here, the shm pipeline in suites/staged_shm.py)."""
+    """(k, segments): k transfers (at most `budget` stream operations, at least one transfer) per gated
+    segment, `segments` times, so that k * segments >= count. The one batching rule of every gated
+    measurement (StreamBatch and GraphBatch here, the shm pipeline in suites/staged_shm.py)."""
     if count < 1 or nodes_per_transfer < 1:
         raise ValueError("count and nodes_per_transfer must be >= 1")
     k = min(count, max(1, budget // nodes_per_transfer))
     return k, -(-count // k)
+
+
+def per_segment(nodes_per_transfer: int = 1, budget: int = MAX_QUEUED) -> int:
+    """The most transfers one gated segment holds: a sample's cap (core/pair.py)."""
+    return plan_segments(budget, nodes_per_transfer, budget)[0]
 
 
 class CopyEngine:
@@ -75,7 +88,17 @@ class BulkEngine:
     gpu_needs = ("bulk_copy",)
 
     def describe(self, gpu) -> str:
-        return gpu.bulk_shape.describe(gpu.sm_count)
+        from ipcbench.core import bulk
+
+        return bulk.describe(gpu.bulk_shape, gpu.sm_count, gpu.bulk_placement())
+
+    def stream(self, gpu):
+        """Where its batches run: a green context's stream for --sm-bulk ...@N (Gpu.bulk_stream)."""
+        return gpu.bulk_stream()
+
+    def warm(self, gpu, stream, src: int, dst: int, nbytes: int) -> dict:
+        """The first, un-gated transfer of a batch, which also records the SMs its CTAs ran on."""
+        return {"sms_used": gpu.bulk_sms_seen(src, dst, nbytes, stream)}
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
         if nbytes >= gpu.loop_in_kernel_bytes:
@@ -105,6 +128,14 @@ ENGINES = {"ce": CopyEngine(), "sm": SmEngine(), "sm_bulk": BulkEngine(), "nccl"
 # Engines that are kernels on the SMs: from gpu.loop_in_kernel_bytes one launch per sample (core/pair.py's
 # longer samples), and two processes' kernels on one GPU are time-sliced without MPS.
 KERNEL_ENGINES = ("sm", "sm_bulk")
+
+
+def on_sms(engine: str, same_gpu: bool) -> bool:
+    """Whether the engine's transfers run on the SMs, so that two processes' transfers on one GPU are
+    time-sliced without MPS: the kernels, and the copy engine's calls between two buffers of one GPU, which
+    the driver runs as kernels (seen on an H100: a same-GPU cudaMemcpyAsync, stream-enqueued or captured,
+    waited until a kernel holding every SM ended, while a host-to-device copy did not; docs/measurement.md)."""
+    return engine in KERNEL_ENGINES or (engine == "ce" and same_gpu)
 
 
 @dataclass(frozen=True)
@@ -139,11 +170,25 @@ class Method:
         the method itself, or a two-sided engine's transfer bound to the pair (NCCL: its communicator)."""
         return ENGINES[self.engine].bind(ctx, me, peer) if self.two_sided else self
 
-    def batch(self, gpu, src: int, dst: int, nbytes: int, count: int) -> "GraphBatch":
-        return GraphBatch(gpu, self, src, dst, nbytes, count)
+    def batch(self, gpu, src: int, dst: int, nbytes: int, count: int, stream=None) -> "StreamBatch":
+        """`count` transfers enqueued on the stream behind each gate (StreamBatch), on the engine's own
+        stream where it has one (a bulk copy confined to N SMs: core/gpu.Gpu.confined_stream)."""
+        engine = ENGINES[self.engine]
+        if stream is None and hasattr(engine, "stream"):
+            stream = engine.stream(gpu)
+        return StreamBatch(gpu, self, src, dst, nbytes, count, stream)
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
         ENGINES[self.engine].enqueue(gpu, stream, src, dst, nbytes, count)
+
+    def warm(self, gpu, stream, src: int, dst: int, nbytes: int) -> dict:
+        """A batch's first transfer, un-gated (StreamBatch): facts the engine learns from it for the row
+        (the bulk kernel: the SMs its CTAs ran on), {} for the others."""
+        engine = ENGINES[self.engine]
+        if hasattr(engine, "warm"):
+            return engine.warm(gpu, stream, src, dst, nbytes)
+        engine.enqueue(gpu, stream, src, dst, nbytes, 1)
+        return {}
 
 
 def _m(name, engine, style, buffers, directions, about):
@@ -180,63 +225,66 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 )}
 
 
-class GraphBatch:
-    """`count` transfers as `segments` launches of one CUDA graph of `k` transfers (plan_segments).
+class StreamBatch:
+    """`count` transfers enqueued call by call on the stream behind each gate: `segments` gated segments of
+    `k` transfers (plan_segments), each transfer `nodes` stream operations.
 
-    Graph launches keep the host out of the timed region and keep the number of stream entries behind
-    the gate small, so the gate can never be starved by a full launch queue. `method`: what enqueues one
-    transfer (a Method, or a transfer bound to a pair: ipc/nccl.py), `nodes` stream operations each.
+    The constructor runs one transfer un-gated and waits for it: the driver loads the kernels of a same-GPU
+    copy (and CuPy a kernel's module) at their first use, and a load behind a held gate waits for the gate,
+    which then times out (seen on an H100: every gated first use of a same-GPU cudaMemcpyAsync did). So no
+    gated segment is ever a first use. `transfer`: what enqueues one transfer (a Method, or a transfer
+    bound to a pair: ipc/nccl.py, which warms up at its own connection and passes warm=False).
     """
 
     note = ""  # how the batch ran, for the row's note (ipc/nccl.py says graph or direct)
 
-    def __init__(self, gpu, method: Method, src: int, dst: int, nbytes: int, count: int, stream=None,
-                 nodes: int = 1):
+    def __init__(self, gpu, transfer, src, dst, nbytes: int, count: int, stream=None, nodes: int = 1,
+                 warm: bool = True):
         self.stream = stream or gpu.stream
         self.nodes = nodes
         self.k, self.n_segments = plan_segments(count, nodes)
         self.count = self.k * self.n_segments
-        s = self.stream
-        s.begin_capture()
-        try:
-            method.enqueue(gpu, s, src, dst, nbytes, self.k)
-        finally:
-            self.graph = s.end_capture()
-        self.graph.upload(s)  # so that no launch behind a gate has to build the executable graph first
-        s.synchronize()
+        self.gpu, self.transfer, self.args = gpu, transfer, (src, dst, nbytes)
+        self.facts: dict = {}  # what the warm-up learnt for the row (Method.warm)
+        if warm:
+            self.facts = transfer.warm(gpu, self.stream, src, dst, nbytes)
+            gpu.wait(self.stream, what="a transfer's first, un-gated run")
 
-    def with_count(self, count: int) -> "GraphBatch":
-        """The same graph for another count of transfers: only the number of launches changes. Valid
-        when plan_segments gives the same graph size `k` (every count from MAX_QUEUED up, for one-node
-        transfers), so calibration and sampling at different counts build one graph, not two."""
+    def with_count(self, count: int) -> "StreamBatch":
+        """The same batch for another count of transfers: only the number of segments changes. Valid when
+        plan_segments gives the same `k` (every count from a full segment up), so calibration and sampling at
+        different counts share one batch (and one warm-up)."""
         k, n = plan_segments(count, self.nodes)
         if k != self.k:
-            raise ValueError(f"a graph of {self.k} transfers cannot serve {count} (needs {k} per graph)")
+            raise ValueError(f"a batch of {self.k} transfers per segment cannot serve {count} (needs {k})")
         other = copy.copy(self)
         other.n_segments, other.count = n, k * n
         return other
 
     def segments(self) -> list[int]:
-        """Graph launches per gated segment (one each)."""
+        """What each gated segment enqueues (`enqueue`'s argument): one round of k transfers each."""
         return [1] * self.n_segments
 
     def enqueue(self, reps: int = 1) -> None:
         for _ in range(reps):
-            self.graph.launch(self.stream)
+            self.transfer.enqueue(self.gpu, self.stream, *self.args, self.k)
 
 
-class DirectBatch(GraphBatch):
-    """`count` transfers enqueued call by call behind each gate, no graph: the fallback where a transfer
-    cannot be captured (ipc/nccl.py). Python enqueues while the gate still holds the stream, so it stays out
-    of the timed region; each gated segment holds at most MAX_QUEUED stream operations (plan_segments)."""
+class GraphBatch(StreamBatch):
+    """`count` transfers as `segments` launches of one CUDA graph of `k` captured transfers: only for NCCL's
+    calls (ipc/nccl.py), whose capture both ranks agree on before it is tried."""
 
-    def __init__(self, gpu, method, src, dst, nbytes: int, count: int, stream=None, nodes: int = 1):
-        self.stream = stream or gpu.stream
-        self.nodes = nodes
-        self.k, self.n_segments = plan_segments(count, nodes)
-        self.count = self.k * self.n_segments
-        self.gpu, self.method, self.args = gpu, method, (src, dst, nbytes)
+    def __init__(self, gpu, transfer, src, dst, nbytes: int, count: int, stream=None, nodes: int = 1):
+        super().__init__(gpu, transfer, src, dst, nbytes, count, stream, nodes, warm=False)
+        s = self.stream
+        s.begin_capture()
+        try:
+            transfer.enqueue(gpu, s, src, dst, nbytes, self.k)
+        finally:
+            self.graph = s.end_capture()
+        self.graph.upload(s)  # so that no launch behind a gate has to build the executable graph first
+        s.synchronize()
 
     def enqueue(self, reps: int = 1) -> None:
         for _ in range(reps):
-            self.method.enqueue(self.gpu, self.stream, *self.args, self.k)
+            self.graph.launch(self.stream)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ipcbench.core.methods import KERNEL_ENGINES, on_sms, per_segment, plan_segments
 from ipcbench.core.rows import join_note, make_row
 from ipcbench.core.sampler import take_samples
 from ipcbench.core.stats import poison_seed, seed_for
@@ -81,10 +82,8 @@ def two_sided_endpoints(bufs, r: PairRoles) -> tuple[int | None, int | None]:
 
 
 def batch_maker(gpu, transfer, src, dst, nbytes: int):
-    """make(count) -> a batch of `count` transfers: one graph per size, whatever counts calibration tries
-    (a new batch only when plan_segments' graph size k changes)."""
-    from ipcbench.core.methods import plan_segments
-
+    """make(count) -> a batch of `count` transfers: one batch (and one warm-up) per size, whatever counts
+    calibration tries (a new batch only when plan_segments' segment size k changes)."""
     built = {}
 
     def make(count: int):
@@ -130,8 +129,6 @@ SM_LOOP_MIN_SAMPLE_S = 0.020
 
 def sample_factor(method, nbytes: int, gpu, min_time_s: float) -> float:
     """How many times --min-time one sample of this measurement lasts (see SM_LOOP_MIN_SAMPLE_S)."""
-    from ipcbench.core.methods import KERNEL_ENGINES
-
     if method.engine in KERNEL_ENGINES and nbytes >= gpu.loop_in_kernel_bytes:
         return max(1.0, SM_LOOP_MIN_SAMPLE_S / min_time_s)
     return 1.0
@@ -191,8 +188,10 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
                     b = make(c)
                     return time_batch(gpu, b), b.count
 
+            # A sample is one gated segment: at most per_segment transfers, however short they are.
             count = ctx.calibrate((label, src, dst), nbytes, timed,
-                                  sample_factor(method, nbytes, gpu, ctx.rule.min_time_s))
+                                  sample_factor(method, nbytes, gpu, ctx.rule.min_time_s),
+                                  max_count=per_segment(transfer.nodes))
             if both:
                 count = max(count, w.exchange(count, r.peer))
             batch = make(count)
@@ -221,16 +220,16 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
             return t, checks, bad
 
         got = take_samples(ctx.rule, n, sample)
-        their_checks, their_bad = w.exchange((got.checks, got.mismatches), r.peer)
+        facts = batch.facts if batch else {}  # what the driver's warm-up learnt (core/methods.Method.warm)
+        their_checks, their_bad, their_facts = w.exchange((got.checks, got.mismatches, facts), r.peer)
+        facts = facts or their_facts
         if me != src:
             continue
         receivers = 2 if direction == "bidir" else 1
         text = join_note(note, engine_note, batch.note if batch else "")
         if one_clock:
             kernels = ""
-            from ipcbench.core.methods import KERNEL_ENGINES
-
-            if method.engine in KERNEL_ENGINES:
+            if on_sms(method.engine, same_gpu=True):
                 kernels = ("; the two processes' kernels are time-sliced (no MPS)" if ctx.time_sliced(src, dst)
                            else "; the two processes' kernels run concurrently (MPS)")
             text = join_note(text, "same GPU: both processes' transfers timed over one window on the GPU clock"
@@ -238,5 +237,5 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
         rows.append(make_row(ctx, suite, method.name, row_direction or direction, src, dst, nbytes,
                              got.per_transfer_us, n, nbytes * receivers if kind != "latency" else None,
                              got.checks + their_checks, got.mismatches + their_bad, note=text, kind=kind,
-                             required=receivers * len(got.per_transfer_us)))
+                             required=receivers * len(got.per_transfer_us), sms_used=facts.get("sms_used")))
     return rows

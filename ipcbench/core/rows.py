@@ -21,7 +21,7 @@ def join_note(*parts: str) -> str:
 def make_row(ctx, suite: str, method: str, direction: str, src: int, dst: int, nbytes: int,
              per_us: list[float], iterations: int, moved: int | None, checks: int, mismatches: int,
              note: str = "", kind: str = "", required: int | None = None,
-             samples_us: list[float] | None = None) -> Row:
+             samples_us: list[float] | None = None, sms_used: int | None = None) -> Row:
     """A row for the node-local pair (src, dst); `moved` None means no bandwidth column (latency, op).
 
     `per_us`: time per transfer/operation of each sample (µs); `checks`/`mismatches`: how many
@@ -50,7 +50,7 @@ def make_row(ctx, suite: str, method: str, direction: str, src: int, dst: int, n
         samples=len(per_us), time_us_median=sm.median_us, time_us_min=sm.min_us, time_us_max=sm.max_us,
         bw_gbps_median=sm.bw_median, bw_gbps_max=sm.bw_max, cv=sm.cv, verified=verified, note=note,
         kind=kind, checks=checks, noise=None if math.isinf(noise) else noise,
-        samples_us=format_samples(per_us if samples_us is None else samples_us))
+        samples_us=format_samples(per_us if samples_us is None else samples_us), sms_used=sms_used)
 
 
 def failed(row: Row, verify: bool) -> bool:

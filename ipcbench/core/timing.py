@@ -1,9 +1,10 @@
 """Timing a batch of transfers with no Python in the timed region (docs/architecture.md, "Measurement").
 
-Each gated segment: gate kernel (spins on a host-mapped flag), start event [+ a %globaltimer stamp],
-the segment's graph launches, [stamp +] stop event; then `sync_peer` (both ranks of a bidirectional run
-release together) and the release. Only GPU time between the events counts. Stamps put both processes
-of a same-GPU pair on one clock, so their overlapping work is timed over one window.
+Each gated segment, on the batch's stream: gate kernel (spins on a host-mapped flag), start event [+ a
+%globaltimer stamp], the segment's transfers (enqueued while the gate holds the stream), [stamp +] stop
+event; then `sync_peer` (both ranks of a bidirectional run release together) and the release. Only GPU
+time between the events counts. Stamps put both processes of a same-GPU pair on one clock, so their
+overlapping work is timed over one window.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from ipcbench.errors import MeasureError
 
 def time_batch(gpu, batch, sync_peer=None, stamps: bool = False):
     """GPU ms of all of `batch`'s transfers; with `stamps`, also [(start_ns, end_ns)] per segment."""
-    stream = gpu.stream
+    stream = batch.stream
     total = 0.0
     marks = []
     for reps in batch.segments():

@@ -4,7 +4,9 @@ Unlike the pair matrices, this shows what the fabric gives when all links and co
 once. Each rank drives one stream per peer, all behind one gate. The time of a sample is ONE window per
 GPU: from the earliest start to the latest end of every flow sourced on that GPU, on the GPU's own
 clock (%globaltimer stamps, shared by all processes on the GPU). Per-flow times from each stream's own
-events would overlap and add up past the link; a window that covers every flow cannot.
+events would overlap and add up past the link; a window that covers every flow cannot. Each flow's copies
+are enqueued on its stream as an application would (core/methods.StreamBatch), at most one gated segment a
+sample.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ def gpu_windows_ms(marks_by_rank: list[list[tuple[int, int]]], gpu_of: list[int]
 
 def measure_alltoall(ctx, method, sizes: list[int], suite: str = "copy") -> list:
     """All node-local ranks call this together; each returns the rows of the flows it sources."""
-    from ipcbench.core.methods import GraphBatch
+    from dataclasses import replace
+
+    from ipcbench.core.methods import per_segment
     from ipcbench.core.rows import make_row
     from ipcbench.core.sampler import calibrate, take_samples
     from ipcbench.core.stats import poison_seed, seed_for
@@ -74,8 +78,8 @@ def measure_alltoall(ctx, method, sizes: list[int], suite: str = "copy") -> list
         def batches(count):
             if count not in built:
                 built.clear()
-                built[count] = {p: GraphBatch(gpu, method, bufs.src, bufs.peer_inbox_slot(p, me), nbytes, count,
-                                              streams[p]) for p in peers}
+                built[count] = {p: method.batch(gpu, bufs.src, bufs.peer_inbox_slot(p, me), nbytes, count, streams[p])
+                                for p in peers}
             return built[count]
 
         def node_window(count):
@@ -91,7 +95,7 @@ def measure_alltoall(ctx, method, sizes: list[int], suite: str = "copy") -> list
             return max(wins.values()), done
 
         w.node_barrier("the all-to-all calibration")
-        count, _ = calibrate(ctx.rule, timed)
+        count, _ = calibrate(replace(ctx.rule, max_count=min(ctx.rule.max_count, per_segment())), timed)
         count = max(w.node_allgather(count, "the all-to-all count"))
         count = next(iter(batches(count).values())).count
         my_gpu_ms: list[float] = []
