@@ -12,7 +12,7 @@ import json
 import pytest
 
 from fakes import FakeNccl, FakeNode
-from ipcbench.core.methods import MAX_QUEUED, METHODS, DirectBatch
+from ipcbench.core.methods import MAX_QUEUED, METHODS, GraphBatch, StreamBatch
 from ipcbench.core.pair import per_transfer_us, roles_for, two_sided_endpoints
 from ipcbench.errors import MeasureError
 from ipcbench.ipc import nccl as ncclmod
@@ -131,17 +131,42 @@ def test_latency_rows_are_oneway(fake_nccl):
 # ---- graphs or direct ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("failing", [{0}, {1}, {0, 1}])
-def test_a_capture_that_fails_on_either_rank_sends_the_pair_direct(fake_nccl, failing):
-    """A fake: calls fail while rank(s) `failing` capture; both ranks go direct (NCCL requires the same on
-    both), say why in the rows, and never try a graph again for that pair."""
-    lib = fake_nccl(capture_fails_for=failing)
-    node = FakeNode()
+def test_a_rank_that_cannot_capture_sends_the_pair_direct_before_any_capture(fake_nccl, failing):
+    """A fake: the work stream of rank(s) `failing` cannot capture. The pair decides when its communicator is
+    made, before any NCCL call is captured: both ranks go direct (NCCL requires the same on both), the rows
+    say which rank could not, and no NCCL call was ever captured on either rank."""
+    lib = fake_nccl()
+    node = FakeNode(gpu_kw=[dict(capture_fails=r in failing) for r in range(2)])
     rows, _ = node.run(lambda ctx: suite.measure(ctx, "push", 0, 1, [4096, 16384]))
     for r in rows:
-        assert r.verified and "no CUDA graph (graph capture failed: rank " in r.note
-        assert "fake capture failure of ncclSend" in r.note or "fake capture failure of ncclRecv" in r.note
+        assert r.verified and "no CUDA graph (rank " in r.note and "cannot capture a CUDA graph" in r.note
     assert all(ctx.state["nccl_pairs"][(0, 1)].graphs is False for ctx in node.ctxs)
-    assert lib.pending() == []
+    assert lib.captured == 0 and lib.pending() == []
+
+
+def test_both_ranks_capture_when_both_can(fake_nccl):
+    lib = fake_nccl()
+    node = FakeNode()
+    rows, _ = node.run(lambda ctx: suite.measure(ctx, "push", 0, 1, [4096]))
+    assert "captured in CUDA graphs" in rows[0].note
+    assert all(ctx.state["nccl_pairs"][(0, 1)].graphs is True for ctx in node.ctxs) and lib.captured > 0
+
+
+def test_graphs_can_be_turned_off_for_every_pair(fake_nccl, monkeypatch):
+    lib = fake_nccl()
+    monkeypatch.setenv(ncclmod.GRAPHS_ENV, "0")
+    (row,), _ = FakeNode().run(lambda ctx: suite.measure(ctx, "push", 0, 1, [4096]))
+    assert row.verified and f"{ncclmod.GRAPHS_ENV}=0" in row.note and lib.captured == 0
+
+
+@pytest.mark.parametrize("failing", [{0}, {1}])
+def test_a_capture_that_fails_after_the_agreement_ends_both_ranks(fake_nccl, failing):
+    """Both ranks agreed to capture, then capturing the NCCL calls failed on one: there is no safe way on
+    (a captured, never launched send or receive leaves the communicator undefined), so both ranks stop with
+    the reason instead of one going direct while the other captured."""
+    fake_nccl(capture_fails_for=failing)
+    with pytest.raises(MeasureError, match="after both ranks of the pair had agreed to capture.*fake capture failure"):
+        FakeNode().run(lambda ctx: suite.measure(ctx, "push", 0, 1, [4096]))
 
 
 def test_direct_batches_keep_the_queue_budget():
@@ -151,13 +176,13 @@ def test_direct_batches_keep_the_queue_budget():
         def enqueue(self, gpu, stream, src, dst, nbytes, count):
             self.calls.append(count)
 
-    b = DirectBatch(FakeNode().gpus[0], T(), 1, 2, 64, 1000, nodes=ncclmod.NODES_PER_CALL)
+    b = StreamBatch(FakeNode().gpus[0], T(), 1, 2, 64, 1000, nodes=ncclmod.NODES_PER_CALL, warm=False)
     assert b.k * ncclmod.NODES_PER_CALL <= MAX_QUEUED and b.count >= 1000
     b.with_count(5000).enqueue(2)
     assert T.calls == [b.k, b.k] and b.segments() == [1] * b.n_segments
 
 
-def test_direct_nccl_batches_serve_every_count_the_graph_size_key_allows(fake_nccl):
+def test_direct_nccl_batches_serve_every_count_the_segment_size_key_allows(fake_nccl):
     """A direct batch counts more operations per call than a graph (uncaptured launches add event
     operations), so its k is smaller; batch_maker keys batches by the graph's k, and every count that key
     lets a batch serve must still fit that batch."""
@@ -169,7 +194,8 @@ def test_direct_nccl_batches_serve_every_count_the_graph_size_key_allows(fake_nc
         bufs = ctx.buffers["legacy"]
         ends = (bufs.src, None) if me == 0 else (None, bufs.inbox_slot(0))
         b = t.batch(ctx.gpu, *ends, 64, 300)
-        assert isinstance(b, DirectBatch) and b.k * b.nodes <= MAX_QUEUED and b.nodes == 2 * t.nodes
+        assert isinstance(b, StreamBatch) and not isinstance(b, GraphBatch)
+        assert b.k * b.nodes <= MAX_QUEUED and b.nodes == 2 * t.nodes
         for count in (256, 257, 1000, 100_000):
             assert b.with_count(count).k == b.k
         ncclmod.close_pairs(ctx)
@@ -178,11 +204,11 @@ def test_direct_nccl_batches_serve_every_count_the_graph_size_key_allows(fake_nc
 
 
 def test_an_nccl_without_graph_capture_goes_direct_from_the_start(fake_nccl):
-    lib = fake_nccl(version=2708, capture_fails_for={0, 1})  # 2.7.8: P2P, no capture (and none is tried)
+    lib = fake_nccl(version=2708)  # 2.7.8: P2P, no capture (and none is tried)
     node = FakeNode()
     (row,), _ = node.run(lambda ctx: suite.measure(ctx, "push", 0, 1, [4096]))
     assert row.verified and "NCCL 2.7.8 cannot capture P2P calls" in row.note and "NCCL 2.7.8," in row.note
-    assert lib.pending() == []
+    assert lib.pending() == [] and lib.captured == 0
 
 
 # ---- ping-pong -------------------------------------------------------------------------------------------

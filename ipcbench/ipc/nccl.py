@@ -17,9 +17,12 @@ ctx.state["nccl_pairs"] by the unordered pair; close_pairs destroys them at the 
 order that every rank shares, so no two ranks wait on each other's different communicator.
 
 Graphs: NCCL's P2P calls can be captured into CUDA graphs (NCCL >= 2.9), but whether a call is captured
-must be the same on both ranks of the pair (NCCL's rule), so the two ranks agree on every capture: if
-either fails, the pair's calls are enqueued directly behind the gate from then on (core/methods.DirectBatch),
-and its rows say so.
+must be the same on both ranks of the pair (NCCL's rule), and what a send or receive that was captured but
+never launched leaves in the communicator is not documented. So the pair decides BEFORE any NCCL call is
+captured, once, when its communicator is made (`capture_check`: NCCL's version, IPCBENCH_NCCL_GRAPHS, and a
+capture of a plain copy on the work stream, on each rank; both must say yes), and both ranks then capture or
+both enqueue their calls directly behind the gate (core/methods.StreamBatch), the rows saying which. A capture
+of NCCL calls that still fails after both agreed is an error on both ranks, not a silent fallback.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ MIN_GRAPH_VERSION = 20900  # P2P calls captured into CUDA graphs: NCCL 2.9
 NODES_PER_CALL = 2
 DIRECT_FACTOR = 2
 CONNECT_BYTES = 4  # the first send/receive of a pair, outside any capture
+GRAPHS_ENV = "IPCBENCH_NCCL_GRAPHS"  # "0": never capture NCCL calls (both ranks of every pair go direct)
 INSTALL_HINT = "pip install -e '.[nccl]' (the nvidia-nccl-cu13 wheel, which cupy.cuda.nccl loads)"
 
 
@@ -80,6 +84,28 @@ def nccl_support(device: int | None = None) -> tuple[bool, str | None]:
     return True, None
 
 
+def capture_check(gpu, version: int, src: int, dst: int) -> str | None:
+    """Why this rank should not capture NCCL calls into CUDA graphs, or None: an NCCL without P2P capture,
+    IPCBENCH_NCCL_GRAPHS=0, or a work stream that cannot capture (tried with a 4-byte copy from `src` to
+    `dst` that is captured and dropped, never launched: no NCCL call is captured to find out)."""
+    import os
+
+    if version < MIN_GRAPH_VERSION:
+        return f"NCCL {version_text(version)} cannot capture P2P calls"
+    if os.environ.get(GRAPHS_ENV, "1") == "0":
+        return f"{GRAPHS_ENV}=0"
+    s = gpu.stream
+    try:
+        s.begin_capture()
+        try:
+            gpu.copy_async(dst, src, 4, s)
+        finally:
+            s.end_capture()
+    except Exception as e:  # noqa: BLE001 - any failure means: do not capture here
+        return f"the work stream cannot capture a CUDA graph ({type(e).__name__}: {e})"
+    return None
+
+
 class NcclPair:
     """One cross-GPU pair's 2-rank communicator as this rank sees it (node-local ranks `me` and `peer`)."""
 
@@ -90,10 +116,10 @@ class NcclPair:
         self.version = version
         self.init_ms = init_ms
         self.connect_ms = 0.0
-        # Capture into graphs: None until tried, True once both ranks captured, False from the first
-        # failure on either rank (or an NCCL without graph capture) on; `direct_why` says why not.
-        self.graphs: bool | None = None if version >= MIN_GRAPH_VERSION else False
-        self.direct_why = "" if self.graphs is None else f"NCCL {version_text(version)} cannot capture P2P calls"
+        # Capture into graphs: decided by both ranks when the pair is made (create, capture_check), before any
+        # NCCL call is captured; `direct_why` says why not.
+        self.graphs = False
+        self.direct_why = ""
 
     @classmethod
     def create(cls, ctx, me: int, peer: int) -> "NcclPair":
@@ -119,6 +145,11 @@ class NcclPair:
             raise MeasureError(f"the first ncclSend/ncclRecv between node-local ranks {me} and {peer} failed on "
                                f"rank {w.rank}: {e}") from None
         pair.connect_ms = (time.perf_counter() - t0) * 1e3
+        mine = capture_check(gpu, pair.version, bufs.src, bufs.inbox_slot(peer))
+        theirs = w.exchange(mine, peer, tag=NCCL_TAG)
+        pair.graphs = mine is None and theirs is None
+        if not pair.graphs:
+            pair.direct_why = (f"rank {w.rank}: {mine}" if mine else f"rank {ctx.world_rank(peer)}: {theirs}")
         return pair
 
     def transfer(self, order: str = "group") -> "NcclTransfer":
@@ -169,27 +200,31 @@ class NcclTransfer:
                 comm.send(src, nbytes, u8, peer, s)
 
     def batch(self, gpu, src: int | None, dst: int | None, nbytes: int, count: int):
-        """`count` transfers as CUDA graph launches when both ranks of the pair could capture them, else
-        enqueued directly (core/methods.DirectBatch). Collective over the pair: both ranks build the same
-        batches in the same order (core/pair.py agrees every count)."""
-        from ipcbench.core.methods import DirectBatch, GraphBatch
+        """`count` transfers as CUDA graph launches where the pair agreed to capture (NcclPair.create), else
+        enqueued directly (core/methods.StreamBatch). Collective over the pair: both ranks build the same
+        batches in the same order (core/pair.py agrees every count), and a capture that fails on either rank
+        after the agreement ends both with an error."""
+        from ipcbench.core.methods import GraphBatch, StreamBatch
 
         p = self.pair
-        if p.graphs is not False:
+        if p.graphs:
             err = None
             try:
                 b = GraphBatch(gpu, self, src, dst, nbytes, count, nodes=self.nodes)
-            except Exception as e:  # noqa: BLE001 - NcclError or a CUDA capture error: the pair goes direct
+            except Exception as e:  # noqa: BLE001 - NcclError or a CUDA capture error: both ranks must hear of it
                 b, err = None, f"rank {p.world.rank}: {type(e).__name__}: {e}"
             theirs = p.world.exchange(err, p.peer, tag=NCCL_TAG)
-            if err is None and theirs is None:
-                p.graphs = True
-                b.note = "ncclSend/ncclRecv captured in CUDA graphs"
-                return b
-            p.graphs, p.direct_why = False, f"graph capture failed: {err or theirs}"
+            if err or theirs:
+                raise MeasureError(f"capturing ncclSend/ncclRecv into a CUDA graph failed after both ranks of the "
+                                   f"pair had agreed to capture ({err or theirs}): NCCL leaves the communicator in "
+                                   f"an undocumented state; rerun with {GRAPHS_ENV}=0")
+            b.note = "ncclSend/ncclRecv captured in CUDA graphs"
+            return b
         # More operations per call than a graph's: a smaller k, fixed for every count at or above the graph's
-        # k, so batch_maker's graph-size key still tells when a new batch is needed.
-        b = DirectBatch(gpu, self, src, dst, nbytes, count, nodes=self.nodes * DIRECT_FACTOR)
+        # k, so batch_maker's segment-size key still tells when a new batch is needed. No warm-up transfer:
+        # the pair connected with its first send/receive (NcclPair.create), and a warm-up would be a send
+        # that must meet a receive.
+        b = StreamBatch(gpu, self, src, dst, nbytes, count, nodes=self.nodes * DIRECT_FACTOR, warm=False)
         b.note = (f"no CUDA graph ({p.direct_why}): NCCL calls enqueued directly behind the gate, at most "
                   f"{b.k} per gated segment")
         return b
