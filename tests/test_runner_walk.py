@@ -75,8 +75,8 @@ def test_walk_runs_each_pair_on_its_two_ranks_and_collects_rows(tmp_path, capsys
     def rank(ctx):
         ctx.unavailable["pool"] = "no IPC-capable pools here"
         writer = ResultsWriter(tmp_path) if ctx.world.rank == 0 else None
-        rows, check = walk(ctx, steps, RowSink(ctx.world, writer, str(tmp_path)), quiet=False, mode=SEQUENTIAL)
-        assert check is None
+        rows, checks = walk(ctx, steps, RowSink(ctx.world, writer, str(tmp_path)), quiet=False, mode=SEQUENTIAL)
+        assert checks == []
         if writer:
             writer.close()
         return rows
@@ -129,7 +129,7 @@ def test_fleet_rows_reach_world_rank_0_and_a_part_file(tmp_path):
     assert [int(r["src_rank"]) for r in read_csv(tmp_path / "nodes" / "b.csv")] == [2, 3]
 
 
-def _round_step(guard_bw: float):
+def _round_step(guard_bw: float, engine: str = "ce", label: str = "fake push"):
     """A fake pair step (rounds allowed): the sweep reports 100 GB/s; the one-size re-run that checks
     the round reports `guard_bw`. Every rank of a round is in a pair, so a node barrier inside the sweep
     completes only if the round's pairs really run at once."""
@@ -143,7 +143,7 @@ def _round_step(guard_bw: float):
         return [make_row(ctx, "copy", "fake", "push", src, dst, n, [n / bw / 1e3] * 3, 1, n, 3, 0) for n in sizes]
 
     pairs = [(a, b) for a in range(4) for b in range(4) if a != b]
-    return Step("copy", "fake push", pairs, [1000, 4000], run, needs=("legacy",), rounds_ok=True)
+    return Step("copy", label, pairs, [1000, 4000], run, needs=("legacy",), rounds_ok=True, engine=engine)
 
 
 @pytest.mark.parametrize("guard_bw, ok", [(100.0, True), (80.0, False)])
@@ -151,14 +151,32 @@ def test_rounds_of_disjoint_pairs_and_their_check(guard_bw, ok, capsys):
     node = FakeNode(n=4, kinds=("legacy",))
     out = node.run(lambda ctx: walk(ctx, [_round_step(guard_bw)], RowSink(ctx.world, None, None), quiet=True,
                                     mode=CONCURRENT))
-    rows, check = out[0]
+    rows, (check,) = out[0]
     assert sorted((r.src_rank, r.dst_rank, r.bytes) for r in rows) == \
         sorted((a, b, n) for a in range(4) for b in range(4) if a != b for n in (1000, 4000))
     assert all("measured in a round of 2 disjoint pairs" in r.note for r in rows)
-    assert all(c is None for _, c in out[1:])  # the check's result lives on the node leader
+    assert all(c == [] for _, c in out[1:])  # the check's result lives on the node leader
     assert check["ok"] is ok and len(check["pairs"]) == 2 and check["bytes"] == 4000
     assert check["worst_diff"] == pytest.approx(abs(100.0 / guard_bw - 1))
-    assert ("may share a link here" in capsys.readouterr().err) is (not ok)
+    assert (check["step"], check["engine"]) == ("copy/fake push", "ce")
+    err = capsys.readouterr().err
+    assert ("may share a link or a node limit here" in err) is (not ok)
+    if not ok:  # the warning names the step and the worst pair
+        assert "measured copy/fake push at 4000 up to 25.0%" in err and "worst: ranks " in err and "80 alone" in err
+
+
+def test_every_engine_walked_in_rounds_is_checked_once(capsys):
+    """A copy-engine step, a second one, an SM-kernel step and a bulk-kernel step, all in rounds: three checks
+    (the second copy-engine step is not checked again), and the kernel step's warning names it."""
+    node = FakeNode(n=4, kinds=("legacy",), timeout=5.0)
+    steps = [_round_step(100.0, "ce", "ce push"), _round_step(100.0, "ce", "ce pull"),
+             _round_step(90.0, "sm", "sm_read pull"), _round_step(100.0, "sm_bulk", "sm_bulk_read pull")]
+    out = node.run(lambda ctx: walk(ctx, steps, RowSink(ctx.world, None, None), quiet=True, mode=CONCURRENT))
+    checks = out[0][1]
+    assert [(c["step"], c["engine"], c["ok"]) for c in checks] == [
+        ("copy/ce push", "ce", True), ("copy/sm_read pull", "sm", False), ("copy/sm_bulk_read pull", "sm_bulk", True)]
+    err = capsys.readouterr().err
+    assert err.count("ipcbench: warning:") == 1 and "measured copy/sm_read pull" in err
 
 
 def test_two_round_steps_stay_in_step():

@@ -144,11 +144,11 @@ def run(cfg) -> int:
     say(world, f"MPS: {mps.summary(mps_meta)}")
     timings: dict[str, float] = {}
     profile = _profiler()
-    all_rows, check = walk(ctx, steps, sink, quiet=cfg.quiet, mode=mode, timings=timings)
+    all_rows, node_checks = walk(ctx, steps, sink, quiet=cfg.quiet, mode=mode, timings=timings)
     if profile:
         profile.disable()
         profile.dump_stats(os.path.join(os.environ["IPCBENCH_PROFILE"], f"rank{world.rank}.prof"))
-    checks = world.world_gather(check, "the concurrency checks")
+    checks = world.world_gather(node_checks, "the concurrency checks")
     if "event_ipc" in ctx.state:
         ctx.state["event_ipc"].close()
     from ipcbench.ipc.nccl import close_pairs
@@ -163,7 +163,7 @@ def run(cfg) -> int:
         bad = [r for r in all_rows if failed(r, cfg.verify)]
         meta.update(end=now_iso(), status="complete", wall_s=round(time.monotonic() - t0, 2), rows=writer.count,
                     failed_rows=len(bad), suite_wall_s=timings)
-        found = [c for c in checks if c]
+        found = [c for node in checks for c in node]
         if found:
             meta["pair_mode"]["check"] = found
         write_meta(run_dir, meta)

@@ -55,7 +55,8 @@ def groups_of(step, mode) -> list:
 
 def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
     """Run every step over its pairs (one at a time or in rounds), or all ranks at once; the node's rows go
-    to `sink` after each group. Returns (every row rank 0 holds, the concurrency check or None)."""
+    to `sink` after each group. Returns (every row rank 0 holds, the node's concurrency checks: one per
+    engine walked in rounds, on the node leader; [] elsewhere)."""
     from ipcbench.core.rows import join_note
     from ipcbench.run.console import Progress
 
@@ -66,7 +67,8 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
         totals[s.suite] = totals.get(s.suite, 0.0) + measured(s, mode) * s.cost
         meas[s.suite] = meas.get(s.suite, 0) + measured(s, mode)
     progress = Progress(totals, enabled=(world.rank == 0 and not quiet))
-    check, checked = None, False  # the check runs once, after the first step walked in rounds
+    checks: list[dict] = []
+    checked: set[str] = set()  # engines whose first step walked in rounds was checked (check_rounds)
     for step in steps:
         t0 = time.monotonic()
         missing = [k for k in step.needs if not ctx.has(k)]
@@ -93,20 +95,26 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
             sink.add(rows, f"the rows of step '{step.label}'")
             n = len(step.sizes) * (1 if group is None else len(group))
             progress.advance(step.suite, step.label, n * step.cost, n, meas[step.suite])
-        if not checked and groups and groups[0] is not None and max(len(g) for g in groups) > 1:
-            check, checked = check_rounds(ctx, step, groups, mine_all), True
+        kind = step.engine or step.label
+        if kind not in checked and groups and groups[0] is not None and max(len(g) for g in groups) > 1:
+            checked.add(kind)
+            check = check_rounds(ctx, step, groups, mine_all)
+            if check is not None:
+                checks.append(check)
         if timings is not None:
             timings[step.suite] = round(timings.get(step.suite, 0.0) + time.monotonic() - t0, 3)
-    return sink.finish(), check
+    return sink.finish(), checks
 
 
 ROUND_CHECK_TOLERANCE = 0.01
 
 
 def check_rounds(ctx, step, groups, concurrent_rows) -> dict | None:
-    """The built-in guard of concurrent rounds: re-measure the largest round's pairs one at a time at the
-    largest size and compare with what the round measured; a difference over 1% is a warning (the pairs
-    did share something). Returns the node's comparison on its leader (None elsewhere)."""
+    """The built-in guard of concurrent rounds, run for the first step of every engine walked in rounds
+    (copy engine, SM kernels, bulk kernels, NCCL: each can meet another limit when every GPU is busy, such
+    as the node's power or clocks): re-measure the largest round's pairs one at a time at the largest size
+    and compare with what the round measured; a difference over 1% is a warning naming the step and the
+    pair (the pairs did share something). Returns the node's comparison on its leader (None elsewhere)."""
     world = ctx.world
     size = max(step.sizes)
     round_ = max(groups, key=len)
@@ -128,10 +136,13 @@ def check_rounds(ctx, step, groups, concurrent_rows) -> dict | None:
         return None
     flat = [d for p in parts for d in p]
     worst = max((abs(d["diff"]) for d in flat), default=0.0)
-    out = {"host": world.host, "step": f"{step.suite}/{step.label}", "bytes": size, "pairs": flat,
-           "worst_diff": worst, "tolerance": ROUND_CHECK_TOLERANCE, "ok": worst <= ROUND_CHECK_TOLERANCE}
+    out = {"host": world.host, "step": f"{step.suite}/{step.label}", "engine": step.engine, "bytes": size,
+           "pairs": flat, "worst_diff": worst, "tolerance": ROUND_CHECK_TOLERANCE, "ok": worst <= ROUND_CHECK_TOLERANCE}
     if not out["ok"]:
-        print(f"ipcbench: warning: on {world.host} the round of {len(round_)} pairs measured {step.label} at "
-              f"{fmt_size(size)} up to {worst:.1%} away from the same pairs one at a time: pairs measured at "
-              f"once may share a link here; rerun with --pairs sequential", file=sys.stderr, flush=True)
+        w = max(flat, key=lambda d: abs(d["diff"]))
+        print(f"ipcbench: warning: on {world.host} the round of {len(round_)} pairs measured {step.suite}/{step.label} "
+              f"at {fmt_size(size)} up to {worst:.1%} away from the same pairs one at a time (worst: ranks "
+              f"{w['src_rank']} -> {w['dst_rank']}, {w['concurrent']:.4g} in the round, {w['sequential']:.4g} alone): "
+              f"pairs measured at once may share a link or a node limit here; rerun with --pairs sequential",
+              file=sys.stderr, flush=True)
     return out

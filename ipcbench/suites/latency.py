@@ -208,8 +208,10 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
             return measure_pair(ctx, "latency", METHODS[method], direction, src, dst, sizes, row_direction="oneway",
                                  kind="latency", note=f"{direction}: {ONEWAY_NOTE}")
 
+        from ipcbench.core.methods import METHODS
+
         return Step("latency", f"{method} one-way", ordered_pairs(n), LAT_SIZES, run, needs=("legacy",),
-                    rounds_ok=True, quick_sizes=QUICK_LAT_SIZES)
+                    rounds_ok=True, quick_sizes=QUICK_LAT_SIZES, engine=METHODS[method].engine)
 
     def staged(method):
         def run(ctx, src, dst, sizes):

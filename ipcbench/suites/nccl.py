@@ -129,11 +129,12 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     def sweep(direction, latency=False):
         return lambda ctx, src, dst, sz: measure(ctx, direction, src, dst, sz, latency)
 
-    return [Step("nccl", "nccl push", ordered_pairs(n), sizes, sweep("push"), needs=NEEDS, rounds_ok=True),
+    return [Step("nccl", "nccl push", ordered_pairs(n), sizes, sweep("push"), needs=NEEDS, rounds_ok=True,
+                 engine="nccl"),
             Step("nccl", "nccl bidir", unordered_pairs(n), sizes, sweep("bidir"), needs=NEEDS, cost=2.0,
-                 rounds_ok=True),
+                 rounds_ok=True, engine="nccl"),
             Step("nccl", "nccl one-way", ordered_pairs(n), LAT_SIZES, sweep("push", latency=True), needs=NEEDS,
-                 rounds_ok=True, quick_sizes=QUICK_LAT_SIZES),
+                 rounds_ok=True, quick_sizes=QUICK_LAT_SIZES, engine="nccl"),
             Step("nccl", "nccl pingpong", unordered_pairs(n), [PINGPONG_BYTES], pingpong, needs=NEEDS, cost=3.0)]
 
 

@@ -43,6 +43,9 @@ class Step:
     # same links, so its question is "does the mechanism change the number?", which every other size of
     # the default sweep answers as well as all of them (TWIN_STRIDE); an explicit --sizes gets every size.
     twin: bool = False
+    # What moves its bytes (core/methods.ENGINES: ce, sm, sm_bulk, nccl; "" for the others): the first step of
+    # each engine walked in rounds is checked against its pairs alone (run/walk.check_rounds).
+    engine: str = ""
 
     @property
     def serial(self) -> bool:

@@ -18,7 +18,7 @@ def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) 
             pairs = unordered_pairs(n) if d == "bidir" else ordered_pairs(n)
             steps.append(Step(suite, f"{name} {d}", pairs, sizes, _pair_runner(suite, name, d),
                               needs=(m.buffers, *m.gpu_needs), cost=2.0 if d == "bidir" else 1.0, rounds_ok=True,
-                              twin=m.buffers != "legacy"))
+                              twin=m.buffers != "legacy", engine=m.engine))
     return steps
 
 

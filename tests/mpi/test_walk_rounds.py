@@ -60,7 +60,7 @@ def _step(world, all_at_once, guard_bw=100.0):
     n = world.local_size
     pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
     return Step("copy", "fake push", pairs, [1024, 4096], _fake_step(all_at_once, guard_bw), needs=("legacy",),
-                rounds_ok=True)
+                rounds_ok=True, engine="ce")
 
 
 @pytest.mark.mpi(min_size=2)
@@ -69,7 +69,7 @@ def test_rounds_run_every_pair_once_and_at_once():
     if world.local_size % 2:
         pytest.skip("perfect matchings need an even rank count")
     ctx, sink, writer = _setup(world)
-    rows, check = walk(ctx, [_step(world, all_at_once=True)], sink, quiet=True, mode=CONCURRENT)
+    rows, checks = walk(ctx, [_step(world, all_at_once=True)], sink, quiet=True, mode=CONCURRENT)
     n = world.local_size
     sweeps = [c for c in ctx.calls if len(c[2]) == 2]
     assert len(sweeps) == 2 * (n - 1)  # one pair in every round
@@ -78,10 +78,11 @@ def test_rounds_run_every_pair_once_and_at_once():
         got = sorted((r.src_rank, r.dst_rank, r.bytes) for r in read_rows(writer.path))
         assert got == sorted((a, b, s) for a in range(n) for b in range(n) if a != b for s in (1024, 4096))
         if n > 2:
+            (check,) = checks
             assert all(f"round of {n // 2} disjoint pairs" in r.note for r in rows)
             assert check["ok"] and check["worst_diff"] == 0 and len(check["pairs"]) == n // 2
         else:
-            assert check is None  # one pair per round: nothing to check
+            assert checks == []  # one pair per round: nothing to check
     comm.Barrier()
 
 
@@ -91,8 +92,9 @@ def test_the_check_warns_when_a_round_disagrees_with_pairs_alone(capsys):
     if world.local_size % 2:
         pytest.skip("perfect matchings need an even rank count")
     ctx, sink, writer = _setup(world)
-    _, check = walk(ctx, [_step(world, all_at_once=True, guard_bw=90.0)], sink, quiet=True, mode=CONCURRENT)
+    _, checks = walk(ctx, [_step(world, all_at_once=True, guard_bw=90.0)], sink, quiet=True, mode=CONCURRENT)
     if world.local_rank == 0:
+        (check,) = checks
         assert not check["ok"] and check["worst_diff"] == pytest.approx(100 / 90 - 1)
         assert "rerun with --pairs sequential" in capsys.readouterr().err
     if comm.rank == 0:
@@ -104,11 +106,11 @@ def test_the_check_warns_when_a_round_disagrees_with_pairs_alone(capsys):
 def test_sequential_walk_runs_one_pair_at_a_time():
     world = World.create(timeout=20)
     ctx, sink, writer = _setup(world)
-    rows, check = walk(ctx, [_step(world, all_at_once=False)], sink, quiet=True, mode=SEQUENTIAL)
+    rows, checks = walk(ctx, [_step(world, all_at_once=False)], sink, quiet=True, mode=SEQUENTIAL)
     n = world.local_size
     me = world.local_rank
     assert sorted(c[:2] for c in ctx.calls) == sorted(p for p in _step(world, False).pairs if me in p)
-    assert check is None
+    assert checks == []
     if comm.rank == 0:
         writer.close()
         assert len(read_rows(writer.path)) == n * (n - 1) * 2
