@@ -35,7 +35,8 @@ def _bench_parser() -> argparse.ArgumentParser:
         description="Measure how fast the GPUs of one node exchange data across processes through CUDA IPC. "
                     "Run under MPI, one rank per GPU: `mpirun -np 4 ipcbench all`.",
         epilog="Other commands: `ipcbench info` (GPUs, topology, IPC checks; no MPI), "
-               "`ipcbench report PATH…`, `ipcbench compare BASE NEW`.",
+               "`ipcbench report PATH…`, `ipcbench compare BASE NEW`, `mpirun -np 2 ipcbench selftest` (can this "
+               "instrument be trusted here? its rows against an independent anchor).",
     )
     p.add_argument("suites", nargs="+", metavar="SUITE",
                    help=f"all, or one or more of: {', '.join(SUITE_NAMES)}")
@@ -92,15 +93,22 @@ def _bench(argv: list[str]) -> int:
         cfg = build_config(ns)  # every rank parses the same argv: every rank stops here alike
     except UsageError as e:
         return _err(str(e))
-    from ipcbench.errors import WorldError
     from ipcbench.run.runner import run
 
+    return _guarded(lambda: run(cfg))
+
+
+def _guarded(command) -> int:
+    """Run a command that may start MPI: a usage error is one line from rank 0 and exit 2 on every rank; any
+    other error takes the whole job down with its message (MPI Abort)."""
+    from ipcbench.errors import UsageError, WorldError
+
     try:
-        return run(cfg)
+        return command()
     except UsageError as e:
-        # Every rank reaches the same conclusion (decisions are collective): rank 0 says it once.
         from mpi4py import MPI
 
+        # Every rank reaches the same conclusion (decisions are collective): rank 0 says it once.
         if MPI.COMM_WORLD.rank == 0:
             print(f"ipcbench: error: {e}", file=sys.stderr, flush=True)
         return 2
@@ -132,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         _bench_parser().print_help()
-        print("\ncommands: all | " + " | ".join(SUITE_NAMES) + " | info | report | compare")
+        print("\ncommands: all | " + " | ".join(SUITE_NAMES) + " | info | report | compare | selftest")
         return 0 if argv else 2
     if argv[0] == "--version":
         from ipcbench.run.meta import source_digest
@@ -148,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
         from ipcbench.info import run as info_run
 
         return info_run(args)
+    if cmd == "selftest":
+        from ipcbench.errors import UsageError
+        from ipcbench.selftest import command as selftest
+
+        p = _Parser(prog="ipcbench selftest", description=(selftest.__doc__ or "").strip().splitlines()[0])
+        selftest.add_arguments(p)
+        ns = p.parse_args(argv[1:])
+        try:
+            cfg, names, tolerance = selftest.build(ns, argv[1:])
+        except UsageError as e:
+            return _err(str(e))
+        return _guarded(lambda: selftest.run(cfg, names, tolerance, ns.cross))
     if cmd in ("report", "compare"):
         import importlib
 

@@ -357,7 +357,7 @@ def test_without_green_contexts_the_rows_say_so_and_record_the_sms_seen(fake_job
     """No green context can be made (a fake's answer): the bulk kernel runs unconfined, its rows say so and
     why, and sms_used holds how many SMs its CTAs were seen on (here: one per CTA, 2 x 16 = 32)."""
     out = tmp_path / "run"
-    statuses, _ = fake_job(cfg(out, suites=("kernel",), sizes=(1 << 20,), quiet=True,
+    statuses, _ = fake_job(cfg(out, suites=("kernel",), sizes=(256 << 10,), quiet=True,
                                bulk_shape=BulkShape(2, 4, 16, sms=16)),
                            gpu_kw=[{"green_granularity": 0, "green_why": "no green context: fake says no"}] * 2)
     assert statuses == [0, 0]

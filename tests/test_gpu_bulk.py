@@ -184,3 +184,36 @@ def test_bulk_methods_over_two_gpus(tmp_path):
         ratio = f"{b / s:10.3f}" if s else "         -"
         print(f"{r['method']:15s} {r['direction']:9s}  {r['src_rank']}->{r['dst_rank']}  {int(r['bytes']) >> 20:4d}M  "
               f"{b:9.1f}  {'-' if s is None else f'{s:10.1f}'}  {ratio}")
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("shape, want", [("2x4x16@8", 8), ("2x4x16@16", 16), ("1x4x16@4", 8), ("2x4x16", None)])
+def test_at_n_runs_on_n_sms(shape, want):
+    """--sm-bulk ...@N: the kernel is confined to a green context of N SMs (the driver rounds 4 up to its
+    partition of 8 on Hopper), and its CTAs are SEEN (%smid) on exactly that many SMs, for a copy large enough
+    to give every CTA work; without @N they cover every SM. The copy stays exact."""
+    import cupy
+
+    from ipcbench.core import bulk
+    from ipcbench.core.gpu import Gpu
+
+    hopper_or_skip()
+    gpu = Gpu(0, bulk_shape=bulk.BulkShape.parse(shape))
+    try:
+        where = gpu.bulk_placement()
+        n = 256 << 20
+        src = cupy.random.randint(0, 256, size=n, dtype=cupy.uint8)
+        dst = cupy.zeros(n, dtype=cupy.uint8)
+        cupy.cuda.Device(0).synchronize()
+        seen = gpu.bulk_sms_seen(src.data.ptr, dst.data.ptr, n, gpu.bulk_stream())
+        note = bulk.describe(gpu.bulk_shape, gpu.sm_count, where)
+        print(f"{shape}: {where}, CTAs seen on {seen} SMs; {note}")
+        if want is None:
+            assert not where.confined and seen == gpu.sm_count
+        else:
+            assert where.confined and where.sms == want and seen == want, (where, seen)
+            assert f"confined to {want} of {gpu.sm_count} SMs" in note
+        assert int(cupy.count_nonzero(dst != src)) == 0
+    finally:
+        gpu.close()

@@ -50,14 +50,15 @@ def fake_job(monkeypatch):
 
     monkeypatch.setattr(pool, "pool_support", lambda index: (False, "no IPC pools on a fake GPU"))
 
-    def run(cfg, n=2, **node_kw):
+    def run(cfg, n=2, entry=None, **node_kw):
+        """entry(cfg) on every fake rank (default run/runner.run)."""
         state.node = FakeNode(n=n, kinds=(), **node_kw)
         FakeCudaIpc(state.node).install(monkeypatch)
 
         def rank(world):
             local.world = world
             try:
-                return runner.run(cfg)
+                return (entry or runner.run)(cfg)
             except UsageError as e:
                 return f"UsageError: {e}"
 

@@ -1,4 +1,4 @@
-"""core/methods.py (batching rule, engines, GraphBatch) and core/timing.py (gated timing) on a fake GPU
+"""core/methods.py (batching rule, engines, StreamBatch, GraphBatch) and core/timing.py (gated timing) on a fake GPU
 (tests/fakes.py). A fake: these test how transfers are batched, gated and their times added up, not a
 GPU; the fake's stream runs work at once and its clock advances by the configured cost."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fakes import FakeGpu, HostMemory, mismatched_words, pattern
-from ipcbench.core.methods import MAX_QUEUED, METHODS, GraphBatch, Method, plan_segments
+from ipcbench.core.methods import MAX_QUEUED, METHODS, GraphBatch, Method, StreamBatch, plan_segments
 from ipcbench.core.timing import one_window_ms, time_batch
 from ipcbench.errors import MeasureError
 
@@ -46,35 +46,49 @@ def test_method_table_is_consistent():
     assert METHODS["core_ce"].buffers == "core" and METHODS["core_ce"].directions == ("push", "pull")
 
 
-def test_graph_batch_rounds_up_and_launches_one_graph_per_segment():
+def test_stream_batch_enqueues_each_transfer_behind_the_gate_after_one_warm_up():
+    """A method's batch is what an application enqueues: one call per transfer on the stream (no graph), in
+    gated segments of at most MAX_QUEUED, after one un-gated transfer (the first use, which loads kernels)."""
+    g, src, dst = gpu_with_buffers()
+    g.fill(src, 4096, 42)
+    b = METHODS["ce"].batch(g, src, dst, 4096, 1000)
+    assert isinstance(b, StreamBatch) and not hasattr(b, "graph")
+    assert (b.k, b.n_segments, b.count) == (512, 2, 1024) and b.segments() == [1, 1]
+    assert g.copies == 1 and g.log == []  # the warm-up ran, un-gated
+    b.enqueue(2)
+    assert g.copies == 1 + 1024
+    assert mismatched_words(g.memory.view(dst, 4096), 42) == 0
+
+
+def test_one_batch_serves_every_count_of_its_segment_size():
+    """Calibration and sampling at different counts reuse one batch and its warm-up (only segments change)."""
+    g, src, dst = gpu_with_buffers()
+    b = METHODS["ce"].batch(g, src, dst, 4096, 1000)
+    c = b.with_count(3000)
+    assert (c.k, c.n_segments, c.count) == (512, 6, 3072) and g.copies == 1
+    assert (b.n_segments, b.count) == (2, 1024)  # the original is untouched
+    with pytest.raises(ValueError, match="cannot serve"):
+        b.with_count(100)  # a smaller count needs segments of 100 transfers
+
+
+def test_graph_batch_captures_once_and_launches_one_graph_per_segment():
+    """NCCL's batches where both ranks agreed to capture (ipc/nccl.py): captured, not run, no warm-up."""
     g, src, dst = gpu_with_buffers()
     g.fill(src, 4096, 42)
     b = GraphBatch(g, METHODS["ce"], src, dst, 4096, 1000)
-    assert (b.k, b.n_segments, b.count) == (512, 2, 1024) and b.segments() == [1, 1]
-    assert g.copies == 0  # captured, not run
+    assert (b.k, b.n_segments, b.count) == (512, 2, 1024) and g.copies == 0
     b.enqueue(2)
     assert g.copies == 1024 and b.graph.launches == 2
     assert mismatched_words(g.memory.view(dst, 4096), 42) == 0
 
 
-def test_one_graph_serves_every_count_of_its_size():
-    """Calibration and sampling at different counts reuse one captured graph (only launches change)."""
-    g, src, dst = gpu_with_buffers()
-    b = GraphBatch(g, METHODS["ce"], src, dst, 4096, 1000)
-    c = b.with_count(3000)
-    assert c.graph is b.graph and (c.k, c.n_segments, c.count) == (512, 6, 3072)
-    assert (b.n_segments, b.count) == (2, 1024)  # the original is untouched
-    with pytest.raises(ValueError, match="cannot serve"):
-        b.with_count(100)  # a smaller count needs a graph of 100 transfers
-
-
 def test_sm_engine_loops_inside_one_launch_only_for_large_buffers():
     g, src, dst = gpu_with_buffers(1 << 16)  # fake L2 4 KiB: loops from 16 KiB
-    GraphBatch(g, METHODS["sm_write"], src, dst, 4096, 10).enqueue()
-    assert g.launches == [(4096, 1)] * 10
+    METHODS["sm_write"].batch(g, src, dst, 4096, 10).enqueue()
+    assert g.launches == [(4096, 1)] * 11  # the warm-up and ten
     g.launches.clear()
-    GraphBatch(g, METHODS["sm_read"], src, dst, 1 << 16, 10).enqueue()
-    assert g.launches == [(1 << 16, 10)]
+    METHODS["sm_read"].batch(g, src, dst, 1 << 16, 10).enqueue()
+    assert g.launches == [(1 << 16, 1), (1 << 16, 10)]
 
 
 def test_method_enqueue_dispatches_on_its_engine():
@@ -87,7 +101,7 @@ def test_method_enqueue_dispatches_on_its_engine():
 
 def test_time_batch_adds_the_segments_and_releases_after_sync():
     g, src, dst = gpu_with_buffers()
-    b = GraphBatch(g, METHODS["ce"], src, dst, 4096, 1000)
+    b = METHODS["ce"].batch(g, src, dst, 4096, 1000)
     order = []
     g.log = order
     ms = time_batch(g, b, sync_peer=lambda: order.append("sync"))
@@ -98,7 +112,7 @@ def test_time_batch_adds_the_segments_and_releases_after_sync():
 
 def test_time_batch_with_stamps_returns_a_window_per_segment():
     g, src, dst = gpu_with_buffers(skew_ns=300)
-    b = GraphBatch(g, METHODS["ce"], src, dst, 4096, 600)  # 2 segments of 512
+    b = METHODS["ce"].batch(g, src, dst, 4096, 600)  # 2 segments of 512
     ms, marks = time_batch(g, b, stamps=True)
     assert ms == pytest.approx(1024 * 1e-3)
     assert marks == [(300, 300 + 512_000), (300, 300 + 512_000)]
@@ -106,7 +120,7 @@ def test_time_batch_with_stamps_returns_a_window_per_segment():
 
 def test_time_batch_raises_when_the_gate_timed_out():
     g, src, dst = gpu_with_buffers(gate_times_out=True)
-    b = GraphBatch(g, METHODS["ce"], src, dst, 64, 3)
+    b = METHODS["ce"].batch(g, src, dst, 64, 3)
     with pytest.raises(MeasureError, match="gate kernel timed out"):
         time_batch(g, b)
     assert g.released == [1]  # the gate was opened before giving up, so the stream cannot stay stuck

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ipcbench import __version__
@@ -83,10 +84,44 @@ def _setup_buffers(ctx, steps, sizes) -> None:
     setup_gpu_features(ctx, needs)
 
 
+@dataclass
+class Session:
+    """One run once every rank has passed its setup: what walking the plan and closing the run need.
+    `meta` and `writer` are world rank 0's (empty and None elsewhere)."""
+
+    cfg: object
+    world: World
+    steps: list
+    run_dir: Path
+    gpu: object
+    ctx: object
+    mode: object
+    meta: dict
+    writer: ResultsWriter | None
+    sink: object
+    t0: float = field(default_factory=time.monotonic)
+    timings: dict = field(default_factory=dict)
+
+
 def run(cfg) -> int:
+    """`ipcbench SUITE...`: start the run, walk its plan, release what the suites hold, close it."""
+    s = start(cfg)
+    if isinstance(s, int):
+        return s  # a dry run
+    rows, checks = measure(s)
+    release(s)
+    return finish(s, rows, checks)
+
+
+def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
+    """Every collective decision of a run's setup, the run directory and its meta.json: a Session, or the
+    dry run's exit status. `make_steps(local_size, gpu_of)`: the plan where it depends on which rank has which
+    GPU (ipcbench selftest); the configuration's suites otherwise. `example`: how to start it, for the error
+    without mpirun."""
     from ipcbench.core.context import Ctx
+    from ipcbench.core.gpu import Gpu
     from ipcbench.run.collect import RowSink
-    from ipcbench.run.meta import make_run_id, now_iso
+    from ipcbench.run.meta import make_run_id
     from ipcbench.run.outdir import choose_run_dir
 
     world = World.create(timeout=cfg.timeout_s)
@@ -100,20 +135,17 @@ def run(cfg) -> int:
                              f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
         return dry_run(world, cfg, cfg.steps(gpus), assumed_ranks=gpus)
     if world.size < 2:
-        raise UsageError("ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), "
-                         "e.g. `mpirun -np 4 ipcbench all`")
-    steps = cfg.steps(world.local_size)
+        raise UsageError(f"ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), e.g. {example}")
     if cfg.dry_run:
-        return dry_run(world, cfg, steps)
+        return dry_run(world, cfg, cfg.steps(world.local_size))
 
     run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, make_run_id(world.hosts[0])))))
     index, info = _select_gpu(world)
-    from ipcbench.core.gpu import Gpu
-
+    gpu_of = world.node_allgather(index, "the GPU of every rank")
+    steps = make_steps(world.local_size, gpu_of) if make_steps else cfg.steps(world.local_size)
     gpu = Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)
     mps_on, mps_meta = _detect_mps(world, index)
     _check_memory(world, gpu, sizes, steps)
-    gpu_of = world.node_allgather(index, "the GPU of every rank")
     ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
               gpu_of=gpu_of, node_ranks=world.node_ranks, mps=mps_on,
               corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
@@ -133,8 +165,7 @@ def run(cfg) -> int:
         write_meta(run_dir, meta)
         writer = ResultsWriter(run_dir)
     world.barrier(world.comm, "the run directory")
-    sink = RowSink(world, writer, str(run_dir))
-    t0 = time.monotonic()
+    s = Session(cfg, world, steps, run_dir, gpu, ctx, mode, meta, writer, RowSink(world, writer, str(run_dir)))
     say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
                f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(cfg.suites)}; "
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "
@@ -142,44 +173,62 @@ def run(cfg) -> int:
     say(world, f"pairs: {mode.mode} ({mode.reason}); serial steps: {mode.serial.describe()}; "
                f"results: {run_dir / 'results.csv'}")
     say(world, f"MPS: {mps.summary(mps_meta)}")
-    timings: dict[str, float] = {}
+    return s
+
+
+def measure(s: Session):
+    """Walk the plan (run/walk.py): (every row rank 0 holds, every node's concurrency checks on rank 0)."""
     profile = _profiler()
-    all_rows, node_checks = walk(ctx, steps, sink, quiet=cfg.quiet, mode=mode, timings=timings)
+    rows, node_checks = walk(s.ctx, s.steps, s.sink, quiet=s.cfg.quiet, mode=s.mode, timings=s.timings)
     if profile:
         profile.disable()
-        profile.dump_stats(os.path.join(os.environ["IPCBENCH_PROFILE"], f"rank{world.rank}.prof"))
-    checks = world.world_gather(node_checks, "the concurrency checks")
-    if "event_ipc" in ctx.state:
-        ctx.state["event_ipc"].close()
+        profile.dump_stats(os.path.join(os.environ["IPCBENCH_PROFILE"], f"rank{s.world.rank}.prof"))
+    checks = s.world.world_gather(node_checks, "the concurrency checks")
+    return rows, [c for node in checks for c in node] if checks else []
+
+
+def release(s: Session) -> None:
+    """Free what the suites and the setup hold (collective): interprocess events, NCCL communicators before
+    the buffers their last calls touched, then every rank's shared buffers."""
     from ipcbench.ipc.nccl import close_pairs
 
-    close_pairs(ctx)  # before the buffers its communicators last touched are freed
+    ctx = s.ctx
+    if "event_ipc" in ctx.state:
+        ctx.state["event_ipc"].close()
+    close_pairs(ctx)
     for bs in ctx.buffers.values():
-        bs.destroy(world)
+        bs.destroy(s.world)
+    ctx.buffers = {}
+
+
+def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:
+    """Close the run: meta.json completed (with `extra_meta`), the CSV closed, the matrices and the summary
+    printed; every rank returns the run's exit status (1 when a row failed verification)."""
+    from ipcbench.core.rows import failed
+    from ipcbench.run.meta import now_iso
+
+    world, cfg, meta, writer = s.world, s.cfg, s.meta, s.writer
     status = 0
     if world.rank == 0:
-        from ipcbench.core.rows import failed
-
         bad = [r for r in all_rows if failed(r, cfg.verify)]
-        meta.update(end=now_iso(), status="complete", wall_s=round(time.monotonic() - t0, 2), rows=writer.count,
-                    failed_rows=len(bad), suite_wall_s=timings)
-        found = [c for node in checks for c in node]
-        if found:
-            meta["pair_mode"]["check"] = found
-        write_meta(run_dir, meta)
+        meta.update(end=now_iso(), status="complete", wall_s=round(time.monotonic() - s.t0, 2), rows=writer.count,
+                    failed_rows=len(bad), suite_wall_s=s.timings, **(extra_meta or {}))
+        if checks:
+            meta["pair_mode"]["check"] = checks
+        write_meta(s.run_dir, meta)
         writer.close()
         if not cfg.quiet:
             from ipcbench.run.console import matrices
 
             print()
             print(matrices(all_rows, host=world.hosts[0]))
-        print(f"{writer.count} rows in {meta['wall_s']:.1f} s -> {run_dir / 'results.csv'}")
+        print(f"{writer.count} rows in {meta['wall_s']:.1f} s -> {s.run_dir / 'results.csv'}")
         if bad:
             print(f"ipcbench: {len(bad)} row(s) FAILED verification (verified=false in the CSV), e.g. "
                   f"{bad[0].suite}/{bad[0].method} {bad[0].direction} {bad[0].bytes} B: {bad[0].note}", file=sys.stderr)
             status = 1
     status = world.world_allreduce_max(status, "the run's exit status")
-    gpu.close()
+    s.gpu.close()
     return status
 
 

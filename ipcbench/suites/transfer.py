@@ -16,13 +16,14 @@ def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) 
         m = METHODS[name]
         for d in m.directions:
             pairs = unordered_pairs(n) if d == "bidir" else ordered_pairs(n)
-            steps.append(Step(suite, f"{name} {d}", pairs, sizes, _pair_runner(suite, name, d),
+            steps.append(Step(suite, f"{name} {d}", pairs, sizes, pair_runner(suite, name, d),
                               needs=(m.buffers, *m.gpu_needs), cost=2.0 if d == "bidir" else 1.0, rounds_ok=True,
                               twin=m.buffers != "legacy", engine=m.engine))
     return steps
 
 
-def _pair_runner(suite: str, method_name: str, direction: str):
+def pair_runner(suite: str, method_name: str, direction: str):
+    """A step's run(ctx, src, dst, sizes): one pair's sweep of the method in one direction (core/pair.py)."""
     def run(ctx, src, dst, sizes):
         from ipcbench.core.methods import METHODS
         from ipcbench.core.pair import measure_pair

@@ -1,0 +1,108 @@
+"""The selftest's independent path: the same transfer timed the way nvbandwidth times it, with nothing of
+ipcbench's measuring machinery in between.
+
+One process, buffers it allocated itself (cudaMalloc; on another GPU through peer access: no IPC), the
+transfers enqueued call by call on a stream between two events behind a spin kernel (nvbandwidth's
+spinKernel: the host finishes enqueuing before the GPU starts), a fixed number of transfers per repetition
+(about 10 ms, longer than ipcbench's samples), the median of REPS repetitions after one. None of
+core/methods (batches), core/timing, core/sampler (calibration, stopping rule), core/pair (the protocol of
+two processes) or ipc/ (sharing memory) is used; only the Gpu's primitives that enqueue one transfer
+(cudaMemcpyAsync, the copy kernels), the gate kernel as the spin kernel, and fill/verify.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ipcbench.core.sampler import median_noise
+from ipcbench.errors import MeasureError
+from ipcbench.selftest.plan import AnchorKey
+from ipcbench.selftest.verdict import Anchor
+
+REPS = 7
+TARGET_MS = 10.0
+MAX_TRANSFERS = 512  # behind one spin kernel, as ipcbench's own segments (core/methods.MAX_QUEUED)
+
+
+def _enqueue(gpu, engine: str, stream, src: int, dst: int, nbytes: int, n: int) -> None:
+    """n transfers as an application enqueues them (an SM copy of at least 4 x L2 loops n passes in one
+    launch, as nvbandwidth's copy kernel does)."""
+    if engine == "ce":
+        for _ in range(n):
+            gpu.copy_async(dst, src, nbytes, stream)
+        return
+    launch = gpu.launch_copy if engine == "sm" else gpu.launch_bulk_copy
+    if nbytes >= gpu.loop_in_kernel_bytes:
+        launch(src, dst, nbytes, n, stream)
+    else:
+        for _ in range(n):
+            launch(src, dst, nbytes, 1, stream)
+
+
+def _latched_ms(gpu, engine: str, stream, src: int, dst: int, nbytes: int, n: int) -> float:
+    start, stop = gpu.event(), gpu.event()
+    ticket = gpu.gate(stream)
+    start.record(stream)
+    _enqueue(gpu, engine, stream, src, dst, nbytes, n)
+    stop.record(stream)
+    gpu.release(ticket)
+    gpu.wait(stream, what="an anchor's transfers")
+    if gpu.gate_timed_out(ticket):
+        raise MeasureError("selftest anchor: the spin kernel timed out before its transfers were enqueued")
+    return gpu.elapsed_ms(start, stop)
+
+
+def measure_one(gpu, engine: str, stream, src: int, dst: int, nbytes: int, seed: int) -> Anchor:
+    """The anchor of one size: warm-up, a one-transfer probe for the count, REPS repetitions, one check."""
+    _enqueue(gpu, engine, stream, src, dst, nbytes, 1)  # loads the kernels before anything waits on the latch
+    gpu.wait(stream, what="an anchor's warm-up")
+    per_ms = _latched_ms(gpu, engine, stream, src, dst, nbytes, 1)
+    n = max(1, min(MAX_TRANSFERS, math.ceil(TARGET_MS / max(per_ms, 1e-4))))
+    gpu.fill(src, nbytes, seed)
+    gpu.fill(dst, nbytes, seed ^ 0x5A5A5A5A)
+    gpu.wait(what="an anchor's fill")
+    times = [_latched_ms(gpu, engine, stream, src, dst, nbytes, n) for _ in range(REPS + 1)][1:]
+    bad = gpu.verify(dst, nbytes, seed)
+    per = [t / n for t in times]
+    return Anchor(gbps=nbytes / (statistics.median(per) * 1e-3) / 1e9, noise=median_noise(per), reps=REPS,
+                  transfers=n, mismatches=bad)
+
+
+def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
+    """{(key, size): Anchor} for one anchor job; this rank's GPU is the key's driving GPU. A buffer on
+    another GPU is allocated there by this process (peer access, no IPC) and freed before returning."""
+    import cupy
+    from cupy.cuda import runtime
+
+    if gpu.index != key.driver_gpu:
+        raise MeasureError(f"selftest anchor {key.describe()} measured on GPU {gpu.index}")
+    big = max(sizes)
+    other = key.src_gpu if key.style == "pull" else key.dst_gpu
+    remote = None
+    if other != gpu.index:
+        try:
+            runtime.deviceEnablePeerAccess(other)
+        except runtime.CUDARuntimeError as e:
+            if "PeerAccessAlreadyEnabled" not in str(e):
+                raise MeasureError(f"selftest anchor {key.describe()}: peer access to GPU {other}: {e}") from None
+        with cupy.cuda.Device(other):
+            remote = runtime.malloc(big)
+    mine = gpu.malloc(big)
+    if key.style == "local":
+        src, dst = mine, gpu.malloc(big)
+    elif key.style == "push":
+        src, dst = mine, remote
+    else:
+        src, dst = remote, mine
+    stream = gpu.bulk_stream() if key.engine == "sm_bulk" else gpu.stream
+    try:
+        return {(key, n): measure_one(gpu, key.engine, stream, src, dst, n, seed=(n * 2654435761 + i) & 0xFFFFFFFF)
+                for i, n in enumerate(sizes)}
+    finally:
+        gpu.free(mine)
+        if key.style == "local":
+            gpu.free(dst)
+        if remote is not None:
+            with cupy.cuda.Device(other):
+                runtime.free(remote)

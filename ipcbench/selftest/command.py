@@ -1,0 +1,159 @@
+"""ipcbench selftest: can this instrument be trusted here? Its own one-way rows against an independent anchor.
+
+ipcbench's rows are checked size by size against the same transfers timed another way.
+
+Run it once on a new machine type, under MPI like every measurement: `mpirun -np 2 ipcbench selftest` on one
+GPU (two ranks share it: the same-GPU paths), `mpirun -np N` on N GPUs (pairs across GPUs), `mpirun -np 2N`
+for both. It measures every one-way method of the copy, kernel, pool and vmm suites (selftest/plan.py says
+on which pairs), then the same transfers through the anchor (selftest/anchor.py: one process, no IPC,
+stream enqueue between events behind a spin kernel), and prints the difference of every row. Exit 0: every
+row is within its noise plus its anchor's plus --tolerance (2%); 1: a row is not (the rows are named), or
+a transfer failed verification; 2: it cannot judge (no GPU, no mpirun, too little memory, ranks bound one
+per GPU, nothing measured). The run directory holds the rows (results.csv, meta.json) and selftest.csv.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ipcbench.errors import UsageError
+from ipcbench.selftest import plan
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--sizes", default=plan.DEFAULT_SIZES,
+                   help=f"message sizes, as for the suites (default {plan.DEFAULT_SIZES})")
+    p.add_argument("--methods", help="a comma list of one-way methods to check (default: every one of the "
+                                     "copy, kernel, pool and vmm suites: " + ", ".join(plan.methods()) + ")")
+    p.add_argument("--cross", choices=plan.CROSS, default="ring",
+                   help="pairs across GPUs: a ring of the GPUs (each once as sender and once as receiver) or "
+                        "every ordered pair (default ring)")
+    p.add_argument("--tolerance", type=float, default=plan.TOLERANCE * 100, metavar="PCT",
+                   help=f"allowed difference beyond both noises, percent (default {plan.TOLERANCE * 100:g})")
+    p.add_argument("--out", metavar="DIR", help="run directory (default results/<run-id>)")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="give up on any wait for another rank after S seconds (default 300)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--sm-copy", default=None, metavar="BxTxU", help="SM copy kernel shape (as for the suites)")
+    p.add_argument("--sm-bulk", default=None, metavar="BxSxC[@N]", help="bulk-copy kernel shape (as for the suites)")
+
+
+def build(ns, argv: list[str]):
+    """(RunConfig of the measurement, method names, tolerance); UsageError names the option and why."""
+    from types import SimpleNamespace
+
+    from ipcbench.config import build_config
+
+    names = plan.methods()
+    if ns.methods:
+        want = [m.strip() for m in ns.methods.split(",") if m.strip()]
+        unknown = [m for m in want if m not in names]
+        if unknown or not want:
+            raise UsageError(f"--methods: {', '.join(unknown) or 'none given'}: choose from {', '.join(names)}")
+        names = [m for m in names if m in want]
+    if not (0 <= ns.tolerance <= 50):
+        raise UsageError(f"--tolerance must be in [0, 50] percent (got {ns.tolerance:g})")
+    suites = sorted({plan.suite_of(m) for m in names}, key=["copy", "kernel", "pool", "vmm"].index)
+    bench = SimpleNamespace(suites=suites, sizes=ns.sizes, quick=False, samples=None, min_time=None, noise=None,
+                            max_time=None, no_verify=False, timeout=ns.timeout, out=ns.out, dry_run=False,
+                            json=False, quiet=ns.quiet, pairs="sequential", serial_pairs="all", sm_copy=ns.sm_copy,
+                            sm_bulk=ns.sm_bulk, argv=["selftest", *argv])
+    return build_config(bench), names, ns.tolerance / 100
+
+
+def make_steps(names: list[str], sizes: list[int], cross: str):
+    """make_steps(local_size, gpu_of) for run/runner.start: one step per method and one-way direction over
+    the selftest's pairs (plan.pairs), each pair measured alone."""
+    def steps(_n: int, gpu_of: list[int]):
+        from ipcbench.core.methods import METHODS
+        from ipcbench.suites.registry import Step
+        from ipcbench.suites.transfer import pair_runner
+
+        same, across = plan.pairs(gpu_of, cross)
+        out = []
+        for name in names:
+            m = METHODS[name]
+            for d in ("push", "pull"):
+                if d in m.directions:
+                    suite = plan.suite_of(name)
+                    out.append(Step(suite, f"{name} {d}", same + across, list(sizes), pair_runner(suite, name, d),
+                                    needs=(m.buffers, *m.gpu_needs), engine=m.engine))
+        return out
+
+    return steps
+
+
+def measurable(ctx, names: list[str]) -> list[str]:
+    """The methods whose needs (buffer kind, GPU feature) this node has: the ones walk measured."""
+    from ipcbench.core.methods import METHODS
+
+    return [n for n in names if all(ctx.has(k) for k in (METHODS[n].buffers, *METHODS[n].gpu_needs))]
+
+
+def measure_anchors(s, measured: list[str], cross: str) -> dict:
+    """Every anchor the rows of the `measured` methods need, one job at a time on its driving GPU's lowest
+    rank while the node's other ranks wait; {(host, key, bytes): Anchor} gathered on world rank 0 (None
+    elsewhere)."""
+    from ipcbench.run.console import say
+    from ipcbench.selftest import anchor
+
+    ctx, world = s.ctx, s.world
+    same, across = plan.pairs(ctx.gpu_of, cross)
+    jobs = plan.anchor_jobs(ctx.gpu_of, same, across, measured)
+    sizes = list(s.cfg.sizes)
+    mine = {}
+    for i, (owner, key) in enumerate(jobs):
+        say(world, f"[selftest] anchor {i + 1}/{len(jobs)}: {key.describe()}, one process, no IPC")
+        world.node_barrier(f"the selftest anchor {key.describe()}")
+        if world.local_rank == owner:
+            mine.update({(world.host, k, n): a for (k, n), a in anchor.measure(ctx.gpu, key, sizes).items()})
+        world.node_barrier(f"the selftest anchor {key.describe()} to end")
+    parts = world.world_gather(mine, "the selftest anchors")
+    return {k: v for p in parts for k, v in p.items()} if parts is not None else None
+
+
+def run(cfg, names: list[str], tolerance: float, cross: str) -> int:
+    """The command (`build` made its arguments): measure, anchor, judge; every rank returns the same exit
+    status."""
+    from ipcbench.run import runner
+    from ipcbench.selftest import verdict
+
+    s = runner.start(cfg, make_steps(names, list(cfg.sizes), cross),
+                     example="`mpirun -np 2 ipcbench selftest` (two ranks share one GPU), -np N on N GPUs")
+    rows, round_checks = runner.measure(s)
+    measured = measurable(s.ctx, names)
+    runner.release(s)  # the anchors need the memory the shared buffers held
+    anchors = measure_anchors(s, measured, cross)
+    world = s.world
+    checks, extra = [], {}
+    if world.rank == 0:
+        checks = verdict.judge(rows, anchors, tolerance)
+        verdict.write_csv(s.run_dir / "selftest.csv", checks)
+        extra = {"command": "selftest", "selftest": {**verdict.summary(checks, tolerance), "cross": cross,
+                                                    "methods": names}}
+    status = runner.finish(s, rows, round_checks, extra)
+    judged = 0
+    if world.rank == 0:
+        bad = [c for c in checks if not c.ok]
+        print()
+        print("ipcbench selftest: each one-way row against the same transfer in one process (no IPC, stream "
+              "enqueue between events behind a spin kernel); difference from the anchor, '!' beyond the "
+              f"row's noise + the anchor's + {tolerance:.1%}")
+        print(verdict.table(checks))
+        print()
+        print(verdict.anchors_table(anchors))
+        print(f"-> {s.run_dir / 'selftest.csv'}")
+        if not checks:
+            print("ipcbench: error: the selftest measured nothing it could judge (every step was skipped: see "
+                  "above)", file=sys.stderr)
+            judged = 2
+        elif bad:
+            worst = sorted(bad, key=lambda c: -abs(c.diff or 0))[:5]
+            print(f"ipcbench: selftest FAILED: {len(bad)} of {len(checks)} rows differ from their anchor, e.g. "
+                  + "; ".join(f"{c.method} {c.direction} {c.src_rank}->{c.dst_rank} {c.bytes} B: {c.why}" for c in worst),
+                  file=sys.stderr)
+            judged = 1
+        else:
+            print(f"selftest passed: {len(checks)} rows within their anchor's tolerance")
+    judged = world.world_allreduce_max(judged, "the selftest's verdict")
+    return max(status, judged) if judged != 2 else 2

@@ -1,0 +1,116 @@
+"""What `ipcbench selftest` measures, and against which anchor (pure: no GPU, no MPI).
+
+ipcbench's own rows: every one-way method (push, pull) of the copy, kernel, pool and vmm suites, over a
+sweep of the sizes people pick (powers of two and the sizes between them) plus three small ones for the
+per-transfer cost, on these pairs of node-local ranks, measured one pair at a time:
+  - on every GPU that two or more ranks share: its two lowest ranks (a, b) -- push is a's process writing
+    into b's memory, pull is b's process reading a's;
+  - across GPUs: the lowest rank of each GPU on a ring of the GPUs (`--cross ring`, each GPU once as sender
+    and once as receiver), or every ordered pair of GPUs (`--cross all`).
+Bidirectional rows are not checked: one process's two streams on one GPU run concurrently, two processes'
+copies on one GPU are time-sliced (docs/measurement.md), so no one-process anchor times the same thing.
+
+The anchor of a row (`anchor_key`): the same engine (copy engine, SM kernel, bulk kernel) moving the same
+number of bytes in ONE process, between buffers it allocated itself with cudaMalloc (no IPC), enqueued on a
+stream between events behind a spin kernel (selftest/anchor.py): on one GPU a local copy, which serves both
+directions and every twin (pool, VMM, cuda.core memory); across GPUs a peer copy driven from the driver's
+GPU (push: the source's, pull: the destination's). Each anchor is measured by the lowest rank of the
+driving GPU (`anchor_jobs`) while every other rank waits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipcbench.core.methods import METHODS
+
+DEFAULT_SIZES = "4K,64K,1M,64M,128M,256M,384M,512M,768M,1G"
+# The methods checked: every method of these engines that has a one-way direction (NCCL is two-sided: no
+# one-process anchor does what a send and its receive do).
+ENGINES = ("ce", "sm", "sm_bulk")
+CROSS = ("ring", "all")
+TOLERANCE = 0.02  # beyond both noises: the issue's bound, and what a user may expect an instrument to hold
+SUITE_OF_BUFFERS = {"legacy": None, "pool": "pool", "vmm": "vmm", "core": "pool"}  # the suite a method's rows go to
+
+
+def methods() -> list[str]:
+    """The methods the selftest checks, in the method table's order."""
+    return [m.name for m in METHODS.values() if m.engine in ENGINES and set(m.directions) & {"push", "pull"}]
+
+
+def suite_of(method: str) -> str:
+    """The suite whose rows a method's are (the one `ipcbench all` measures it in)."""
+    m = METHODS[method]
+    if m.buffers != "legacy":
+        return SUITE_OF_BUFFERS[m.buffers]
+    return "copy" if m.engine == "ce" else "kernel"
+
+
+def leaders(gpu_of: list[int]) -> dict[int, list[int]]:
+    """GPU -> its node-local ranks, lowest first."""
+    out: dict[int, list[int]] = {}
+    for r, g in enumerate(gpu_of):
+        out.setdefault(g, []).append(r)
+    return dict(sorted(out.items()))
+
+
+def pairs(gpu_of: list[int], cross: str = "ring") -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(same-GPU pairs, cross-GPU pairs) of node-local ranks the selftest measures."""
+    if cross not in CROSS:
+        raise ValueError(f"cross must be one of {', '.join(CROSS)}")
+    by_gpu = leaders(gpu_of)
+    same = [(rs[0], rs[1]) for rs in by_gpu.values() if len(rs) >= 2]
+    heads = [rs[0] for rs in by_gpu.values()]
+    if len(heads) < 2:
+        return same, []
+    if cross == "all":
+        return same, [(a, b) for a in heads for b in heads if a != b]
+    ring = [(heads[i], heads[(i + 1) % len(heads)]) for i in range(len(heads))]
+    if len(heads) == 2:  # a ring of two is both directions of its one pair
+        ring = [(heads[0], heads[1]), (heads[1], heads[0])]
+    return same, ring
+
+
+@dataclass(frozen=True)
+class AnchorKey:
+    """What one anchor measures: `engine` moving bytes from GPU `src_gpu` to GPU `dst_gpu`, driven from the
+    source (push) or the destination (pull); "local" on one GPU."""
+
+    engine: str
+    style: str  # "local", "push" or "pull"
+    src_gpu: int
+    dst_gpu: int
+
+    @property
+    def driver_gpu(self) -> int:
+        return self.dst_gpu if self.style == "pull" else self.src_gpu
+
+    def describe(self) -> str:
+        if self.style == "local":
+            return f"{self.engine} on GPU {self.src_gpu}"
+        return f"{self.engine} {self.style} GPU {self.src_gpu} -> {self.dst_gpu}"
+
+
+def anchor_key(method: str, direction: str, src_gpu: int, dst_gpu: int) -> AnchorKey:
+    """The anchor a one-way row of `method` is judged against."""
+    engine = METHODS[method].engine
+    if src_gpu == dst_gpu:
+        return AnchorKey(engine, "local", src_gpu, src_gpu)
+    return AnchorKey(engine, direction, src_gpu, dst_gpu)
+
+
+def anchor_jobs(gpu_of: list[int], same: list[tuple[int, int]], cross: list[tuple[int, int]],
+                method_names: list[str]) -> list[tuple[int, AnchorKey]]:
+    """(node-local rank that measures it, key) for every anchor the rows need, in one order every rank
+    shares: the lowest rank of the driving GPU measures it."""
+    keys: set[AnchorKey] = set()
+    for name in method_names:
+        m = METHODS[name]
+        for d in ("push", "pull"):
+            if d not in m.directions:
+                continue
+            for a, b in same + cross:
+                keys.add(anchor_key(name, d, gpu_of[a], gpu_of[b]))
+    lead = {g: rs[0] for g, rs in leaders(gpu_of).items()}
+    order = sorted(keys, key=lambda k: (ENGINES.index(k.engine), k.style, k.src_gpu, k.dst_gpu))
+    return [(lead[k.driver_gpu], k) for k in order]

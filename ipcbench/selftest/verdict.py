@@ -1,0 +1,119 @@
+"""The selftest's verdict (pure): each of ipcbench's one-way rows against its anchor, within both noises
+plus a tolerance; the table a person reads and the CSV a script reads."""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import asdict, dataclass
+
+from ipcbench.selftest.plan import anchor_key
+from ipcbench.sizes import fmt_size
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One anchor measurement: GB/s of the median repetition, the relative half-width of its median's
+    interval (core/sampler.median_noise), repetitions, transfers per repetition, destination mismatches."""
+
+    gbps: float
+    noise: float
+    reps: int
+    transfers: int
+    mismatches: int = 0
+
+
+@dataclass(frozen=True)
+class Check:
+    method: str
+    direction: str
+    src_rank: int
+    dst_rank: int
+    src_gpu: int
+    dst_gpu: int
+    bytes: int
+    ipcbench_gbps: float
+    ipcbench_noise: float
+    anchor: str
+    anchor_gbps: float | None
+    anchor_noise: float | None
+    diff: float | None  # ipcbench / anchor - 1
+    allowed: float | None  # both noises + the tolerance
+    ok: bool
+    why: str = ""
+
+
+def judge(rows, anchors: dict, tolerance: float) -> list[Check]:
+    """A Check per one-way bandwidth row: ok when |row / anchor - 1| <= row noise + anchor noise + tolerance,
+    the row and its anchor verified. A row without an anchor, or an unverified one, is not ok. `anchors`:
+    {(host, AnchorKey, bytes): Anchor}."""
+    out = []
+    for r in rows:
+        if r.direction not in ("push", "pull") or r.bw_gbps_median is None:
+            continue
+        key = anchor_key(r.method, r.direction, r.src_gpu, r.dst_gpu)
+        a = anchors.get((r.host, key, r.bytes))
+        noise = r.noise if r.noise is not None else float("inf")
+        base = dict(method=r.method, direction=r.direction, src_rank=r.src_rank, dst_rank=r.dst_rank,
+                    src_gpu=r.src_gpu, dst_gpu=r.dst_gpu, bytes=r.bytes, ipcbench_gbps=r.bw_gbps_median,
+                    ipcbench_noise=noise, anchor=key.describe())
+        if a is None:
+            out.append(Check(**base, anchor_gbps=None, anchor_noise=None, diff=None, allowed=None, ok=False,
+                             why="no anchor was measured"))
+            continue
+        diff = r.bw_gbps_median / a.gbps - 1
+        allowed = noise + a.noise + tolerance
+        why = ("the row failed verification" if not r.verified else
+               "the anchor's copy failed verification" if a.mismatches else
+               f"{diff:+.1%} is beyond {allowed:.1%}" if abs(diff) > allowed else "")
+        out.append(Check(**base, anchor_gbps=a.gbps, anchor_noise=a.noise, diff=diff, allowed=allowed,
+                         ok=not why, why=why))
+    return out
+
+
+def table(checks: list[Check]) -> str:
+    """One line per (method, direction, pair), one column per size: the difference from the anchor, with
+    '!' where it is beyond what is allowed."""
+    sizes = sorted({c.bytes for c in checks})
+    lines: dict[tuple, dict[int, Check]] = {}
+    for c in checks:
+        lines.setdefault((c.method, c.direction, c.src_rank, c.dst_rank, c.src_gpu, c.dst_gpu), {})[c.bytes] = c
+    head = f"{'method':14s} {'dir':4s} {'ranks':7s} {'GPUs':6s}" + "".join(f"{fmt_size(s):>8s}" for s in sizes)
+    out = [head]
+    for (m, d, a, b, ga, gb), by_size in lines.items():
+        cells = []
+        for s in sizes:
+            c = by_size.get(s)
+            cells.append("" if c is None else "n/a" if c.diff is None else f"{c.diff:+.1%}" + ("!" if not c.ok else ""))
+        out.append(f"{m:14s} {d:4s} {f'{a}->{b}':7s} {f'{ga}->{gb}':6s}" + "".join(f"{x:>8s}" for x in cells))
+    return "\n".join(out)
+
+
+def anchors_table(anchors: dict) -> str:
+    """The anchors' GB/s, one line per (host, anchor), one column per size."""
+    sizes = sorted({n for _, _, n in anchors})
+    keys = sorted({(h, k) for h, k, _ in anchors}, key=lambda hk: (hk[0], hk[1].engine, hk[1].style, hk[1].src_gpu,
+                                                                   hk[1].dst_gpu))
+    many = len({h for h, _ in keys}) > 1
+    out = [f"{'anchor (GB/s)':30s}" + "".join(f"{fmt_size(s):>8s}" for s in sizes)]
+    for h, k in keys:
+        name = f"{h}: {k.describe()}" if many else k.describe()
+        out.append(f"{name:30s}" + "".join(
+            f"{anchors[(h, k, s)].gbps:8.1f}" if (h, k, s) in anchors else f"{'':8s}" for s in sizes))
+    return "\n".join(out)
+
+
+def write_csv(path: str | os.PathLike, checks: list[Check]) -> None:
+    """Every check as a row (a new file: the selftest writes into its own new run directory)."""
+    with open(path, "x", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(Check.__dataclass_fields__))
+        w.writeheader()
+        for c in checks:
+            w.writerow({k: ("" if v is None else v) for k, v in asdict(c).items()})
+
+
+def summary(checks: list[Check], tolerance: float) -> dict:
+    """What meta.json records of the verdict."""
+    bad = [c for c in checks if not c.ok]
+    return {"rows": len(checks), "mismatches": len(bad), "tolerance": tolerance,
+            "worst": max((abs(c.diff) for c in checks if c.diff is not None), default=None)}

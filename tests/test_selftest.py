@@ -1,0 +1,210 @@
+"""ipcbench selftest's logic (selftest/plan.py, verdict.py, command.py): which pairs and anchors, the
+verdict's arithmetic, the table, the command's errors, and the whole command on fakes (tests/fakes.py). A
+fake GPU says nothing about an instrument on a GPU: tests/test_gpu_selftest.py runs the real one."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import REPO, launcher_free_env, mpiexec_or_skip
+from ipcbench.core import gpu as gpumod
+from ipcbench.core.methods import METHODS
+from ipcbench.errors import UsageError
+from ipcbench.results import Row
+from ipcbench.selftest import anchor, command, plan, verdict
+from ipcbench.selftest.plan import AnchorKey
+from test_run_on_fakes import FAST, fake_job, rows_of  # noqa: F401 - fake_job is a fixture
+
+
+# ---- the plan (pure) ----------------------------------------------------------------------------------
+
+def test_the_methods_are_every_one_way_method_of_the_copy_engine_and_the_kernels():
+    names = plan.methods()
+    assert names[:2] == ["ce", "sm_read"] and "nccl" not in names and "vmm_sm_write" in names
+    assert {METHODS[m].engine for m in names} == {"ce", "sm", "sm_bulk"}
+    assert [plan.suite_of(m) for m in ("ce", "sm_bulk_read", "pool_sm_read", "core_ce", "vmm_ce")] == [
+        "copy", "kernel", "pool", "pool", "vmm"]
+
+
+@pytest.mark.parametrize("gpu_of, cross, same, across", [
+    ([0, 0], "ring", [(0, 1)], []),                                   # one GPU, two ranks
+    ([0, 1], "ring", [], [(0, 1), (1, 0)]),                           # two GPUs: both ways
+    ([0, 1, 2, 3], "ring", [], [(0, 1), (1, 2), (2, 3), (3, 0)]),      # a ring of four
+    ([0, 1, 0, 1], "ring", [(0, 2), (1, 3)], [(0, 1), (1, 0)]),        # 2 x 2: both kinds
+    ([0, 1, 2], "all", [], [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]),
+    ([0], "ring", [], []),
+])
+def test_pairs(gpu_of, cross, same, across):
+    assert plan.pairs(gpu_of, cross) == (same, across)
+
+
+def test_anchor_keys_and_who_measures_them():
+    """On one GPU one local anchor serves push, pull and every twin; across GPUs push is driven from the
+    source's GPU and pull from the destination's, each by that GPU's lowest rank."""
+    assert plan.anchor_key("ce", "push", 3, 3) == plan.anchor_key("vmm_ce", "pull", 3, 3) == AnchorKey("ce", "local", 3, 3)
+    assert plan.anchor_key("sm_read", "pull", 0, 1) == AnchorKey("sm", "pull", 0, 1)
+    gpu_of = [0, 1, 0, 1]
+    same, across = plan.pairs(gpu_of)
+    jobs = plan.anchor_jobs(gpu_of, same, across, ["ce", "sm_read", "sm_write"])
+    assert (0, AnchorKey("ce", "local", 0, 0)) in jobs and (1, AnchorKey("sm", "local", 1, 1)) in jobs
+    assert (1, AnchorKey("ce", "pull", 0, 1)) in jobs and (0, AnchorKey("ce", "push", 0, 1)) in jobs
+    assert (1, AnchorKey("sm", "pull", 0, 1)) in jobs and (0, AnchorKey("sm", "push", 0, 1)) in jobs
+    assert all(k.driver_gpu == gpu_of[owner] for owner, k in jobs)
+    assert len(jobs) == len(set(jobs))
+
+
+# ---- the verdict (pure) -------------------------------------------------------------------------------
+
+def row(method="ce", direction="push", nbytes=1 << 20, gbps=100.0, noise=0.003, verified=True, host="h",
+        src_gpu=0, dst_gpu=0):
+    t = nbytes / (gbps * 1e9) * 1e6
+    return Row(run_id="r", host=host, suite="copy", method=method, direction=direction, src_rank=0, dst_rank=1,
+               src_gpu=src_gpu, dst_gpu=dst_gpu, same_gpu=src_gpu == dst_gpu, bytes=nbytes, iterations=10,
+               samples=5, time_us_median=t, time_us_min=t, time_us_max=t, bw_gbps_median=gbps, bw_gbps_max=gbps,
+               cv=0.0, verified=verified, noise=noise)
+
+
+def anchors_of(gbps=100.0, noise=0.003, nbytes=1 << 20, mismatches=0, key=AnchorKey("ce", "local", 0, 0)):
+    return {("h", key, nbytes): verdict.Anchor(gbps, noise, 7, 10, mismatches)}
+
+
+@pytest.mark.parametrize("gbps, ok", [(102.5, True), (97.5, True), (102.7, False), (97.2, False)])
+def test_a_row_passes_within_both_noises_plus_the_tolerance(gbps, ok):
+    """Allowed: 0.3% (row) + 0.3% (anchor) + 2% = 2.6%."""
+    (c,) = verdict.judge([row(gbps=gbps)], anchors_of(), 0.02)
+    assert c.allowed == pytest.approx(0.026) and c.diff == pytest.approx(gbps / 100 - 1) and c.ok is ok
+    assert (c.why == "") is ok and (ok or "beyond 2.6%" in c.why)
+
+
+def test_unverified_rows_missing_anchors_and_bad_anchors_fail():
+    assert not verdict.judge([row(verified=False)], anchors_of(), 0.02)[0].ok
+    assert verdict.judge([row()], anchors_of(mismatches=3), 0.02)[0].why == "the anchor's copy failed verification"
+    (c,) = verdict.judge([row(nbytes=4096)], anchors_of(), 0.02)
+    assert not c.ok and c.why == "no anchor was measured" and c.diff is None
+    assert not verdict.judge([row(host="other")], anchors_of(), 0.02)[0].ok  # another node's anchors never serve
+
+
+def test_bidir_and_latency_rows_are_not_judged():
+    lat = row()
+    lat.bw_gbps_median = None
+    assert verdict.judge([row(direction="bidir"), lat], anchors_of(), 0.02) == []
+
+
+def test_cross_gpu_rows_meet_their_directions_anchor():
+    key = AnchorKey("sm", "pull", 0, 1)
+    (c,) = verdict.judge([row("sm_read", "pull", src_gpu=0, dst_gpu=1)], anchors_of(key=key), 0.02)
+    assert c.ok and c.anchor == "sm pull GPU 0 -> 1"
+
+
+def test_table_csv_and_summary(tmp_path):
+    checks = verdict.judge([row(gbps=100.0), row(nbytes=1 << 30, gbps=80.0)],
+                           {**anchors_of(), **anchors_of(nbytes=1 << 30)}, 0.02)
+    text = verdict.table(checks)
+    assert "1M" in text and "1G" in text and "+0.0%" in text and "-20.0%!" in text
+    assert "ce on GPU 0" in verdict.anchors_table({**anchors_of(), **anchors_of(nbytes=1 << 30)})
+    verdict.write_csv(tmp_path / "s.csv", checks)
+    with open(tmp_path / "s.csv", newline="") as fh:
+        got = list(csv.DictReader(fh))
+    assert [g["ok"] for g in got] == ["True", "False"] and got[1]["why"].startswith("-20.0% is beyond")
+    with pytest.raises(FileExistsError):  # never overwritten
+        verdict.write_csv(tmp_path / "s.csv", checks)
+    s = verdict.summary(checks, 0.02)
+    assert (s["rows"], s["mismatches"], s["worst"]) == (2, 1, pytest.approx(0.2))
+
+
+# ---- the command's arguments --------------------------------------------------------------------------
+
+def ns(**kw):
+    base = dict(sizes=plan.DEFAULT_SIZES, methods=None, cross="ring", tolerance=2.0, out=None, timeout=300.0,
+                quiet=True, sm_copy=None, sm_bulk=None)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def test_build_checks_the_arguments():
+    cfg, names, tol = command.build(ns(), [])
+    assert names == plan.methods() and tol == 0.02 and cfg.pairs == "sequential" and cfg.serial_pairs == "all"
+    assert cfg.sizes == (4096, 65536, 1 << 20, 64 << 20, 128 << 20, 256 << 20, 384 << 20, 512 << 20, 768 << 20, 1 << 30)
+    assert cfg.sizes_given and cfg.verify and set(cfg.suites) == {"copy", "kernel", "pool", "vmm"}
+    cfg, names, _ = command.build(ns(methods="sm_read,ce"), [])
+    assert names == ["ce", "sm_read"] and cfg.suites == ("copy", "kernel")
+    with pytest.raises(UsageError, match="--methods: nccl: choose from"):
+        command.build(ns(methods="nccl"), [])
+    with pytest.raises(UsageError, match="--tolerance must be in"):
+        command.build(ns(tolerance=-1), [])
+    with pytest.raises(UsageError, match="--sizes: 3 B cannot be checked"):
+        command.build(ns(sizes="3"), [])
+
+
+def _ipcbench(args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "ipcbench", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env=launcher_free_env())
+
+
+def test_a_bad_argument_is_one_line_and_exit_2():
+    p = _ipcbench(["selftest", "--methods", "nope"])
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--methods: nope" in p.stderr
+
+
+def test_without_mpirun_it_says_how_to_start_it():
+    p = _ipcbench(["selftest", "--sizes", "4K"])
+    assert p.returncode == 2 and "mpirun -np 2 ipcbench selftest" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_under_mpiexec_without_a_gpu_it_cannot_judge(tmp_path):
+    """On a machine without a GPU (CI): one line, exit 2 on every rank, nothing written."""
+    if gpumod.device_count() > 0:
+        pytest.skip("this machine has a GPU")
+    exe = mpiexec_or_skip()
+    p = subprocess.run([exe, "-n", "2", sys.executable, "-m", "ipcbench", "selftest", "--out", str(tmp_path / "r")],
+                       cwd=REPO, capture_output=True, text=True, timeout=120, env=launcher_free_env())
+    assert p.returncode == 2 and "no CUDA GPU visible" in p.stderr and not (tmp_path / "r").exists()
+
+
+# ---- the whole command on fakes -------------------------------------------------------------------------
+
+def _selftest_on_fakes(fake_job, monkeypatch, tmp_path, **kw):  # noqa: F811
+    """ipcbench selftest on two fake ranks sharing one fake GPU (copy engine and SM kernels: the fakes have
+    no pools, VMM or cuda.core)."""
+    monkeypatch.setattr(gpumod, "device_count", lambda: 1)
+    cfg, names, tol = command.build(ns(sizes="4K,64K", methods="ce,sm_read,sm_write,sm_bulk_write",
+                                       out=str(tmp_path / "st"), **kw), ["--sizes", "4K,64K"])
+    cfg = __import__("dataclasses").replace(cfg, rule=FAST)
+    return fake_job(cfg, entry=lambda c: command.run(c, names, tol, "ring"))
+
+
+def test_on_fakes_every_row_meets_its_anchor(fake_job, monkeypatch, tmp_path, capsys):  # noqa: F811
+    statuses, node = _selftest_on_fakes(fake_job, monkeypatch, tmp_path)
+    out = capsys.readouterr().out
+    assert statuses == [0, 0], out
+    st = tmp_path / "st"
+    checks = rows_of(st / "selftest.csv")
+    # ce push and pull, sm_read pull, sm_write push, sm_bulk_write push: 5 steps x 2 sizes on the pair (0, 1)
+    assert len(checks) == 10 and all(c["ok"] == "True" for c in checks)
+    assert {c["anchor"] for c in checks} == {"ce on GPU 0", "sm on GPU 0", "sm_bulk on GPU 0"}
+    meta = json.loads((st / "meta.json").read_text())
+    assert meta["command"] == "selftest" and meta["selftest"]["mismatches"] == 0 and meta["selftest"]["rows"] == 10
+    assert "selftest passed: 10 rows" in out and "sm_bulk on GPU 0" in out
+    # the anchors ran on rank 0's GPU only (the lowest rank of the GPU), never through the shared buffers
+    assert node.gpus[0].copies > node.gpus[1].copies
+
+
+def test_on_fakes_a_row_far_from_its_anchor_fails_and_is_named(fake_job, monkeypatch, tmp_path, capsys):  # noqa: F811
+    """A fake anchor that reads 10% faster than every row: exit 1 on every rank, the rows named."""
+    real = anchor.measure_one
+
+    def faster(*a, **k):
+        got = real(*a, **k)
+        return verdict.Anchor(got.gbps * 1.1, got.noise, got.reps, got.transfers, got.mismatches)
+
+    monkeypatch.setattr(anchor, "measure_one", faster)
+    statuses, _ = _selftest_on_fakes(fake_job, monkeypatch, tmp_path)
+    err = capsys.readouterr().err
+    assert statuses == [1, 1]
+    assert "selftest FAILED: 10 of 10 rows differ from their anchor" in err and "-9.1% is beyond" in err
