@@ -91,6 +91,24 @@ def _uuid_bytes(index: int) -> bytes | None:
         return None
 
 
+class _StreamHandle:
+    """A raw CUstream as an object of the CUDA stream protocol (__cuda_stream__: version 0, handle)."""
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return 0, self.ptr
+
+
+def _external_stream(ptr: int, device: int):
+    """A CuPy stream over a stream CuPy did not make (a green context's): Stream.from_external where CuPy has
+    it (ExternalStream is deprecated there), else ExternalStream."""
+    if hasattr(cupy.cuda.Stream, "from_external"):
+        return cupy.cuda.Stream.from_external(_StreamHandle(ptr))
+    return cupy.cuda.ExternalStream(ptr, device)
+
+
 class Gpu:
     """The device this rank drives, with a work stream, a host-mapped gate flag and loaded kernels."""
 
@@ -277,7 +295,7 @@ class Gpu:
             raw = ok(d.cuGreenCtxStreamCreate(gctx, d.CUstream_flags.CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate")
         except (GpuError, AttributeError) as e:  # AttributeError: bindings older than green contexts
             return 0, f"no green context of {n} SMs: {e}"
-        s = cupy.cuda.ExternalStream(int(raw), self.index)
+        s = _external_stream(int(raw), self.index)
         self._add_counters(s)
         self._green = (gctx, raw, s)
         return got, ""

@@ -4,7 +4,8 @@ ipcbench's measuring machinery in between.
 One process, buffers it allocated itself (cudaMalloc; on another GPU through peer access: no IPC), the
 transfers enqueued call by call on a stream between two events behind a spin kernel (nvbandwidth's
 spinKernel: the host finishes enqueuing before the GPU starts), a fixed number of transfers per repetition
-(about 10 ms, longer than ipcbench's samples), the median of REPS repetitions after one. None of
+(about 10 ms, longer than ipcbench's samples), the median of REPS repetitions after one, at PLACEMENTS
+places of its buffers (combine). None of
 core/methods (batches), core/timing, core/sampler (calibration, stopping rule), core/pair (the protocol of
 two processes) or ipc/ (sharing memory) is used; only the Gpu's primitives that enqueue one transfer
 (cudaMemcpyAsync, the copy kernels), the gate kernel as the spin kernel, and fill/verify.
@@ -23,6 +24,11 @@ from ipcbench.selftest.verdict import Anchor
 REPS = 7
 TARGET_MS = 10.0
 MAX_TRANSFERS = 512  # behind one spin kernel, as ipcbench's own segments (core/methods.MAX_QUEUED)
+# Each anchor is measured with its buffers at PLACEMENTS places, each PLACEMENT_STEP further into a larger
+# allocation (a new page, another alignment): where the buffers lie can move a small transfer's time by a few
+# percent, and that spread is part of the anchor's noise (combine).
+PLACEMENTS = 3
+PLACEMENT_STEP = (2 << 20) + (64 << 10)
 
 
 def _enqueue(gpu, engine: str, stream, src: int, dst: int, nbytes: int, n: int) -> None:
@@ -69,6 +75,16 @@ def measure_one(gpu, engine: str, stream, src: int, dst: int, nbytes: int, seed:
                   transfers=n, mismatches=bad)
 
 
+def combine(placements: list[Anchor]) -> Anchor:
+    """One anchor from its placements: the median placement's GB/s; noise the larger of the placements' own
+    (their median interval) and the placements' spread (core/sampler.median_noise over their GB/s)."""
+    gbps = [a.gbps for a in placements]
+    mid = sorted(placements, key=lambda a: a.gbps)[len(placements) // 2]
+    spread = median_noise(gbps) if len(gbps) > 1 else 0.0
+    return Anchor(gbps=mid.gbps, noise=max(max(a.noise for a in placements), spread), reps=sum(a.reps for a in placements),
+                  transfers=mid.transfers, mismatches=sum(a.mismatches for a in placements))
+
+
 def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
     """{(key, size): Anchor} for one anchor job; this rank's GPU is the key's driving GPU. A buffer on
     another GPU is allocated there by this process (peer access, no IPC) and freed before returning."""
@@ -77,7 +93,7 @@ def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
 
     if gpu.index != key.driver_gpu:
         raise MeasureError(f"selftest anchor {key.describe()} measured on GPU {gpu.index}")
-    big = max(sizes)
+    big = max(sizes) + (PLACEMENTS - 1) * PLACEMENT_STEP
     other = key.src_gpu if key.style == "pull" else key.dst_gpu
     remote = None
     if other != gpu.index:
@@ -97,7 +113,9 @@ def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
         src, dst = remote, mine
     stream = gpu.bulk_stream() if key.engine == "sm_bulk" else gpu.stream
     try:
-        return {(key, n): measure_one(gpu, key.engine, stream, src, dst, n, seed=(n * 2654435761 + i) & 0xFFFFFFFF)
+        return {(key, n): combine([measure_one(gpu, key.engine, stream, src + p * PLACEMENT_STEP, dst + p * PLACEMENT_STEP,
+                                               n, seed=(n * 2654435761 + 7 * i + p) & 0xFFFFFFFF)
+                                   for p in range(PLACEMENTS)])
                 for i, n in enumerate(sizes)}
     finally:
         gpu.free(mine)

@@ -99,7 +99,7 @@ def measure_anchors(s, measured: list[str], cross: str) -> dict:
 
     ctx, world = s.ctx, s.world
     same, across = plan.pairs(ctx.gpu_of, cross)
-    jobs = plan.anchor_jobs(ctx.gpu_of, same, across, measured)
+    jobs = plan.anchor_jobs(ctx.gpu_of, ctx.node_ranks, same, across, measured)
     sizes = list(s.cfg.sizes)
     mine = {}
     for i, (owner, key) in enumerate(jobs):

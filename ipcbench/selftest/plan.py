@@ -14,8 +14,9 @@ The anchor of a row (`anchor_key`): the same engine (copy engine, SM kernel, bul
 number of bytes in ONE process, between buffers it allocated itself with cudaMalloc (no IPC), enqueued on a
 stream between events behind a spin kernel (selftest/anchor.py): on one GPU a local copy, which serves both
 directions and every twin (pool, VMM, cuda.core memory); across GPUs a peer copy driven from the driver's
-GPU (push: the source's, pull: the destination's). Each anchor is measured by the lowest rank of the
-driving GPU (`anchor_jobs`) while every other rank waits.
+GPU (push: the source's, pull: the destination's). It is measured in the process of the rank that drove
+the row (`anchor_jobs`; push: the source rank, pull: the destination rank) while every other rank waits, so
+that the anchor differs from the row in how the memory is reached and timed, not in which process launches.
 """
 
 from __future__ import annotations
@@ -74,43 +75,45 @@ def pairs(gpu_of: list[int], cross: str = "ring") -> tuple[list[tuple[int, int]]
 @dataclass(frozen=True)
 class AnchorKey:
     """What one anchor measures: `engine` moving bytes from GPU `src_gpu` to GPU `dst_gpu`, driven from the
-    source (push) or the destination (pull); "local" on one GPU."""
+    source's GPU (push) or the destination's (pull), or on one GPU ("local"), in the process of world rank
+    `driver`."""
 
     engine: str
     style: str  # "local", "push" or "pull"
     src_gpu: int
     dst_gpu: int
+    driver: int  # the world rank whose process measures it (the rank that drove the rows it serves)
 
     @property
     def driver_gpu(self) -> int:
         return self.dst_gpu if self.style == "pull" else self.src_gpu
 
     def describe(self) -> str:
-        if self.style == "local":
-            return f"{self.engine} on GPU {self.src_gpu}"
-        return f"{self.engine} {self.style} GPU {self.src_gpu} -> {self.dst_gpu}"
+        where = f"on GPU {self.src_gpu}" if self.style == "local" else f"{self.style} GPU {self.src_gpu} -> {self.dst_gpu}"
+        return f"{self.engine} {where} (rank {self.driver})"
 
 
-def anchor_key(method: str, direction: str, src_gpu: int, dst_gpu: int) -> AnchorKey:
-    """The anchor a one-way row of `method` is judged against."""
+def anchor_key(method: str, direction: str, src_rank: int, dst_rank: int, src_gpu: int, dst_gpu: int) -> AnchorKey:
+    """The anchor a one-way row of `method` (world ranks and GPUs of its pair) is judged against."""
     engine = METHODS[method].engine
+    driver = src_rank if direction == "push" else dst_rank
     if src_gpu == dst_gpu:
-        return AnchorKey(engine, "local", src_gpu, src_gpu)
-    return AnchorKey(engine, direction, src_gpu, dst_gpu)
+        return AnchorKey(engine, "local", src_gpu, src_gpu, driver)
+    return AnchorKey(engine, direction, src_gpu, dst_gpu, driver)
 
 
-def anchor_jobs(gpu_of: list[int], same: list[tuple[int, int]], cross: list[tuple[int, int]],
-                method_names: list[str]) -> list[tuple[int, AnchorKey]]:
-    """(node-local rank that measures it, key) for every anchor the rows need, in one order every rank
-    shares: the lowest rank of the driving GPU measures it."""
-    keys: set[AnchorKey] = set()
+def anchor_jobs(gpu_of: list[int], node_ranks: list[int], same: list[tuple[int, int]],
+                cross: list[tuple[int, int]], method_names: list[str]) -> list[tuple[int, AnchorKey]]:
+    """(node-local rank that measures it, key) for every anchor the rows of these node-local pairs need, in
+    one order every rank shares: the rank that drove the rows measures it. `node_ranks`: node-local ->
+    world rank."""
+    keys: set[tuple[int, AnchorKey]] = set()
     for name in method_names:
         m = METHODS[name]
         for d in ("push", "pull"):
             if d not in m.directions:
                 continue
             for a, b in same + cross:
-                keys.add(anchor_key(name, d, gpu_of[a], gpu_of[b]))
-    lead = {g: rs[0] for g, rs in leaders(gpu_of).items()}
-    order = sorted(keys, key=lambda k: (ENGINES.index(k.engine), k.style, k.src_gpu, k.dst_gpu))
-    return [(lead[k.driver_gpu], k) for k in order]
+                key = anchor_key(name, d, node_ranks[a], node_ranks[b], gpu_of[a], gpu_of[b])
+                keys.add((a if d == "push" else b, key))
+    return sorted(keys, key=lambda j: (ENGINES.index(j[1].engine), j[1].style, j[1].src_gpu, j[1].dst_gpu, j[0]))

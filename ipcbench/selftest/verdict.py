@@ -51,7 +51,7 @@ def judge(rows, anchors: dict, tolerance: float) -> list[Check]:
     for r in rows:
         if r.direction not in ("push", "pull") or r.bw_gbps_median is None:
             continue
-        key = anchor_key(r.method, r.direction, r.src_gpu, r.dst_gpu)
+        key = anchor_key(r.method, r.direction, r.src_rank, r.dst_rank, r.src_gpu, r.dst_gpu)
         a = anchors.get((r.host, key, r.bytes))
         noise = r.noise if r.noise is not None else float("inf")
         base = dict(method=r.method, direction=r.direction, src_rank=r.src_rank, dst_rank=r.dst_rank,
@@ -93,12 +93,12 @@ def anchors_table(anchors: dict) -> str:
     """The anchors' GB/s, one line per (host, anchor), one column per size."""
     sizes = sorted({n for _, _, n in anchors})
     keys = sorted({(h, k) for h, k, _ in anchors}, key=lambda hk: (hk[0], hk[1].engine, hk[1].style, hk[1].src_gpu,
-                                                                   hk[1].dst_gpu))
+                                                                   hk[1].dst_gpu, hk[1].driver))
     many = len({h for h, _ in keys}) > 1
-    out = [f"{'anchor (GB/s)':30s}" + "".join(f"{fmt_size(s):>8s}" for s in sizes)]
+    out = [f"{'anchor (GB/s)':34s}" + "".join(f"{fmt_size(s):>8s}" for s in sizes)]
     for h, k in keys:
         name = f"{h}: {k.describe()}" if many else k.describe()
-        out.append(f"{name:30s}" + "".join(
+        out.append(f"{name:34s}" + "".join(
             f"{anchors[(h, k, s)].gbps:8.1f}" if (h, k, s) in anchors else f"{'':8s}" for s in sizes))
     return "\n".join(out)
 
