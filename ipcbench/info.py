@@ -126,6 +126,22 @@ def collect() -> dict:
             "versions": {**cuda_versions(), **library_versions()}}
 
 
+def _link_line(link: dict) -> str:
+    """One line per GPU pair of the NVML link table (core/topology.link_entry): kind, what it is made of,
+    peak and ceiling, and why where the kind is unknown."""
+    pair = f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: "
+    if link["kind"] == "unknown":
+        return pair + f"unknown ({link.get('kind_reason')}): no peak, no ceiling"
+    if link["kind"] in ("nvlink", "nvswitch"):
+        desc = f"{link['kind']} NVLink {link.get('nvlink_version')} x{link['nvlink_count']}"
+    else:
+        desc = f"PCIe gen{link.get('pcie_gen')} x{link.get('pcie_width')}"
+    peak, ceiling = link.get("peak_gbps"), link.get("ceiling_gbps")
+    if not peak:
+        return pair + f"{desc}: rate unknown"
+    return pair + f"{desc:24s} peak {peak:6.1f} GB/s, ceiling " + (f"{ceiling:6.1f} GB/s" if ceiling else "unknown")
+
+
 def run(args) -> int:
     try:
         import cupy  # noqa: F401
@@ -182,18 +198,14 @@ def run(args) -> int:
     if not topo.get("nvml"):
         print(f"NVML not available: {topo.get('error')}")
         return 0
-    print("Links (NVML), theoretical peak per direction")
+    print("Links (NVML), per direction: peak (the quoted data rate, what % of peak divides by) and ceiling "
+          "(the signalling rate no measurement may exceed); docs/architecture.md, Link rates")
     for link in topo["links"]:
-        if link["kind"] in ("nvlink", "nvswitch"):
-            rate = link.get("per_link_gbps")
-            desc = (f"{link['kind']} NVLink {link.get('nvlink_version')} {link['nvlink_count']} x "
-                    + (f"{rate:.3f} GB/s" if rate else "unknown rate"))
-        else:
-            desc = f"PCIe gen{link.get('pcie_gen')} x{link.get('pcie_width')}"
-        peak = link.get("peak_gbps")
-        print(f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: {desc:28s} peak "
-              f"{peak:.1f} GB/s" if peak else f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: {desc}")
+        print(_link_line(link))
     for i, pg in enumerate(topo.get("per_gpu", [])):
-        print(f"  GPU {i}: {pg['active']} active NVLinks (NVML version enum {pg['version']}), PCIe gen{pg['pcie_gen']} "
-              f"x{pg['pcie_width']} (max gen{pg['pcie_max_gen']} x{pg['pcie_max_width']})")
+        ends = (f": {pg.get('gpu_links', 0)} to these GPUs, {pg.get('switch_links', 0)} to switches, "
+                f"{pg.get('cpu_links', 0)} to CPUs, {pg.get('unknown_links', 0)} not named by NVML"
+                if pg["active"] and "switch_links" in pg else "")
+        print(f"  GPU {i}: {pg['active']} active NVLinks{ends} (NVML version enum {pg['version']}), PCIe "
+              f"gen{pg['pcie_gen']} x{pg['pcie_width']} (max gen{pg['pcie_max_gen']} x{pg['pcie_max_width']})")
     return 0

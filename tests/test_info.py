@@ -25,11 +25,15 @@ DATA = {
     ],
     "p2p_matrix": [[1, 1], [0, 1]],
     "topology": {"nvml": True, "links": [
-        {"src_gpu": 0, "dst_gpu": 1, "kind": "nvlink", "nvlink_version": "4.0", "nvlink_count": 18,
-         "per_link_gbps": 26.5625, "peak_gbps": 478.125},
-        {"src_gpu": 1, "dst_gpu": 0, "kind": "pcie", "pcie_gen": 5, "pcie_width": 16, "peak_gbps": None}],
+        {"src_gpu": 0, "dst_gpu": 1, "kind": "nvswitch", "nvlink_version": "4.0", "nvlink_count": 18,
+         "per_link_gbps": 25.0, "peak_gbps": 450.0, "ceiling_gbps": 478.125},
+        {"src_gpu": 1, "dst_gpu": 0, "kind": "pcie", "pcie_gen": 5, "pcie_width": 16, "peak_gbps": None},
+        {"src_gpu": 0, "dst_gpu": 2, "kind": "pcie", "pcie_gen": 5, "pcie_width": 16, "peak_gbps": 63.015,
+         "ceiling_gbps": 63.015},
+        {"src_gpu": 2, "dst_gpu": 0, "kind": "unknown", "kind_reason": "cannot tell NVSwitch from PCIe: why",
+         "peak_gbps": None}],
         "per_gpu": [{"active": 18, "version": 6, "pcie_gen": 5, "pcie_width": 16, "pcie_max_gen": 5,
-                     "pcie_max_width": 16}]},
+                     "pcie_max_width": 16, "gpu_links": 0, "switch_links": 18, "cpu_links": 0, "unknown_links": 0}]},
     "versions": {"driver": "570.1", "cuda_driver": 12080, "cuda_runtime": 13020, "cupy": "14.2.0",
                  "cuda_python": "13.0", "mpi4py": "4.1", "mpi_library": "MPICH 5"},
 }
@@ -65,9 +69,12 @@ def test_report_text(monkeypatch, capsys):
             "no (GPU 1 does not support fabric handles)") in out
     assert "only through IMEX; ipcbench shares within a node (POSIX fds)" in out
     assert "    0     -  yes" in out and "    1    NO    -" in out
-    assert "GPU 0 -> GPU 1: nvlink NVLink 4.0 18 x 26.562 GB/s peak 478.1 GB/s" in out
-    assert "GPU 1 -> GPU 0: PCIe gen5 x16" in out and "GPU 1 -> GPU 0: PCIe gen5 x16 " not in out
-    assert "GPU 0: 18 active NVLinks (NVML version enum 6), PCIe gen5 x16 (max gen5 x16)" in out
+    assert "GPU 0 -> GPU 1: nvswitch NVLink 4.0 x18  peak  450.0 GB/s, ceiling  478.1 GB/s" in out
+    assert "GPU 1 -> GPU 0: PCIe gen5 x16: rate unknown" in out
+    assert "GPU 0 -> GPU 2: PCIe gen5 x16            peak   63.0 GB/s, ceiling   63.0 GB/s" in out
+    assert "GPU 2 -> GPU 0: unknown (cannot tell NVSwitch from PCIe: why): no peak, no ceiling" in out
+    assert ("GPU 0: 18 active NVLinks: 0 to these GPUs, 18 to switches, 0 to CPUs, 0 not named by NVML (NVML "
+            "version enum 6), PCIe gen5 x16 (max gen5 x16)") in out
 
 
 def test_report_without_nvml_and_as_json(monkeypatch, capsys):
