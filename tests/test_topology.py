@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from ipcbench.core import topology
-from ipcbench.core.topology import gpu_links, nvml_driver_version, nvml_gpu_count, nvml_link_kinds
+from ipcbench.core.topology import gpu_links, nvml_driver_version, nvml_gpu_count, nvml_link_kinds, nvml_mig_modes
 
 
 class NVMLError(Exception):
@@ -97,6 +97,12 @@ class FakeNvml:
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, h):
         return self._pcie(h, 3)
+
+    def nvmlDeviceGetMigMode(self, h):
+        mig = self.gpus[h].get("mig")
+        if mig is None:
+            raise NVMLError("Not Supported")
+        return list(mig)
 
     def nvmlSystemGetDriverVersion(self):
         return b"570.86.15"
@@ -320,6 +326,15 @@ def test_without_nvml_the_table_is_empty_and_never_an_error(monkeypatch):
     monkeypatch.setattr(topology, "_nvml", missing)
     assert gpu_links(CUDA_BUS[:2]) == {"nvml": False, "error": "No module named 'pynvml'", "links": []}
     assert nvml_driver_version() is None and nvml_gpu_count() is None and nvml_link_kinds() is None
+    assert nvml_mig_modes(CUDA_BUS[:1]) is None
+
+
+def test_mig_modes_per_gpu(monkeypatch):
+    gpus = {BUS[0]: dict(mig=(1, 1)), BUS[1]: dict(mig=(0, 1)), BUS[2]: dict()}
+    nv = use(monkeypatch, FakeNvml(gpus))
+    assert nvml_mig_modes(CUDA_BUS[:3]) == [{"current": 1, "pending": 1}, {"current": 0, "pending": 1},
+                                            {"current": None, "pending": None, "error": "Not Supported"}]
+    assert nv.shutdowns == 1
 
 
 def test_link_kinds_without_cuda(monkeypatch):

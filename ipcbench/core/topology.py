@@ -201,6 +201,22 @@ def nvml_gpu_count() -> int | None:
     return _nvml_query(lambda nv: int(nv.nvmlDeviceGetCount()))
 
 
+def nvml_mig_modes(pci_bus_ids: list[str]) -> list[dict] | None:
+    """Each GPU's MIG mode (nvmlDeviceGetMigMode): {'current': 0|1, 'pending': 0|1}, or {'error': ...} where
+    NVML refuses (NVML_ERROR_NOT_SUPPORTED: a GPU without MIG); None without NVML."""
+    def ask(nv):
+        out = []
+        for b in pci_bus_ids:
+            try:
+                current, pending = nv.nvmlDeviceGetMigMode(nv.nvmlDeviceGetHandleByPciBusId(b.encode()))
+                out.append({"current": int(current), "pending": int(pending)})
+            except nv.NVMLError as e:
+                out.append({"current": None, "pending": None, "error": _s(e) or type(e).__name__})
+        return out
+
+    return _nvml_query(ask)
+
+
 def nvml_link_kinds() -> list[str] | None:
     """The link kind (nvlink, nvswitch, pcie, unknown) of every GPU pair NVML sees, without CUDA (for the
     dry run and the pair mode: core/schedule runs rounds only where every kind is nvswitch); None without
