@@ -149,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cmd = argv[0]
     if cmd == "info":
-        p = _Parser(prog="ipcbench info", description="GPUs, NVML topology, P2P matrix, IPC feature checks, "
-                                                      "versions. One process, no MPI needed.")
+        p = _Parser(prog="ipcbench info", description="IPC readiness (namespaces, /dev/shm, ptrace, MIG, fabric "
+                                                      "handles, P2P), GPUs, NVML topology, P2P matrix, IPC feature "
+                                                      "checks, versions. One process, no MPI needed; exit 2 without "
+                                                      "a GPU, after the host's items.")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         args = p.parse_args(argv[1:])
         from ipcbench.info import run as info_run

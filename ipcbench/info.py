@@ -1,4 +1,6 @@
-"""`ipcbench info`: one process, no MPI. GPUs, NVML topology, P2P matrix, IPC feature checks, MPS, versions."""
+"""`ipcbench info`: one process, no MPI. IPC readiness (readiness.py), GPUs, NVML topology, P2P matrix, IPC
+feature checks, MPS, versions. Without a GPU it says what it can of the host (namespaces, /dev/shm,
+ptrace) and exits 2: IPC itself cannot be checked."""
 
 from __future__ import annotations
 
@@ -51,13 +53,15 @@ def _features(index: int) -> dict:
 
 def _vmm_features(index: int) -> dict:
     """CUDA virtual memory management (the vmm suite): POSIX-fd sharing, granularity (minimum, recommended)
-    and fabric handles, from driver attributes (no allocation). A driver that cannot answer is a "no"."""
+    from driver attributes; fabric handles: the device attribute (`fabric_handles`) and, where the device
+    supports them, whether this process may create one (`fabric_permitted`: vmm.fabric_permitted's answer,
+    one small allocation released at once). A driver that cannot answer is a "no"."""
 
     def no(e) -> str:
         first = (str(e).splitlines() or [""])[0]
         return f"no ({type(e).__name__}: {first})"
 
-    feats: dict = {"vmm": None, "vmm_granularity": None, "fabric_handles": None}
+    feats: dict = {"vmm": None, "vmm_granularity": None, "fabric_handles": None, "fabric_permitted": None}
     try:
         from ipcbench.ipc import vmm
 
@@ -67,6 +71,12 @@ def _vmm_features(index: int) -> dict:
             feats["vmm_granularity"] = list(vmm.granularity(index))
         fabric, fwhy = vmm.fabric_support(index)
         feats["fabric_handles"] = True if fabric else f"no ({fwhy})"
+        if fabric:
+            try:
+                vmm.ensure_context(index, None)
+                feats["fabric_permitted"] = list(vmm.fabric_permitted(index))
+            except Exception as e:  # the probe is optional: say why it did not run
+                feats["fabric_permitted"] = [None, no(e)]
     except Exception as e:  # e.g. no libcuda for cuda.bindings: report it, the other checks still count
         for k in ("vmm", "fabric_handles"):
             if feats[k] is None:
@@ -80,7 +90,7 @@ def _vmm_line(index: int, f: dict) -> str:
 
     gran = f.get("vmm_granularity")
     sizes = f", granularity {fmt_size(gran[0])} minimum / {fmt_size(gran[1])} recommended" if gran else ""
-    return f"  GPU {index}: vmm {yn(f.get('vmm'))}{sizes}, fabric handles {yn(f.get('fabric_handles'))}"
+    return f"  GPU {index}: vmm {yn(f.get('vmm'))}{sizes}"
 
 
 def _mps(index: int) -> dict:
@@ -106,14 +116,18 @@ def _mps_line(index: int, m: dict) -> str:
             f"{'control pipe found' if r.get('control_pipe') else 'no control daemon'}")
 
 
-def collect() -> dict:
+def collect(host: list | None = None) -> dict:
+    """Everything `info` reports, as data: the readiness items (host ones given or read here, then MIG,
+    fabric handles and P2P per GPU), GPUs with their features and MPS, the P2P matrix, NVML's links."""
+    from ipcbench import readiness
     from ipcbench.core import gpu as gpumod
+    from ipcbench.core.topology import gpu_links, nvml_mig_modes
     from ipcbench.run.meta import cuda_versions, library_versions
-    from ipcbench.core.topology import gpu_links
 
+    host = readiness.host_items() if host is None else host
     n = gpumod.device_count()
     if n == 0:
-        return {"gpus": []}
+        return {"gpus": [], "readiness": [i.as_dict() for i in host]}
     from cupy.cuda import runtime
 
     gpus = [gpumod.describe(i).as_dict() for i in range(n)]
@@ -121,9 +135,57 @@ def collect() -> dict:
         g["features"] = _features(g["index"])
         g["mps"] = _mps(g["index"])  # after the probes: this process has a context on the GPU
     p2p = [[1 if i == j else int(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
-    links = gpu_links([g["pci_bus_id"] for g in gpus])
-    return {"gpus": gpus, "p2p_matrix": p2p, "topology": links,
+    buses = [g["pci_bus_id"] for g in gpus]
+    links = gpu_links(buses)
+    mig = nvml_mig_modes(buses) or [None] * n
+    items = [*host, *(readiness.mig_item(g["index"], m) for g, m in zip(gpus, mig)),
+             *(readiness.fabric_item(g["index"], g["features"].get("fabric_handles"),
+                                     g["features"].get("fabric_permitted")) for g in gpus),
+             *readiness.p2p_items(p2p)]
+    return {"readiness": [i.as_dict() for i in items], "gpus": gpus, "p2p_matrix": p2p, "topology": links,
             "versions": {**cuda_versions(), **library_versions()}}
+
+
+def _readiness_lines(items: list[dict], names: tuple[str, ...] | None = None) -> list[str]:
+    from ipcbench.readiness import Item
+
+    return [Item(**i).line() for i in items if names is None or i["name"] in names]
+
+
+READINESS_HEAD = "IPC readiness (can processes here share GPU memory? ok / NO / ?? = cannot tell)"
+READINESS_NAMES = ("pid_namespace", "ipc_namespace", "dev_shm", "ptrace_scope", "mig", "fabric_handles")  # P2P:
+# printed under its matrix
+
+
+def _no_gpu(args, why: str) -> int:
+    """No GPU: the host's readiness items (stdout, or the JSON with `error`), then why on stderr; exit 2."""
+    from ipcbench import readiness
+
+    host = [i.as_dict() for i in readiness.host_items()]
+    if args.json:
+        print(json.dumps({"gpus": [], "readiness": host, "error": why}, indent=2, default=str))
+    else:
+        print(READINESS_HEAD)
+        print("\n".join(_readiness_lines(host)))
+        print("  ??  GPU items (MIG, fabric handles, P2P): not checked, no GPU")
+    print(f"ipcbench info: {why}", file=sys.stderr)
+    return 2
+
+
+def _link_line(link: dict) -> str:
+    """One line per GPU pair of the NVML link table (core/topology.link_entry): kind, what it is made of,
+    peak and ceiling, and why where the kind is unknown."""
+    pair = f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: "
+    if link["kind"] == "unknown":
+        return pair + f"unknown ({link.get('kind_reason')}): no peak, no ceiling"
+    if link["kind"] in ("nvlink", "nvswitch"):
+        desc = f"{link['kind']} NVLink {link.get('nvlink_version')} x{link['nvlink_count']}"
+    else:
+        desc = f"PCIe gen{link.get('pcie_gen')} x{link.get('pcie_width')}"
+    peak, ceiling = link.get("peak_gbps"), link.get("ceiling_gbps")
+    if not peak:
+        return pair + f"{desc}: rate unknown"
+    return pair + f"{desc:24s} peak {peak:6.1f} GB/s, ceiling " + (f"{ceiling:6.1f} GB/s" if ceiling else "unknown")
 
 
 def run(args) -> int:
@@ -133,12 +195,9 @@ def run(args) -> int:
 
         n = gpumod.device_count()
     except Exception as e:  # no cupy / no driver
-        print(f"ipcbench info: no usable CUDA GPU here ({type(e).__name__}: {str(e).splitlines()[0]})",
-              file=sys.stderr)
-        return 2
+        return _no_gpu(args, f"no usable CUDA GPU here ({type(e).__name__}: {str(e).splitlines()[0]})")
     if n == 0:
-        print("ipcbench info: no CUDA GPU visible (CUDA_VISIBLE_DEVICES, driver?)", file=sys.stderr)
-        return 2
+        return _no_gpu(args, "no CUDA GPU visible (CUDA_VISIBLE_DEVICES, driver?)")
     data = collect()
     if args.json:
         print(json.dumps(data, indent=2, default=str))
@@ -153,6 +212,9 @@ def run(args) -> int:
         print(f"{g['index']:>3d}  {g['name'][:24]:24s} {g['cc']:4s} {g['sm_count']:>4d} "
               f"{g['memory_bytes'] / 2**30:7.1f}Gi  {g['pci_bus_id']:16s} {g['uuid']}")
     print()
+    print(READINESS_HEAD)
+    print("\n".join(_readiness_lines(data.get("readiness", []), READINESS_NAMES)))
+    print()
     print("IPC features: legacy (cudaIpcMemHandle), event handles, memory pools, POSIX-fd pool handles")
     for g in data["gpus"]:
         f = g["features"]
@@ -161,8 +223,7 @@ def run(args) -> int:
               f"pools {yn(f.get('memory_pools'))}, posix-fd {yn(f.get('pool_posix_fd'))}, "
               f"UVA {yn(f.get('unified_addressing'))}")
     print()
-    print("VMM: cuMemCreate allocations shared as POSIX fds within a node (the vmm suite). Fabric handles")
-    print("  cross the nodes of an NVLink domain, and only through IMEX; ipcbench shares within a node (POSIX fds)")
+    print("VMM: cuMemCreate allocations shared as POSIX fds within a node (the vmm suite)")
     for g in data["gpus"]:
         print(_vmm_line(g["index"], g["features"]))
     if any("mps" in g for g in data["gpus"]):
@@ -177,23 +238,21 @@ def run(args) -> int:
     print("      " + "".join(f"{j:>5d}" for j in range(n)))
     for i, row in enumerate(data["p2p_matrix"]):
         print(f"{i:>5d} " + "".join(f"{'-' if i == j else ('yes' if x else 'NO'):>5s}" for j, x in enumerate(row)))
+    for line in _readiness_lines(data.get("readiness", []), ("p2p",)):
+        print(line)
     print()
     topo = data["topology"]
     if not topo.get("nvml"):
         print(f"NVML not available: {topo.get('error')}")
         return 0
-    print("Links (NVML), theoretical peak per direction")
+    print("Links (NVML), per direction: peak (the quoted data rate, what % of peak divides by) and ceiling "
+          "(the signalling rate no measurement may exceed); docs/architecture.md, Link rates")
     for link in topo["links"]:
-        if link["kind"] in ("nvlink", "nvswitch"):
-            rate = link.get("per_link_gbps")
-            desc = (f"{link['kind']} NVLink {link.get('nvlink_version')} {link['nvlink_count']} x "
-                    + (f"{rate:.3f} GB/s" if rate else "unknown rate"))
-        else:
-            desc = f"PCIe gen{link.get('pcie_gen')} x{link.get('pcie_width')}"
-        peak = link.get("peak_gbps")
-        print(f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: {desc:28s} peak "
-              f"{peak:.1f} GB/s" if peak else f"  GPU {link['src_gpu']} -> GPU {link['dst_gpu']}: {desc}")
+        print(_link_line(link))
     for i, pg in enumerate(topo.get("per_gpu", [])):
-        print(f"  GPU {i}: {pg['active']} active NVLinks (NVML version enum {pg['version']}), PCIe gen{pg['pcie_gen']} "
-              f"x{pg['pcie_width']} (max gen{pg['pcie_max_gen']} x{pg['pcie_max_width']})")
+        ends = (f": {pg.get('gpu_links', 0)} to these GPUs, {pg.get('switch_links', 0)} to switches, "
+                f"{pg.get('cpu_links', 0)} to CPUs, {pg.get('unknown_links', 0)} not named by NVML"
+                if pg["active"] and "switch_links" in pg else "")
+        print(f"  GPU {i}: {pg['active']} active NVLinks{ends} (NVML version enum {pg['version']}), PCIe "
+              f"gen{pg['pcie_gen']} x{pg['pcie_width']} (max gen{pg['pcie_max_gen']} x{pg['pcie_max_width']})")
     return 0

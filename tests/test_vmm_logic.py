@@ -219,3 +219,70 @@ def test_vmm_sharer_maps_releases_and_closes_in_order(monkeypatch):
     ipc.shutdown()
     with pytest.raises(OSError):
         os.fstat(desc.fd)  # an export never sent is closed at shutdown
+
+
+# ---- the fabric-handle probe over a fake driver ----------------------------------------------------
+
+class FabricDriver(FakeDriver):
+    """FakeDriver whose cuMemCreate answers `create` (a CUresult name) and whose calls may raise."""
+
+    def __init__(self, real, create="CUDA_SUCCESS", granularity="CUDA_SUCCESS", raises=None):
+        super().__init__(real)
+        self.create, self.granularity, self.raises = create, granularity, raises
+
+    def __getattr__(self, name):
+        call = super().__getattr__(name)
+        if not name.startswith("cu"):
+            return call
+        result = self.real.CUresult
+
+        def answer(*args):
+            if self.raises is not None:
+                raise self.raises
+            if name == "cuMemCreate" and self.create != "CUDA_SUCCESS":
+                self.calls.append((name, args))
+                return (getattr(result, self.create), None)
+            if name == "cuMemGetAllocationGranularity" and self.granularity != "CUDA_SUCCESS":
+                return (getattr(result, self.granularity), 0)
+            return call(*args)
+        return answer
+
+
+def probe(monkeypatch, tmp_path, **kw):
+    fake = FabricDriver(vmm.driver, **kw)
+    monkeypatch.setattr(vmm, "driver", fake)
+    return fake, vmm.fabric_permitted(3, str(tmp_path / "imex"))
+
+
+def test_fabric_probe_permitted_releases_what_it_made(monkeypatch, tmp_path):
+    fake, got = probe(monkeypatch, tmp_path)
+    assert got == (True, "permitted")
+    (create,) = [c for c in fake.calls if c[0] == "cuMemCreate"]
+    size, prop, flags = create[1]
+    assert (size, flags, prop.location.id) == (2 * MiB, 0, 3) and prop.requestedHandleTypes == vmm._FABRIC
+    (gran,) = [c for c in fake.calls if c[0] == "cuMemGetAllocationGranularity"]
+    assert gran[1][1] == vmm.driver.real.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+    handle = 101  # FakeDriver's first made-up handle
+    assert [c for c in fake.calls if c[0] == "cuMemRelease"] == [("cuMemRelease", (handle,))]
+    assert not [c for c in fake.calls if c[0] in ("cuMemExportToShareableHandle", "cuMemMap", "cuMemAddressReserve")]
+
+
+def test_fabric_probe_not_permitted_names_the_imex_channels(monkeypatch, tmp_path):
+    fake, got = probe(monkeypatch, tmp_path, create="CUDA_ERROR_NOT_PERMITTED")
+    assert got == (False, f"CUDA_ERROR_NOT_PERMITTED: no IMEX channel, {tmp_path / 'imex'} absent")
+    assert not [c for c in fake.calls if c[0] == "cuMemRelease"]  # nothing was made
+    (tmp_path / "imex").mkdir()
+    assert probe(monkeypatch, tmp_path, create="CUDA_ERROR_NOT_PERMITTED")[1][1].endswith("imex holds no channel")
+    (tmp_path / "imex" / "channel0").write_text("")
+    assert probe(monkeypatch, tmp_path, create="CUDA_ERROR_NOT_PERMITTED")[1][1].endswith("imex holds channel0")
+
+
+def test_fabric_probe_other_answers_never_raise(monkeypatch, tmp_path):
+    assert probe(monkeypatch, tmp_path, create="CUDA_ERROR_OUT_OF_MEMORY")[1] == (
+        False, "cuMemCreate(FABRIC): CUDA_ERROR_OUT_OF_MEMORY")
+    assert probe(monkeypatch, tmp_path, granularity="CUDA_ERROR_NOT_SUPPORTED")[1] == (
+        None, "cuMemGetAllocationGranularity(FABRIC): CUDA_ERROR_NOT_SUPPORTED")
+    assert probe(monkeypatch, tmp_path, raises=OSError("libcuda.so.1 missing\nmore"))[1] == (
+        None, "probe failed (OSError: libcuda.so.1 missing)")
+    monkeypatch.setattr(vmm, "_FABRIC", None)
+    assert vmm.fabric_permitted(0) == (None, "this cuda.bindings has no CU_MEM_HANDLE_TYPE_FABRIC")

@@ -145,7 +145,8 @@ def decide_mode(requested: str, ranks_per_gpu: int, link_kinds: list[str] | None
 
     auto runs rounds only where pairs provably cannot share a link: one rank per GPU and every GPU pair
     connected through NVSwitch (each GPU's links go to the switch, which is non-blocking). PCIe trees,
-    direct NVLink meshes and unknown topologies are measured one pair at a time. The serial steps' pairs
+    direct NVLink meshes and unknown topologies (no table, or a pair of kind `unknown`: not proven
+    disjoint) are measured one pair at a time. The serial steps' pairs
     are decided here too (decide_serial_pairs), from the same facts.
     """
     if requested not in MODES:

@@ -24,6 +24,8 @@ from ipcbench.errors import ShareError
 
 _A = driver.CUdevice_attribute
 _FD = driver.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+_FABRIC = getattr(driver.CUmemAllocationHandleType, "CU_MEM_HANDLE_TYPE_FABRIC", None)  # CUDA 12.3+
+IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"  # where the driver's IMEX channel devices live
 _DEVICE = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
 
 
@@ -52,12 +54,15 @@ def _err_text(err) -> str:
     return str(err)
 
 
+def _who(rank: int | None) -> str:
+    return f"rank {rank}: " if rank is not None else ""
+
+
 def check(res, call: str, rank: int | None = None):
     """Unwrap a cuda.bindings driver result tuple, raising ShareError that names the rank and the call."""
     err = res[0]
     if err != driver.CUresult.CUDA_SUCCESS:
-        who = f"rank {rank}: " if rank is not None else ""
-        raise ShareError(f"{who}{call} failed ({_err_text(err)})")
+        raise ShareError(f"{_who(rank)}{call} failed ({_err_text(err)})")
     if len(res) == 1:
         return None
     return res[1] if len(res) == 2 else res[1:]
@@ -65,8 +70,7 @@ def check(res, call: str, rank: int | None = None):
 
 def _check_rt(res, call: str, rank: int | None):
     if res[0] != rt.cudaError_t.cudaSuccess:
-        who = f"rank {rank}: " if rank is not None else ""
-        raise ShareError(f"{who}{call} failed ({res[0].name})")
+        raise ShareError(f"{_who(rank)}{call} failed ({res[0].name})")
 
 
 def _attribute(attr, device: int) -> int:
@@ -99,14 +103,53 @@ def fabric_support(device: int) -> tuple[bool, str | None]:
     return (True, None) if ok else (False, f"GPU {device} does not support fabric handles")
 
 
-def allocation_prop(device: int):
-    """Pinned device memory on `device`, exportable as a POSIX fd: what the sharer and handles_vmm create."""
+def allocation_prop(device: int, handle_type=_FD):
+    """Pinned device memory on `device`, exportable as a POSIX fd (what the sharer and handles_vmm
+    create) or as `handle_type`."""
     prop = driver.CUmemAllocationProp()
     prop.type = driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
     prop.location.type = _DEVICE
     prop.location.id = device
-    prop.requestedHandleTypes = _FD
+    prop.requestedHandleTypes = handle_type
     return prop
+
+
+def _imex_channels(imex_dir: str) -> str:
+    try:
+        names = sorted(os.listdir(imex_dir))
+    except OSError:
+        return f"{imex_dir} absent"
+    return f"{imex_dir} holds {', '.join(names) or 'no channel'}"
+
+
+def fabric_permitted(device: int, imex_dir: str = IMEX_CHANNELS) -> tuple[bool | None, str]:
+    """May this process create fabric-handle allocations here? A device can support them and the driver
+    still refuse (CUDA_ERROR_NOT_PERMITTED without an IMEX channel), so this tries: one cuMemCreate of the
+    minimum granularity with CU_MEM_HANDLE_TYPE_FABRIC, released at once, nothing exported or mapped.
+    (True, "permitted"), (False, why), or (None, why) where the probe itself could not run. Never raises.
+    Needs the device's primary context current (ensure_context)."""
+    if _FABRIC is None:
+        return None, "this cuda.bindings has no CU_MEM_HANDLE_TYPE_FABRIC"
+    try:
+        prop = allocation_prop(device, _FABRIC)
+        flags = driver.CUmemAllocationGranularity_flags
+        res = driver.cuMemGetAllocationGranularity(prop, flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+        if res[0] != driver.CUresult.CUDA_SUCCESS:
+            return None, f"cuMemGetAllocationGranularity(FABRIC): {getattr(res[0], 'name', res[0])}"
+        res = driver.cuMemCreate(int(res[1]), prop, 0)
+        err = res[0]
+        if err == driver.CUresult.CUDA_SUCCESS:
+            released = driver.cuMemRelease(res[1])[0]
+            if released != driver.CUresult.CUDA_SUCCESS:
+                return True, f"permitted (but cuMemRelease of the probe: {getattr(released, 'name', released)})"
+            return True, "permitted"
+        name = getattr(err, "name", str(err))
+        if err == driver.CUresult.CUDA_ERROR_NOT_PERMITTED:
+            return False, f"{name}: no IMEX channel, {_imex_channels(imex_dir)}"
+        return False, f"cuMemCreate(FABRIC): {name}"
+    except Exception as e:  # no libcuda, a binding without the call: the probe says so, info goes on
+        first = (str(e).splitlines() or [""])[0]
+        return None, f"probe failed ({type(e).__name__}: {first})"
 
 
 def granularity(device: int) -> tuple[int, int]:
@@ -120,13 +163,13 @@ def granularity(device: int) -> tuple[int, int]:
                       "cuMemGetAllocationGranularity(RECOMMENDED)")))
 
 
-def ensure_context(device: int, rank: int) -> None:
+def ensure_context(device: int, rank: int | None) -> None:
     """Make `device`'s primary context (CuPy's and the runtime's) current on this thread for driver calls."""
     _check_rt(rt.cudaSetDevice(device), f"cudaSetDevice({device})", rank)
     _check_rt(rt.cudaFree(0), "cudaFree(0) (context initialisation)", rank)
     ctx = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent", rank)
     if ctx is None or int(ctx) == 0:
-        raise ShareError(f"rank {rank}: no current CUDA context on GPU {device} after cudaSetDevice")
+        raise ShareError(f"{_who(rank)}no current CUDA context on GPU {device} after cudaSetDevice")
 
 
 def create(nbytes: int, device: int, rank: int) -> int:

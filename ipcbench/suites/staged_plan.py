@@ -76,6 +76,13 @@ def shm_layout(chunk: int, slots: int) -> tuple[int, int]:
     return FLAG_BYTES + slots * per_slot, per_slot
 
 
+def shm_segment_bytes(env: dict | None = None) -> int:
+    """The /dev/shm segment one shm_staged pair maps at sizes of a chunk or more (IPCBENCH_SHM_* or the
+    defaults): what /dev/shm must hold free, as staged pairs run one at a time."""
+    p = staged_params(env)
+    return shm_layout(p["shm_chunk"], p["shm_slots"])[0]
+
+
 def staged_params(env: dict | None = None) -> dict[str, int]:
     """Chunk sizes and slot counts from the environment (IPCBENCH_{SHM,MPI}_{CHUNK,SLOTS}) or defaults."""
     env = os.environ if env is None else env

@@ -1,0 +1,158 @@
+"""readiness.py's items from fake /proc trees, a fake /dev/shm usage and given GPU readings: this tests the
+decisions and the consequence lines, not a machine (no namespace, shared memory or GPU is touched)."""
+
+from __future__ import annotations
+
+import os
+from collections import namedtuple
+
+import pytest
+
+from ipcbench import readiness
+
+MiB = 1 << 20
+Usage = namedtuple("Usage", "total used free")
+# suites/staged_plan defaults: a 64 KiB flag area + 3 slots of 16 MiB chunks (page-aligned)
+DEFAULT_NEED = 64 * 1024 + 3 * 16 * MiB
+
+
+def fake_proc(tmp_path, pid: str | None = "pid:[4026531836]", ipc: str | None = "ipc:[4026531839]",
+              ptrace: str | None = None):
+    """A /proc with self/ns links named like the kernel's (the targets need not exist) and Yama's file."""
+    ns = tmp_path / "proc" / "self" / "ns"
+    ns.mkdir(parents=True)
+    for name, target in (("pid", pid), ("ipc", ipc)):
+        if target is not None:
+            os.symlink(target, ns / name)
+    if ptrace is not None:
+        yama = tmp_path / "proc" / "sys" / "kernel" / "yama"
+        yama.mkdir(parents=True)
+        (yama / "ptrace_scope").write_text(ptrace + "\n")
+    return str(tmp_path / "proc")
+
+
+def test_host_namespaces_are_the_kernels_initial_inodes(tmp_path):
+    """include/linux/proc_ns.h: PROC_PID_INIT_INO 0xEFFFFFFC, PROC_IPC_INIT_INO 0xEFFFFFFF."""
+    proc = fake_proc(tmp_path)
+    pid, ipc = readiness.pid_namespace_item(proc), readiness.ipc_namespace_item(proc)
+    assert (pid.value, pid.ok, pid.facts) == ("pid:[4026531836], the host's", True,
+                                              {"id": "pid:[4026531836]", "inode": 4026531836, "host": True})
+    assert (ipc.value, ipc.ok) == ("ipc:[4026531839], the host's", True)
+    assert pid.consequence == ("ranks in different PID namespaces (other containers or pods) cannot use CUDA IPC "
+                               "between them; run `ipcbench info` in each and compare this id")
+    assert "/dev/shm" in ipc.consequence and "docker --ipc=host" in ipc.consequence
+
+
+def test_a_containers_namespaces_print_their_ids_to_compare(tmp_path):
+    proc = fake_proc(tmp_path, pid="pid:[4026532601]", ipc="ipc:[4026531836]")  # the PID ns's number, as IPC
+    pid, ipc = readiness.pid_namespace_item(proc), readiness.ipc_namespace_item(proc)
+    assert (pid.value, pid.ok) == ("pid:[4026532601], not the host's (a container's or a pod's)", None)
+    assert ipc.value.startswith("ipc:[4026531836], not the host's") and ipc.ok is None
+    assert pid.line().startswith("  ??  PID namespace: pid:[4026532601], not the host's")
+
+
+def test_unreadable_namespaces_say_so(tmp_path):
+    proc = fake_proc(tmp_path, pid=None, ipc="weird")
+    pid, ipc = readiness.pid_namespace_item(proc), readiness.ipc_namespace_item(proc)
+    assert pid.value.startswith("unreadable (") and pid.ok is None and pid.facts["id"] is None
+    assert (ipc.value, ipc.ok) == ("weird (not an id this tool can place)", None)
+
+
+def test_dev_shm_of_dockers_default_size_is_enough_but_said(tmp_path):
+    item = readiness.dev_shm_item("/dev/shm", {}, lambda p: Usage(64 * MiB, 4 * MiB, 60 * MiB))
+    assert item.facts == {"size_bytes": 64 * MiB, "free_bytes": 60 * MiB, "need_bytes": DEFAULT_NEED}
+    assert item.ok is True and item.value == ("64.0 MiB, 60.0 MiB free; the host-staged path needs 48.1 MiB "
+                                              "(16M x 3 slots + flags, one pair at a time)")
+    assert item.consequence == ("enough for shm_staged; 64.0 MiB is Docker's default, shared with NCCL's and MPI's "
+                                "shared-memory transports")
+    big = readiness.dev_shm_item("/dev/shm", {}, lambda p: Usage(32 << 30, 0, 32 << 30))
+    assert big.ok is True and big.consequence == "enough for shm_staged" and big.value.startswith("32.0 GiB")
+
+
+def test_dev_shm_too_small_for_the_segment(tmp_path):
+    item = readiness.dev_shm_item("/dev/shm", {}, lambda p: Usage(64 * MiB, 40 * MiB, DEFAULT_NEED - 1))
+    assert item.ok is False and item.consequence.startswith("shm_staged cannot allocate its segment")
+    assert "docker --shm-size" in item.consequence and "IPCBENCH_SHM_CHUNK" in item.consequence
+    # the need follows IPCBENCH_SHM_*: 4 x 64 MiB + flags no longer fit 64 MiB free
+    env = {"IPCBENCH_SHM_CHUNK": "64M", "IPCBENCH_SHM_SLOTS": "4"}
+    item = readiness.dev_shm_item("/dev/shm", env, lambda p: Usage(1 << 30, 0, 200 * MiB))
+    assert item.facts["need_bytes"] == 64 * 1024 + 4 * 64 * MiB and item.ok is False
+    assert "(64M x 4 slots + flags" in item.value
+
+
+def test_dev_shm_absent_or_a_bad_setting(tmp_path):
+    item = readiness.dev_shm_item(str(tmp_path / "none"), {})
+    assert item.ok is False and item.value.startswith("absent (") and item.facts == {"need_bytes": DEFAULT_NEED}
+    item = readiness.dev_shm_item("/dev/shm", {"IPCBENCH_SHM_SLOTS": "99"}, lambda p: pytest.fail("not read"))
+    assert item.ok is False and "IPCBENCH_SHM_SLOTS=99" in item.consequence
+
+
+@pytest.mark.parametrize("text, value, others", [
+    (None, "absent (no Yama)", "can here"), ("0", "0 (classic)", "can here"),
+    ("1", "1 (restricted)", "fail between sibling ranks here (they need 0, or CAP_SYS_PTRACE)"),
+    ("3", "3 (no attach)", "fail between sibling ranks")])
+def test_ptrace_scope_never_stops_ipcbench(tmp_path, text, value, others):
+    item = readiness.ptrace_scope_item(fake_proc(tmp_path, ptrace=text))
+    assert (item.value, item.ok) == (value, True)
+    assert item.consequence.startswith("ipcbench passes fds over a Unix socket (SCM_RIGHTS), not pidfd_getfd: "
+                                       "unaffected; tools that take a peer's fds with pidfd_getfd ")
+    assert others in item.consequence
+
+
+def test_ptrace_scope_unreadable(tmp_path):
+    item = readiness.ptrace_scope_item(fake_proc(tmp_path, ptrace="x"))
+    assert item.value.startswith("unreadable (") and item.ok is True
+
+
+def test_host_items_in_order(tmp_path):
+    items = readiness.host_items(fake_proc(tmp_path), "/dev/shm", {}, lambda p: Usage(MiB, 0, MiB))
+    assert [i.name for i in items] == ["pid_namespace", "ipc_namespace", "dev_shm", "ptrace_scope"]
+    assert [i.ok for i in items] == [True, True, False, True]
+    assert items[2].as_dict()["facts"]["free_bytes"] == MiB
+
+
+def test_mig_modes():
+    on = readiness.mig_item(0, {"current": 1, "pending": 1})
+    assert (on.value, on.ok, on.label) == ("on", False, "MIG, GPU 0")
+    assert on.consequence == ("no CUDA IPC or P2P across MIG instances: ranks on different instances of this GPU "
+                              "cannot share memory")
+    off = readiness.mig_item(1, {"current": 0, "pending": 1})
+    assert (off.value, off.ok) == ("off (on after the next GPU reset)", True) and off.facts["gpu"] == 1
+    assert readiness.mig_item(0, {"current": 1, "pending": 0}).value == "on (off after the next GPU reset)"
+    none = readiness.mig_item(0, {"current": None, "pending": None, "error": "Not Supported"})
+    assert (none.value, none.ok) == ("not supported by this GPU", True)
+    odd = readiness.mig_item(0, {"current": None, "pending": None, "error": "Unknown Error"})
+    assert (odd.value, odd.ok) == ("unreadable (Unknown Error)", None)
+    assert (readiness.mig_item(0, None).value, readiness.mig_item(0, None).ok) == ("unknown (no NVML)", None)
+
+
+NOT_PERMITTED = (False, "CUDA_ERROR_NOT_PERMITTED: no IMEX channel, /dev/nvidia-caps-imex-channels absent")
+
+
+def test_fabric_handles_supported_but_not_permitted():
+    item = readiness.fabric_item(0, True, NOT_PERMITTED)
+    assert item.value == ("supported by the device; NOT permitted here (CUDA_ERROR_NOT_PERMITTED: no IMEX channel, "
+                          "/dev/nvidia-caps-imex-channels absent)")
+    assert item.ok is False and item.consequence.endswith("tools that share memory by fabric handle fail here")
+    assert "ipcbench shares within a node through POSIX fds and does not need them" in item.consequence
+    ok = readiness.fabric_item(1, True, (True, "permitted"))
+    assert (ok.value, ok.ok) == ("supported by the device; permitted", True)
+    no = readiness.fabric_item(0, "no (GPU 0 does not support fabric handles)", None)
+    assert (no.value, no.ok) == ("not supported by the device (GPU 0 does not support fabric handles)", False)
+    assert readiness.fabric_item(0, None, None).ok is None
+    unknown = readiness.fabric_item(0, True, (None, "probe failed (OSError: no libcuda)"))
+    assert unknown.ok is None and unknown.value.endswith("not known whether permitted here (probe failed (OSError: "
+                                                         "no libcuda))")
+    assert readiness.fabric_item(0, True, None).value.endswith("(not tried)")
+
+
+def test_p2p_one_line_per_pair_without_it():
+    items = readiness.p2p_items([[1, 1, 0], [1, 1, 1], [0, 1, 1]])
+    assert [(i.facts["src_gpu"], i.facts["dst_gpu"]) for i in items] == [(0, 2), (2, 0)]
+    assert items[0].line() == ("  NO  P2P, GPU 0 -> GPU 2: none: GPU 0 cannot reach GPU 2's memory directly: IPC "
+                               "between ranks on these GPUs either fails to map or copies through host memory "
+                               "(host-staged bandwidth, not the link's)")
+    (every,) = readiness.p2p_items([[1, 1], [1, 1]])
+    assert (every.value, every.ok) == ("every pair of the 2 GPUs", True)
+    assert readiness.p2p_items([[1]]) == []
+    assert readiness.p2p_items([[0, 1], [1, 0]])[0].value == "every pair of the 2 GPUs"  # a GPU and itself: no pair
