@@ -112,7 +112,8 @@ def build_config(ns) -> RunConfig:
             raise UsageError(f"--sizes: {fmt_size(s)} B cannot be checked: sizes must be multiples of 4 bytes "
                              f"(the verification pattern's word), at least 4")
     if max(sizes) > MAX_BYTES:
-        raise UsageError(f"--sizes: {fmt_size(max(sizes))} is larger than any GPU buffer (at most {fmt_size(MAX_BYTES)})")
+        raise UsageError(f"--sizes: {fmt_size(max(sizes))} is larger than any GPU buffer "
+                         f"(at most {fmt_size(MAX_BYTES)})")
     base = QUICK_RULE if ns.quick else DEFAULT_RULE
     min_time_s = base.min_time_s if ns.min_time is None else ns.min_time / 1e3
     if not (0.05 <= min_time_s * 1e3 <= 1000):

@@ -95,7 +95,8 @@ def test_bad_input_is_one_line_exit_2(args, needle):
 
 def _run_mpi(n, *args, cwd=None):
     env = launcher_free_env()
-    return subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, "-m", "ipcbench", *args], capture_output=True,
+    return subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, "-m", "ipcbench", *args],
+                          capture_output=True,
                           text=True, timeout=60, env=env, cwd=cwd)
 
 

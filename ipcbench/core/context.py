@@ -53,7 +53,8 @@ class Ctx:
 
         prev = self.hints.get(key)
         hint = scale_hint(prev[1], prev[0], nbytes) if prev else None
-        rule = self.rule if sample_factor == 1.0 else replace(self.rule, min_time_s=self.rule.min_time_s * sample_factor)
+        rule = self.rule if sample_factor == 1.0 else replace(self.rule,
+                                                              min_time_s=self.rule.min_time_s * sample_factor)
         count, per_ms = calibrate(rule, timed, hint)
         self.hints[key] = (nbytes, per_ms)
         return count

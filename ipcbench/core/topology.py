@@ -76,7 +76,8 @@ def gpu_links(pci_bus_ids: list[str]) -> dict:
                     continue
                 direct = sum(1 for r in a["remotes"] if r == buses[j])
                 rate = NVLINK_GBPS.get(a["version"] or 0)
-                gen = min(x for x in (a["pcie_max_gen"], b["pcie_max_gen"]) if x) if a["pcie_max_gen"] and b["pcie_max_gen"] else None
+                gens = (a["pcie_max_gen"], b["pcie_max_gen"])
+                gen = min(gens) if all(gens) else None
                 width = min(a["pcie_max_width"] or 0, b["pcie_max_width"] or 0) or None
                 entry = {"src_gpu": i, "dst_gpu": j, "pcie_gen": gen, "pcie_width": width}
                 entry["nvlink_version"] = NVLINK_NAME.get(a["version"] or 0)

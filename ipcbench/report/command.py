@@ -2,8 +2,8 @@
 
 The command only reads its arguments and writes the files: load.py finds and loads the runs, document.py
 builds the document (numbers from tables.py, the headline from headline.py, figures from figure_plan.py and
-figures.py), render.py renders it three ways (docs/architecture.md). No MPI or CUDA anywhere; pandas and matplotlib are imported only when
-a report is made, so `import ipcbench.report.command` stays instant.
+figures.py), render.py renders it three ways (docs/architecture.md). No MPI or CUDA anywhere; pandas and
+matplotlib are imported only when a report is made, so `import ipcbench.report.command` stays instant.
 
 A malformed results.csv or meta.json skips that run with a warning naming file:line; the other runs are
 still reported. Exit status: 0 when a report of every input was written, 1 when one was written but an input

@@ -399,8 +399,8 @@ def render(c: Comparison, fmt: str) -> str:
 
     if fmt == "csv":
         cols = ["suite", "method", "direction", "host", "src_gpu", "dst_gpu", "same_gpu", "bytes", "seq", "kind",
-                "timing", "unit", "base", "new", "ratio", "change", "p", "test", "base_runs", "spread", "verdict", "note",
-                "impossible"]
+                "timing", "unit", "base", "new", "ratio", "change", "p", "test", "base_runs", "spread", "verdict",
+                "note", "impossible"]
         return c.table[cols].to_csv(index=False, float_format="%.6g")
     blocks = _blocks(c)
     if fmt == "md":

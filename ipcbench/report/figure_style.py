@@ -52,7 +52,8 @@ def mechanism_of(suite: str, method: str) -> str:
 
 
 def engine_of(method: str) -> str:
-    """The engine a method uses: pool_ce -> ce, vmm_sm_read -> sm_read, ce_alltoall -> ce, ring_d4_latency -> ring_d4."""
+    """The engine a method uses: pool_ce -> ce, vmm_sm_read -> sm_read, ce_alltoall -> ce,
+    ring_d4_latency -> ring_d4."""
     m = str(method)
     for prefix in MECHANISM_PREFIXES:
         if m.startswith(prefix):

@@ -220,7 +220,8 @@ def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out
              if len(g) > 1}
     handles = [Line2D([], [], **(dict(st, linestyle="none", markersize=7, alpha=1.0) if lab in points - lines
                                  else st)) for lab, st in entries]
-    legend = dict(fontsize=8, frameon=False, title="solid: legacy IPC; thin, dashed or\ndotted: pool, vmm, cuda.core", title_fontsize=7.5,
+    legend = dict(fontsize=8, frameon=False, title="solid: legacy IPC; thin, dashed or\ndotted: pool, vmm, cuda.core",
+                  title_fontsize=7.5,
                   alignment="left", ncol=2 if spare and len(entries) > 8 else 1)
     if spare:
         flat[-1].legend(handles, [lab for lab, _ in entries], loc="center", **legend)

@@ -54,8 +54,8 @@ def describe(plan: dict) -> str:
         k = len(s["pairs"])
         how = (f"  in {len(s['rounds'])} rounds" if s.get("rounds") else
                f"  {k} pair{'s' if k != 1 else ''} one at a time{', a ring' if s.get('ring') else ''}" if k else "")
-        lines.append(f"    {s['suite']:8s} {s['label']:24s} {s['measurements']:5d} measurement{'s' if s['measurements'] != 1 else ''}"
-                     f"{how}")
+        plural = "s" if s["measurements"] != 1 else ""
+        lines.append(f"    {s['suite']:8s} {s['label']:24s} {s['measurements']:5d} measurement{plural}{how}")
     lines.append(f"  measurements per node: {n}")
     lines.append(f"  estimated duration: {plan['estimated_s']:.0f} s")
     return "\n".join(lines)
