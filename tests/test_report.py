@@ -232,7 +232,7 @@ def test_synthetic_every_figure_written(synth_report):
     figs = check_figures(synth_report["rep"], synth_report["md"], synth_report["html"])
     names = " ".join(figs)
     for method in ("copy-ce", "copy-ce_alltoall", "kernel-sm_read", "kernel-sm_write", "pool-pool_ce",
-                   "staged-mpi_staged", "staged-shm_staged", "pipeline-ring_ce"):
+                   "staged-mpi_staged", "staged-shm_staged", "pipeline-ring_d4"):
         assert f"heatmap-{method}.png" in names, method
     for kind in ("hostA-pairs", "bw-vs-size", "latency", "speedup", "handles", "peak"):
         assert f"-{kind}.png" in names, kind
@@ -412,13 +412,21 @@ def test_real_quick_run_says_quick(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ figures
 
+def method_style(suite: str, method: str, direction: str = "oneway") -> dict:
+    """The figure style of a method's rows, from the facts its suite declares for them."""
+    from ipcbench.report.figure_style import Series, method_style as style
+    from ipcbench.results import described
+    from ipcbench.suites.registry import row_facts
+
+    engine, access, mechanism, pattern, _ = described(row_facts(suite, method), direction, False)
+    return style(Series(method, engine, access, mechanism, pattern))
+
+
 def test_method_styles_pair_legacy_with_pool():
     """Same colour per engine, solid for legacy and dashed for pool; every engine its own colour."""
-    from ipcbench.report.figures import method_style
-
     for legacy, pool in ((("copy", "ce"), ("pool", "pool_ce")), (("kernel", "sm_read"), ("pool", "pool_sm_read")),
                          (("kernel", "sm_write"), ("pool", "pool_sm_write"))):
-        a, b = method_style(*legacy), method_style(*pool)
+        a, b = method_style(*legacy, "bidir"), method_style(*pool, "bidir")
         assert a["color"] == b["color"] and a["linestyle"] == "-" and b["linestyle"] != "-"
         assert b["zorder"] > a["zorder"] and b["linewidth"] < a["linewidth"]  # pool drawn thin, on top
     engines = [("copy", "ce"), ("kernel", "sm_read"), ("kernel", "sm_write"), ("staged", "mpi_staged"),
@@ -450,7 +458,7 @@ def test_figure_jobs_one_question_each(tmp_path, monkeypatch):
     direction and the link peak, speedup has a log axis with plain labels, titles come with subtitles."""
     from ipcbench.report import figures
     from ipcbench.report.document import build
-    from ipcbench.report.load import load_runs
+    from ipcbench.record.run import load_runs
 
     jobs = []
     monkeypatch.setattr(figures, "draw_all", lambda js: [jobs.extend(js), [None] * len(js)][1])

@@ -14,6 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
+from ipcbench.record.meta import Meta  # noqa: E402
+from ipcbench.record.run import derive_facts  # noqa: E402
 from ipcbench.report import tables as T  # noqa: E402
 from test_report import md_table, num, run_report  # noqa: E402
 
@@ -23,6 +25,7 @@ def frame(rows) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["suite", "method", "direction", "src_gpu", "dst_gpu", "bytes", "bw_gbps_median"])
     df = df.assign(run="r", host="h", src_rank=df["src_gpu"], dst_rank=df["dst_gpu"], same_gpu=False,
                    time_us_median=df["bytes"] / df["bw_gbps_median"] / 1e3)
+    derive_facts(df, Meta())  # the engine of each row, from what the suites declare
     return T.add_scope(df)
 
 
@@ -73,7 +76,9 @@ def test_latency_glance_has_nccls_one_way_rows():
     lat = pd.DataFrame([("latency", "ce", "oneway", 0, 1, 4, 2.2), ("nccl", "nccl", "oneway", 0, 1, 4, 8.0),
                         ("nccl", "nccl_pingpong", "oneway", 0, 1, 4, 10.0)],
                        columns=["suite", "method", "direction", "src_gpu", "dst_gpu", "bytes", "time_us_median"])
-    lat = T.add_scope(lat.assign(run="r", host="h", src_rank=0, dst_rank=1, same_gpu=False, bw_gbps_median=None))
+    lat = lat.assign(run="r", host="h", src_rank=0, dst_rank=1, same_gpu=False, bw_gbps_median=None)
+    derive_facts(lat, Meta())
+    lat = T.add_scope(lat)
     g = T.latency_glance(pd.concat([df, lat], ignore_index=True)).set_index("method")
     assert list(g.index) == ["ce", "nccl", "nccl_pingpong"] and g.loc["nccl", "median"] == 8.0
     assert "nccl" in set(T.latency_glance(lat)["method"])

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ipcbench.report.figure_style import (_CHAR_IN, DPI, ENGINE_COLOURS, _figure, _known, _nice_log_ticks, _save,
-                                          MECHANISM_LINES, _size_axis, _title_height, _titles, _wrap, engine_of,
-                                          mechanism_of, method_style)
+from ipcbench.report.figure_style import (_CHAR_IN, COLOURS, DPI, MECHANISM_LINES, Series, _figure, _nice_log_ticks,
+                                          _save, _size_axis, _title_height, _titles, _wrap, coloured, method_style,
+                                          series_of)
 
 def heat_colour_values(m, colour_by=None):
     """What a heatmap cell's colour shows: `colour_by` (aligned to m), else the cell as % of the median cell."""
@@ -106,30 +106,21 @@ def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name:
 
 
 def _legend_entries(curves) -> list[tuple[str, dict]]:
-    """(legend label, style) per method of the curves, in a stable reading order: engine, legacy before pool."""
-    seen = {}
-    for s, m in zip(curves["suite"].astype(str), curves["method"].astype(str)):
-        seen.setdefault((s, m), None)
-    unknown = sorted({engine_of(m) for _, m in seen if not _known(engine_of(m))})
-    order = list(ENGINE_COLOURS) + ["ring"]
+    """(legend label, style) per method of the curves, in a stable reading order: family, legacy before the
+    other sharing mechanisms."""
+    series = series_of(curves)
+    unknown = sorted({x.family for x in series.values() if not coloured(x.family)})
+    order = list(COLOURS) + ["ring"] + unknown
+    mechanisms = ["legacy", *MECHANISM_LINES]
 
-    def key(sm):
-        s, m = sm
-        e = engine_of(m)
-        base = "ring" if e.startswith("ring") else e
-        return (order.index(base) if base in order else len(order) + unknown.index(e) if e in unknown else 99,
-                e, list(("legacy", *MECHANISM_LINES)).index(mechanism_of(s, m)), m)
+    def key(x: Series):
+        return (order.index(x.family), x.family, mechanisms.index(x.mechanism) if x.mechanism in mechanisms else 0,
+                x.method)
 
-    out = {}
-    for s, m in sorted(seen, key=key):
-        out.setdefault(_series_label(s, m), method_style(s, m, unknown))
+    out: dict[str, dict] = {}
+    for x in sorted(series.values(), key=key):
+        out.setdefault(x.method, method_style(x, unknown))
     return list(out.items())
-
-
-def _series_label(suite: str, method: str) -> str:
-    if mechanism_of(suite, method) == "pool" and not str(method).startswith("pool_"):
-        return f"{method} (pool)"
-    return str(method)
 
 
 def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out_dir: Path, name: str,
@@ -170,7 +161,7 @@ def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out
         pvals = []
         for (suite, method), s in c.groupby(["suite", "method"], sort=False, observed=True):
             s = s.sort_values("bytes")
-            st = dict(styles[_series_label(suite, method)])
+            st = dict(styles[method])
             if len(s) == 1:
                 st["linestyle"] = "none"
                 st["markersize"] = 7
@@ -214,10 +205,8 @@ def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out
     elif sharey and ylim0 and vals:
         ax0.set_ylim(0, max(vals) * 1.08)
 
-    points = {_series_label(sm, m) for _, c in panels for (sm, m), g in c.groupby(["suite", "method"], observed=True)
-              if len(g) == 1}
-    lines = {_series_label(sm, m) for _, c in panels for (sm, m), g in c.groupby(["suite", "method"], observed=True)
-             if len(g) > 1}
+    points = {m for _, c in panels for (_, m), g in c.groupby(["suite", "method"], observed=True) if len(g) == 1}
+    lines = {m for _, c in panels for (_, m), g in c.groupby(["suite", "method"], observed=True) if len(g) > 1}
     handles = [Line2D([], [], **(dict(st, linestyle="none", markersize=7, alpha=1.0) if lab in points - lines
                                  else st)) for lab, st in entries]
     legend = dict(fontsize=8, frameon=False, title="solid: legacy IPC; thin, dashed or\ndotted: pool, vmm, cuda.core",
@@ -298,8 +287,9 @@ def hstrip(table, label: str, value: str, title: str, xlabel: str, out_dir: Path
     if table is None or table.empty:
         return None
     labels = list(dict.fromkeys(table[label]))
+    series = series_of(table)
     first = table.drop_duplicates(label).set_index(label)
-    unknown = sorted({engine_of(m) for m in table["method"].astype(str) if not _known(engine_of(m))})
+    unknown = sorted({x.family for x in series.values() if not coloured(x.family)})
     longest = max(len(str(x)) for x in labels)
     left = min(3.4, 0.25 + longest * _CHAR_IN * 8.5)
     w = 9.0
@@ -309,7 +299,7 @@ def hstrip(table, label: str, value: str, title: str, xlabel: str, out_dir: Path
     ax = fig.subplots()
     for i, lab in enumerate(labels):
         v = table.loc[table[label] == lab, value].to_numpy(dtype=float)
-        st = method_style(first.loc[lab, "suite"], first.loc[lab, "method"], unknown)
+        st = method_style(series[(first.loc[lab, "suite"], first.loc[lab, "method"])], unknown)
         jitter = (np.arange(len(v)) % 5 - 2) * 0.06
         ax.scatter(v, i + jitter, s=16, color=st["color"], marker=st["marker"], alpha=0.85, zorder=3,
                    linewidths=1.2)

@@ -70,7 +70,10 @@ class Figure:
     file: str | None
     terminal: bool = False
     files: bool = True
-    job: object = None  # (figures.py function name, args, kwargs) until drawn
+    job: tuple | None = None  # (figures.py function name, args, kwargs) until drawn
+
+
+Block = Heading | Para | Callout | Table | Figure  # what a document (a list) holds
 
 
 def _md_cell(s: str) -> str:

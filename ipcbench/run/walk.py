@@ -58,6 +58,7 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
     to `sink` after each group. Returns (every row rank 0 holds, the concurrency check or None)."""
     from ipcbench.core.rows import join_note
     from ipcbench.run.console import Progress
+    from ipcbench.suites.registry import describe_rows
 
     world = ctx.world
     totals: dict[str, float] = {}
@@ -89,6 +90,8 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
                 if len(group) > 1:
                     for r in rows:
                         r.note = join_note(r.note, f"measured in a round of {len(group)} disjoint pairs")
+            ranks = len(ctx.gpu_of)  # a step of every rank at once (the all-to-all) measures every ordered pair
+            describe_rows(rows, ctx.mps, len(group) if group is not None else ranks * (ranks - 1))
             mine_all.extend(rows)
             sink.add(rows, f"the rows of step '{step.label}'")
             n = len(step.sizes) * (1 if group is None else len(group))

@@ -9,8 +9,10 @@ suites import `Step` from here, this module imports suites by name). See docs/ar
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ipcbench.results import RowFacts
 
 # The suites, in the order `all` runs them and the report lists them.
 ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "vmm", "staged", "nccl", "latency", "handles", "pipeline")
@@ -60,6 +62,9 @@ class SuiteSpec:
     name: str
     about: str
     steps: Callable[[int, list[int]], list[Step]]  # (node-local ranks, sizes) -> steps
+    # every method its rows name -> what those rows are (engine, sharing mechanism, pattern, timing): the one
+    # declaration that rows are described by when written (describe_rows) and when an older run is read
+    rows: Mapping[str, RowFacts] = field(default_factory=dict)
 
 
 class UnknownSuite(KeyError):
@@ -75,6 +80,18 @@ def spec(name: str) -> SuiteSpec:
     if s.name != name:
         raise RuntimeError(f"ipcbench.suites.{name} declares suite {s.name!r}")
     return s
+
+
+def row_facts(suite: str, method: str) -> RowFacts | None:
+    """What the rows of (suite, method) are, as the suite declares them; None for a name no suite writes."""
+    return spec(suite).rows.get(method) if suite in ORDER else None
+
+
+def describe_rows(rows: list, mps: bool, round_pairs: int) -> None:
+    """Give each row its facts (results.described) before it is written: its method's, this node's MPS
+    state, and how many pairs were measured at the same time (1: alone)."""
+    for r in rows:
+        r.describe(row_facts(r.suite, r.method), mps, round_pairs)
 
 
 def resolve(names: list[str]) -> list[str]:
