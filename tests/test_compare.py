@@ -70,7 +70,13 @@ def api(*paths, **kw) -> compare.Comparison:
 
 
 def copy_run(src: Path, dst: Path) -> Path:
+    """Another run with the same rows: a copy under a run id and start of its own (a copy that kept them would
+    be the same run, which compare counts once, and refuses as NEW)."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("report"))
+    if (dst / "meta.json").is_file():
+        meta = json.loads((dst / "meta.json").read_text())
+        meta.update(run_id=dst.name, start=f"{meta.get('start')}+{dst.name}")
+        (dst / "meta.json").write_text(json.dumps(meta))
     return dst
 
 
@@ -184,7 +190,7 @@ def test_degraded_rows_flagged_exactly(base_run, new_run, capsys):
     assert len(reg) == len(picks) == 3 * 3 + 1  # push, pull, bidir to 3 GPUs; one latency row
     bw = reg[reg["unit"] == "GB/s"]
     assert bw["change"].to_numpy() == pytest.approx(-0.3, abs=1e-4)
-    lat = reg[reg["unit"] == "us"]
+    lat = reg[reg["unit"] == "µs"]
     assert lat["change"].to_numpy() == pytest.approx(1 / 0.7 - 1, abs=1e-4)  # µs: 43% slower
     assert set(t["verdict"]) == {"regression", "unchanged", "not judged"}
     rc, t, _ = csv_table(capsys, new_run, base_run)  # the other way round: exactly those improve
@@ -197,8 +203,8 @@ def test_unit_per_row_kind(base_run, new_run, capsys):
     base = pd.read_csv(base_run / "results.csv", keep_default_na=False, na_values=[""])
     m = t.merge(base.assign(seq=0), on=KEY[:-1] + ["seq"], suffixes=("", "_row"))
     assert len(m) == len(t)
-    for kind, unit, col in (("bandwidth", "GB/s", "bw_gbps_median"), ("latency", "us", "time_us_median"),
-                            ("op", "us", "time_us_median")):
+    for kind, unit, col in (("bandwidth", "GB/s", "bw_gbps_median"), ("latency", "µs", "time_us_median"),
+                            ("op", "µs", "time_us_median")):
         rows = m[m["kind"] == kind]
         assert len(rows) and (rows["unit"] == unit).all(), kind
         assert rows["base"].to_numpy() == pytest.approx(rows[col].to_numpy(), rel=1e-5), kind
@@ -218,8 +224,8 @@ def test_old_runs_use_median_and_cv(base_run, new_run, capsys):
     judged = t[t["kind"] != "error"]
     assert set(judged["test"]) == {"cv"}
     row = verdict_of(t, suite="latency", method="ce", src_gpu=0, dst_gpu=1, bytes=8)
-    assert row["unit"] == "us" and row["verdict"] == "regression" and row["change"] == pytest.approx(1.0, abs=1e-4)
-    assert (t[t["kind"] == "latency"]["unit"] == "us").all()
+    assert row["unit"] == "µs" and row["verdict"] == "regression" and row["change"] == pytest.approx(1.0, abs=1e-4)
+    assert (t[t["kind"] == "latency"]["unit"] == "µs").all()
     assert_mirrors(base_run, new_run)
 
 
@@ -347,7 +353,7 @@ def test_swapping_mirrors_every_verdict_synthetic(base_run, tmp_path):
     assert_mirrors(a, b)
 
 
-@pytest.mark.parametrize("pair", list(itertools.product(real_runs(), repeat=2)) or [None],
+@pytest.mark.parametrize("pair", [p for p in itertools.product(real_runs(), repeat=2) if p[0] != p[1]] or [None],
                          ids=lambda p: f"{p[0].name}-vs-{p[1].name}" if p else "none")
 def test_swapping_mirrors_every_verdict_real(pair):
     if pair is None:
@@ -418,9 +424,19 @@ def test_device_rows_with_several_base_runs_must_exceed_their_spread(base_run, t
     assert verdict_of(t, **want)["verdict"] == "regression" and rc == 1
 
 
-def test_same_base_twice_is_warned(base_run, new_run, capsys):
+def test_same_base_twice_is_warned_and_counted_once(base_run, new_run, capsys):
     rc, out, _ = run_compare(capsys, base_run, base_run, new_run)
-    assert rc == 0 and "is the same run as" in out
+    assert rc == 0 and "BASE base is the same run as BASE base: counted once" in out
+    assert "1 BASE run(s)" in out
+    twice, once = api(base_run, base_run, new_run).table, api(base_run, new_run).table
+    assert twice.equals(once)  # the same verdicts, p-values and notes as with the BASE given once
+
+
+def test_new_that_is_a_base_is_refused(base_run, tmp_path, capsys):
+    """A run against itself passes any gate: refused, in one line (the same file, or a copy of the run)."""
+    _one_line_error(*run_compare(capsys, base_run, base_run), "is the same run as BASE", "give the run to judge")
+    shutil.copytree(base_run, tmp_path / "copy")
+    _one_line_error(*run_compare(capsys, base_run, tmp_path / "copy"), "is the same run as BASE")
 
 
 # ------------------------------------------------------------------------------------------ missing / new rows
@@ -601,7 +617,7 @@ def test_real_run_compare(run_dir, tmp_path, capsys):
     if run_dir is None:
         pytest.fail(f"no real run under {RESULTS}/*/ (results.csv + meta.json): commit one measured on the GPU "
                     "machine, or point IPCBENCH_RESULTS_DIR at a results directory")
-    c = api(run_dir, run_dir)
+    c = api(run_dir, copy_run(run_dir, tmp_path / "again"))
     assert set(c.table["verdict"]) <= {"unchanged", "not judged"}
     assert c.exit_code == (1 if len(c.impossible) else 0)  # a run with impossible numbers is never blessed
     df = pd.read_csv(run_dir / "results.csv", keep_default_na=False, na_values=[""])

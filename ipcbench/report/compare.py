@@ -104,8 +104,7 @@ def compare(bases: list[Run], new: Run, threshold: float = 0.05, alpha: float = 
     UsageError when the runs share no row."""
     import numpy as np
 
-    if not bases:
-        raise UsageError("no BASE run")
+    bases, said = _distinct(bases, new)
     m, new_imp, mode = _matched(bases, new)
     info = {"mode": mode, "base_runs": len(bases), "base_rows": [len(b.frame) for b in bases],
             "new_rows": len(new.frame), "threshold": threshold, "alpha": alpha, "subset": subset,
@@ -126,7 +125,25 @@ def compare(bases: list[Run], new: Run, threshold: float = 0.05, alpha: float = 
     out.loc[~matched, ["p", "ratio", "change", "gain"]] = np.nan
     info["matched"] = int(matched.sum())
     info["approx"] = int(((out["test"] == "cv") & (out["kind"] != "error")).sum())
-    return Comparison(_worst_first(out), new_imp, _warnings(bases, new, info), info)
+    return Comparison(_worst_first(out), new_imp, said + _warnings(bases, new, info), info)
+
+
+def _distinct(bases: list[Run], new: Run) -> tuple[list[Run], list[str]]:
+    """The BASE runs, each once (a run given twice would count its own numbers as the between-run spread), and
+    what was said about it; UsageError when NEW is one of them: a run compared with itself passes any gate."""
+    if not bases:
+        raise UsageError("no BASE run")
+    for b in bases:
+        if b.identity == new.identity:
+            raise UsageError(f"NEW {new.label} is the same run as BASE {b.label} (the same file, or the same run id "
+                             "and start in meta.json): a run always matches itself; give the run to judge as NEW")
+    out: dict[str, Run] = {}
+    said = []
+    for b in bases:
+        if b.identity in out:
+            said.append(f"BASE {b.label} is the same run as BASE {out[b.identity].label}: counted once")
+        out.setdefault(b.identity, b)
+    return list(out.values()), said
 
 
 def _matched(bases: list[Run], new: Run):
@@ -263,12 +280,6 @@ def _warnings(bases: list[Run], new: Run, info: dict) -> list[str]:
     out = [n for r in list(bases) + [new] for n in r.notes]
     for b in bases:
         out += meta_warnings(b, new)
-    seen: dict[str, str] = {}
-    for b in bases:
-        if b.meta.run_id and b.meta.start and b.identity in seen:
-            out.append(f"BASE {b.label} is the same run as BASE {seen[b.identity]}: the between-run spread is "
-                       "understated")
-        seen.setdefault(b.identity, b.label)
     if info["approx"]:
         out.append(f"{info['approx']} matched row(s) have no samples_us on a side (runs older than that column): "
                    "judged on the median with the row's cv as the spread (test=cv), a weaker test")

@@ -52,7 +52,7 @@ def prepare(run: Run, src, dst, key: list[str]):
     kind = k["kind"].to_numpy(dtype=str)
     bw = kind == "bandwidth"
     value = np.where(bw, k["bw_gbps_median"].to_numpy(dtype=float), k["time_us_median"].to_numpy(dtype=float))
-    k["unit"] = np.where(bw, "GB/s", np.where(kind == "error", "", "us"))
+    k["unit"] = np.where(bw, "GB/s", np.where(kind == "error", "", "µs"))
     k["value"] = value
     with np.errstate(divide="ignore", invalid="ignore"):
         k["lv"] = np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan)
