@@ -42,6 +42,7 @@ OPT_BOOL_COLUMNS = ("mps",)
 
 
 ACCESS = {"push": "write", "pull": "read"}  # what a one-way direction (or a method's style) does to the peer
+STAGED_ENGINES = ("shm", "mpi")  # the host-staged paths that IPC replaces (a baseline, never IPC)
 
 
 @dataclass(frozen=True)

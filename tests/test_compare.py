@@ -682,3 +682,4 @@ def test_recorded_case(case, capsys):
     assert lim.get("min", 0) <= n <= lim.get("max", n), (n, lim)
     if len(spec["base"]) == 1:
         assert_mirrors(*paths)
+

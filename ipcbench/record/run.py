@@ -36,6 +36,12 @@ class Run:
     lost: list[str] = field(default_factory=list)
 
     @property
+    def remarks(self) -> list[str]:
+        """What a reader must be told about this run, the most important first: that it did not complete."""
+        head = f"the run did not complete ({self.incomplete}): these are the rows measured before it stopped"
+        return ([head] if self.incomplete else []) + self.notes
+
+    @property
     def identity(self) -> str:
         """What makes two paths the same run: meta.json's run id and start time, else the file itself."""
         if self.meta.run_id and self.meta.start:
@@ -65,8 +71,6 @@ def load_run(csv_path: str | os.PathLike, label: str | None = None) -> Run:
             why.insert(0, f"meta.json status: {meta.status}")
     derive_facts(frame, meta)
     incomplete = "; ".join(why)
-    if incomplete:
-        notes.append(f"the run did not complete ({incomplete}): these are the rows measured before it stopped")
     return Run(label or (run_dir.name if whole else csv_path.stem), run_dir, csv_path, meta, frame, notes, incomplete,
                lost)
 

@@ -54,7 +54,7 @@ def run(args) -> int:
         _error("--cv-threshold must be >= 0")
         return 2
     runs, skipped = load_runs(args.paths)
-    for msg in [f"{s} (run skipped)" for s in skipped] + [n for r in runs for n in r.notes]:
+    for msg in [f"{s} (run skipped)" for s in skipped] + [n for r in runs for n in r.remarks]:
         print(f"ipcbench report: warning: {msg}", file=sys.stderr)
     if not runs:
         _error("no usable run found under " + ", ".join(map(str, args.paths))

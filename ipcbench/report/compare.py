@@ -125,7 +125,7 @@ def compare(bases: list[Run], new: Run, threshold: float = 0.05, alpha: float = 
     out.loc[~matched, ["p", "ratio", "change", "gain"]] = np.nan
     info["matched"] = int(matched.sum())
     info["approx"] = int(((out["test"] == "cv") & (out["kind"] != "error")).sum())
-    return Comparison(_worst_first(out), new_imp, said + _warnings(bases, new, info), info)
+    return Comparison(_worst_first(out), new_imp, _incomplete(bases, new) + said + _warnings(bases, new, info), info)
 
 
 def _distinct(bases: list[Run], new: Run) -> tuple[list[Run], list[str]]:
@@ -276,7 +276,15 @@ def _worst_first(out):
     return out.drop(columns=["_o", "_g", "_runs_why"]).reset_index(drop=True)
 
 
+def _incomplete(bases: list[Run], new: Run) -> list[str]:
+    """Said first: a run that did not complete holds only the rows measured before it stopped."""
+    return [f"{side} {r.label} did not complete ({r.incomplete}): it holds only the rows measured before it "
+            "stopped; the others are missing from it" for side, r in [("NEW", new)] + [("BASE", b) for b in bases]
+            if r.incomplete]
+
+
 def _warnings(bases: list[Run], new: Run, info: dict) -> list[str]:
+    """What differs between the runs."""
     out = [n for r in list(bases) + [new] for n in r.notes]
     for b in bases:
         out += meta_warnings(b, new)

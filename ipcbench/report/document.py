@@ -118,7 +118,8 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
     doc.append(Heading(2, "How to read the details"))
     doc.append(Para(f"Bandwidth in GB/s (1e9 B/s) at each method's largest size, median over GPU pairs (min/max: "
                     f"the weakest and strongest pair); time in µs per transfer at the smallest size. "
-                    f"Flags: **weak** pairs more than {WEAK_FRACTION:.0%} below their method's median, **noisy** "
+                    f"Flags: **weak** pairs more than {WEAK_FRACTION:.0%} below their method's typical pair (the "
+                    f"median pair, or the stronger of two), **noisy** "
                     f"rows with CV above {cv_threshold:g}, **unverified** rows (data mismatch), **impossible** "
                     f"numbers (above a physical ceiling from {META_NAME}: the link peak, half the memory bandwidth "
                     f"for a same-GPU copy larger than L2, a GPU's NVLink aggregate for its all-to-all flows)."))
@@ -155,7 +156,7 @@ def _run_blocks(run: Run, t: dict) -> list[Block]:
     """One run's details: where and how it was measured, its summaries, speedups, handle costs, % of peak."""
     doc: list[Block] = [Heading(2, f"Run {run.label}", terminal=True), Para(_host_summary(run), terminal=True),
                         Para("**options** " + options_line(run_options(run.meta, run.frame)), terminal=True)]
-    doc += [Para(f"Note: {note}.", terminal=True) for note in run.notes]
+    doc += [Para(f"Note: {note}.", terminal=True) for note in run.remarks]
     rs = t["summary"][t["summary"]["run"] == run.label]
     rf = t["flags"][t["flags"]["run"] == run.label] if not t["flags"].empty else t["flags"]
     for scope, title in (("pair", "Summary (cross-GPU pairs)"), ("same GPU", "Same-GPU IPC (ranks sharing a GPU)"),
@@ -275,9 +276,9 @@ def _flag_blocks(weak, noisy, unver, cv_threshold: float, impossible) -> list[Bl
         return [r.run, r.host, method_label(r.suite, r.method, r.direction), pair(r), size_text(r.bytes)]
 
     specs = [
-        ("Weak links (pairs more than 10% below their method's median)", weak,
-         ["GB/s", "method median", "below"],
-         lambda r: [f1(r.bw_gbps_median), f1(r.method_median), f"{r.below_pct:.1f}%"]),
+        ("Weak links (pairs more than 10% below their method's typical pair: the median, or the stronger of two)",
+         weak, ["GB/s", "typical pair", "below"],
+         lambda r: [f1(r.bw_gbps_median), f1(r.method_typical), f"{r.below_pct:.1f}%"]),
         (f"Noisy rows (CV above {cv_threshold:g})", noisy, ["CV", "µs median", "µs min", "µs max"],
          lambda r: [f"{r.cv:.3f}", us(r.time_us_median), us(r.time_us_min), us(r.time_us_max)]),
         ("Unverified rows (a destination check failed, or did not run: see the note)", unver, ["note"],
@@ -300,5 +301,7 @@ def _flag_blocks(weak, noisy, unver, cv_threshold: float, impossible) -> list[Bl
             blocks.append(Para(f"… and {n - MAX_FLAG_ROWS} more."))
         blocks.append(Table(cols, cells[:MAX_TERMINAL_FLAGS], numeric=numeric, terminal=True, files=False))
         if n > MAX_TERMINAL_FLAGS:
-            blocks.append(Para(f"… and {n - MAX_TERMINAL_FLAGS} more in the report.", terminal=True, files=False))
+            listed = "" if n <= MAX_FLAG_ROWS else f" (the report lists the first {MAX_FLAG_ROWS} of the {n})"
+            blocks.append(Para(f"… and {n - MAX_TERMINAL_FLAGS} more in the report{listed}.", terminal=True,
+                               files=False))
     return blocks

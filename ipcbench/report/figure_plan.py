@@ -83,7 +83,9 @@ class Names:
 
 
 def _pair_heatmap(run: Run, best, host: str, out_dir: Path, name: Names) -> Figure:
-    """1. Is any GPU pair weak? Each pair's best one-way path, coloured by % of link peak around the median."""
+    """1. Is any GPU pair weak? Each pair's best one-way path, coloured by % of link peak around the typical pair."""
+    from ipcbench.report.tables import typical_of
+
     b = best[best["host"] == host]
     m = b.pivot_table(index="src_gpu", columns="dst_gpu", values="bw", aggfunc="first")
     gpus = sorted(set(m.index) | set(m.columns))
@@ -91,12 +93,12 @@ def _pair_heatmap(run: Run, best, host: str, out_dir: Path, name: Names) -> Figu
     size = size_text(b["bytes"].max())
     if b["pct"].notna().any():
         pct = b.pivot_table(index="src_gpu", columns="dst_gpu", values="pct", aggfunc="first")
-        kw = dict(colour_by=[pct.reindex(index=gpus, columns=gpus)], centre=float(best["pct"].median()), span=HEAT_SPAN,
-                  cbar_label="% of link peak (centre: the median pair)")
+        kw = dict(colour_by=[pct.reindex(index=gpus, columns=gpus)], centre=typical_of(best["pct"]), span=HEAT_SPAN,
+                  cbar_label="% of link peak (centre: the typical pair)")
         cells = "GB/s and % of link peak"
     else:
-        kw = dict(cbar_label="% of the median pair")
-        cells = "GB/s and % of the median pair"
+        kw = dict(cbar_label="% of the typical pair")
+        cells = "GB/s and % of the typical pair"
     return figure_job(f"Is any GPU pair weak? Best one-way path per pair at {size} ({host}); red: below the typical "
                       f"pair", "heatmap", [("", m)], "Best one-way path per GPU pair", out_dir, name("pairs", host),
                       subtitle=f"{run.label}, {host}, {size}: fastest push/pull method of each pair; cells: {cells}; "
@@ -190,8 +192,8 @@ def _method_heatmaps(hdf, host: str, out_dir: Path, name: Names) -> list[Block]:
                   for d in sorted(mdf["direction"].unique(), key=lambda d: DIR_ORDER.get(d, 9))]
         size = size_text(mdf["bytes"].max())
         label = method_label(suite, method)
-        figs.append(figure_job(f"Heatmap {label} at {size} ({host}); colour: % of the method's median pair",
+        figs.append(figure_job(f"Heatmap {label} at {size} ({host}); colour: % of the method's typical pair",
                                "heatmap", panels, label, out_dir, name(f"heatmap-{slug(suite)}-{slug(method)}", host),
                                subtitle=f"{size}, {host}; row: source GPU, column: destination GPU; "
-                                        "colour: % of the median pair"))
+                                        "colour: % of the typical pair (the median, or the stronger of two)"))
     return figs

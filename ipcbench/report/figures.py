@@ -27,8 +27,10 @@ def heat_colour_values(m, colour_by=None):
     data = m.to_numpy(dtype=float)
     if colour_by is not None:
         return colour_by.reindex(index=m.index, columns=m.columns).to_numpy(dtype=float)
-    med = np.nanmedian(data) if np.isfinite(data).any() else float("nan")
-    return 100.0 * data / med if med and np.isfinite(med) else np.full_like(data, np.nan)
+    from ipcbench.report.tables import typical_of
+
+    ref = typical_of(data)
+    return 100.0 * data / ref if ref and np.isfinite(ref) else np.full_like(data, np.nan)
 
 
 def heat_norm(colour_values: list, centre: float | None, span: float):

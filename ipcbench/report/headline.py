@@ -15,11 +15,12 @@ from ipcbench.report.cells import f1, method_label, size_text, times, us
 from ipcbench.report.figure_style import series_of
 from ipcbench.report.options import MAX_TERMINAL_RUN_ROWS, options_blocks, options_line, options_short, run_options
 from ipcbench.report.render import Block, Callout, Heading, Para, Table, clean
+from ipcbench.results import STAGED_ENGINES
 
 MAX_GLANCE_RUNS = 4  # runs that get a full "at a glance" block; every run gets a row in the runs table
 MAX_PAIR_ROWS = 12  # pairs listed in the best-path table; beyond that, the weakest ones
 WEAKEST_SHOWN = 6
-WEAK_PCT = 10.0  # a pair this far below the median pair is weak
+WEAK_PCT = 10.0  # a pair this far below the typical pair (tables.typical) is weak
 # how the headline names the family of the fastest path (figure_style.Series.family)
 FAMILY_WORDS = {"ce": "the copy engine", "sm read": "SM read kernels", "sm write": "SM write kernels",
                 "sm_bulk read": "bulk-copy read kernels", "sm_bulk write": "bulk-copy write kernels",
@@ -110,9 +111,15 @@ def slow_runs(runs: list[Run], best) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------ one run's facts
 
+def _reference(n_pairs: int) -> str:
+    """What every pair is held against (tables.typical): of two pairs, the other one."""
+    return "the other pair" if n_pairs == 2 else "the median pair"
+
+
 def _health(best, reds: list[str]) -> list[tuple[str, str]]:
     """The best path per pair and the weakest pair."""
     n_pairs = len(best)
+    ref = _reference(n_pairs)
     med = float(best["bw"].median())
     pct = best["pct"].dropna()
     peak_txt = f" = **{pct.median():.1f}%** of the link peak" if len(pct) else " (no link table: % of peak unknown)"
@@ -127,7 +134,7 @@ def _health(best, reds: list[str]) -> list[tuple[str, str]]:
     level = "bad" if w.below_pct > WEAK_PCT else "ok"
     if n_pairs > 1:
         text = (f"**Weakest pair** {_pair(w)}{host}: {w.bw:.1f} GB/s{wp}, {abs(w.below_pct):.1f}% "
-                f"{'below' if w.below_pct >= 0 else 'above'} the median pair")
+                f"{'below' if w.below_pct >= 0 else 'above'} {ref}")
         text += " (more than 10%: a slow or degraded link)." if level == "bad" else "."
     else:
         text = f"**Only one GPU pair** measured ({_pair(w)}{host}): nothing to compare it with."
@@ -141,7 +148,7 @@ def _health(best, reds: list[str]) -> list[tuple[str, str]]:
             where += f" and {len(hosts) - 4} more hosts" if len(hosts) > 4 else ""
         reds.append(f"{len(low)} of {n_pairs} GPU pairs more than 10% below the median pair{where}")
     elif level == "bad":
-        reds.append(f"pair {_pair(w)}{host} is {w.below_pct:.1f}% below the median pair")
+        reds.append(f"pair {_pair(w)}{host} is {w.below_pct:.1f}% below {ref}")
     return lines
 
 
@@ -169,7 +176,8 @@ def _ipc_buys(t: dict) -> list[tuple[str, str]]:
                               f"{method_label(b.suite, b.method, b.direction)} ({b.bw:.1f} GB/s at "
                               f"{size_text(b.bytes)}){_small_speedups(spg, 1)}; every method in the table below."))
     elif len(staged) == 0:
-        lines.append(("info", "**What IPC buys**: no host-staged rows (staged suite) to compare with."))
+        lines.append(("info", _same_gpu_buys(t["same"]) if t.get("same") is not None and len(t["same"]) else
+                      "**What IPC buys**: no host-staged rows (staged suite) to compare with."))
     nccl, spn = t.get("nccl"), t.get("spn")
     if nccl is not None and len(nccl):
         base = nccl.iloc[0]
@@ -183,6 +191,38 @@ def _ipc_buys(t: dict) -> list[tuple[str, str]]:
                      f"NCCL at {size_text(b.bytes)}{_small_speedups(spn, 2)}.")
         lines.append(("info", text))
     return lines
+
+
+def _same_gpu_buys(same) -> str:
+    """Runs whose host-staged rows are all same-GPU (ranks sharing a GPU): the best same-GPU IPC path over the
+    best same-GPU host-staged path, at their largest sizes."""
+    one_way = _one_way(same)
+    staged = one_way[one_way["engine"].isin(STAGED_ENGINES)]
+    ipc = one_way[~one_way["engine"].isin(STAGED_ENGINES + ("nccl",))]
+    if staged.empty:
+        return "**What IPC buys**: no host-staged rows (staged suite) to compare with."
+    s = staged.loc[staged["bw_median"].idxmax()]
+    base = f"{method_label(s.suite, s.method, s.direction)}, {s.bw_median:.1f} GB/s at {size_text(s.size_max)}"
+    if ipc.empty:
+        return f"**What IPC buys**: the host-staged rows are same-GPU ({base}), and there is no same-GPU IPC row."
+    b = ipc.loc[ipc["bw_median"].idxmax()]
+    return (f"**What IPC buys** (same GPU: no cross-GPU pair here): **{b.bw_median / s.bw_median:.1f}×** the best "
+            f"same-GPU host-staged path ({base}) with {method_label(b.suite, b.method, b.direction)} "
+            f"({b.bw_median:.1f} GB/s at {size_text(b.size_max)}).")
+
+
+def _no_nccl(run: Run) -> list[tuple[str, str]]:
+    """Why a run has no NCCL rows, so that the headline's silence is not read as NCCL being slow or absent."""
+    f = run.frame
+    if (f["engine"] == "nccl").any():
+        return []
+    if run.meta.suites is not None and "nccl" not in run.meta.suites:
+        why = "the nccl suite was not run"
+    elif not (~f["same_gpu"] & (f["src_gpu"] >= 0) & (f["dst_gpu"] >= 0)).any():
+        why = "NCCL refuses two ranks of one GPU, and every pair of this run shares one"
+    else:
+        why = "the nccl suite wrote none (NCCL missing? the run's output says why; pip install -e '.[nccl]')"
+    return [("info", f"**No NCCL rows**: {why}; IPC is not compared with NCCL here.")]
 
 
 def _latency(lat) -> list[tuple[str, str]]:
@@ -208,15 +248,29 @@ def _latency(lat) -> list[tuple[str, str]]:
     return lines
 
 
-def _same_gpu(same) -> list[tuple[str, str]]:
-    sb = same[same["direction"].isin(("push", "pull")) & same["bw_median"].notna() & (same["pattern"] != "alltoall")]
+def _one_way(summary):
+    """A method summary's one-way bandwidth rows of single pairs (all-to-all flows left out)."""
+    return summary[summary["direction"].isin(("push", "pull")) & summary["bw_median"].notna()
+                   & (summary["pattern"] != "alltoall")]
+
+
+def _same_gpu(same, run: Run) -> list[tuple[str, str]]:
+    sb = _one_way(same)
     if not len(sb):
         return []
     top = sb.loc[sb["bw_median"].idxmax()]
+    mps = run.frame.loc[run.frame["same_gpu"], "mps"]
+    if mps.notna().all() and mps.all():
+        handoff = "under MPS the two processes' kernels run concurrently, so ping-pong latencies there are hand-offs"
+    elif mps.notna().all() and not mps.any():
+        handoff = ("ping-pong latencies there measure the time-slicing of the two processes' kernels (no MPS), not "
+                   "a link")
+    else:
+        handoff = ("ping-pong latencies there measure the time-slicing of the two processes' kernels where they ran "
+                   "without MPS (not recorded for this run), not a link")
     return [("info", f"**Same GPU** (ranks sharing a GPU, left out of the pair numbers above): best "
                      f"{method_label(top.suite, top.method, top.direction)} {top.bw_median:.1f} GB/s at "
-                     f"{size_text(top.size_max)} (device-local copies, no link crossed); ping-pong latencies there "
-                     "measure the time-slicing of the two processes' kernels (no MPS), not a link.")]
+                     f"{size_text(top.size_max)} (device-local copies, no link crossed); {handoff}.")]
 
 
 def _methods_text(rows, limit: int = 3) -> str:
@@ -241,12 +295,11 @@ def _flags(run: Run, t: dict, cv_threshold: float, reds: list[str], ambers: list
         pairs = Counter(f"{int(s)}→{int(d)}" for s, d in zip(weak["src_gpu"], weak["dst_gpu"]))
         reds.append(_n(len(weak), "weak-pair row") + " (" + ", ".join(p for p, _ in pairs.most_common(4)) + ")")
         lines.append(("bad", f"**{_n(len(weak), 'weak-pair row')}** (a pair more than 10% below its method's "
-                             "median): " + ", ".join(f"{p} ({_n(n, 'method')})" for p, n in pairs.most_common(4))
+                             "typical pair): " + ", ".join(f"{p} ({_n(n, 'method')})" for p, n in pairs.most_common(4))
                              + f", up to {weak['below_pct'].max():.0f}% below."))
     if run.incomplete:
         reds.append("the run did not complete")
-        lines.append(("bad", f"**Incomplete run** (meta.json status: {run.meta.status}): only the rows measured "
-                             "before it stopped."))
+        lines.append(("bad", f"**Incomplete run** ({run.incomplete}): only the rows measured before it stopped."))
     if len(noisy):
         by_suite = ", ".join(f"{s} {n}" for s, n in Counter(map(str, noisy["suite"])).most_common())
         ambers.append("noisy rows")
@@ -267,9 +320,9 @@ def glance_facts(run: Run, t: dict, cv_threshold: float) -> dict:
     reds: list[str] = []
     ambers: list[str] = []
     lines = _health(t["best"], reds) if len(t["best"]) else []
-    lines += _ipc_buys(t)
+    lines += _ipc_buys(t) + _no_nccl(run)
     lines += _latency(t["lat"]) if len(t["lat"]) else []
-    lines += _same_gpu(t["same"]) if t.get("same") is not None and len(t["same"]) else []
+    lines += _same_gpu(t["same"], run) if t.get("same") is not None and len(t["same"]) else []
     lines += _flags(run, t, cv_threshold, reds, ambers)
     opts = run_options(run.meta, run.frame)
     if opts.get("mode", "").startswith("quick"):
@@ -279,7 +332,8 @@ def glance_facts(run: Run, t: dict, cv_threshold: float) -> dict:
     if opts.get("verify"):
         reds.append("verification off")
         lines.append(("bad", f"**Verification {opts['verify']}**: no number of this run is checked."))
-    checks = "every row verified, no impossible numbers, no pair more than 10% below the median"
+    checks = ("every row verified, no impossible numbers, no pair more than 10% below "
+              + ("the other" if len(t["best"]) == 2 else "the median"))
     if reds:
         verdict = ("bad", "**Check**: " + "; ".join(reds) + ".")
     elif not len(t["best"]):
@@ -303,7 +357,7 @@ def _pair_table(best, terminal: bool) -> list[Block]:
                    "the pair heatmaps show every pair of the hosts with the weakest pairs")
     has_pct = best["pct"].notna().any()
     cols = (["host"] if multi_host else []) + ["pair", "best one-way path", "GB/s"] + \
-        (["link, peak GB/s", "% of link peak"] if has_pct else []) + ["vs median pair"]
+        (["link, peak GB/s", "% of link peak"] if has_pct else []) + [f"vs {_reference(len(best))[4:]}"]
     rows = []
     for r in shown.itertuples():
         row = ([str(r.host)] if multi_host else []) + [_pair(r), method_label(r.suite, r.method, r.direction),
@@ -311,7 +365,7 @@ def _pair_table(best, terminal: bool) -> list[Block]:
         if has_pct:
             row += [f"{r.link_kind} {r.peak_gbps:.0f}" if r.peak_gbps == r.peak_gbps else "", f1(r.pct)]
         rows.append(row + [_signed(-r.below_pct)])
-    numeric = [c in ("GB/s", "% of link peak", "vs median pair") for c in cols]
+    numeric = [c in ("GB/s", "% of link peak") or c.startswith("vs ") for c in cols]
     return [Table(cols, rows, numeric=numeric, caption=caption, terminal=terminal)]
 
 
