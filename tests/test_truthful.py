@@ -143,3 +143,57 @@ def test_two_pairs_are_held_against_each_other(tmp_path, capsys, monkeypatch):
     assert 45 < float(m.group(2)) < 50
     fn, args, kw = next(j for j in jobs if j[0] == "heatmap" and str(j[1][3]).endswith("-pairs.png"))
     assert kw["centre"] == pytest.approx(100 * healthy / 478.1, abs=0.05)  # centred on the healthy pair
+
+
+# ------------------------------------------------------------------------------------------ report: the figures
+
+def _figure_jobs(monkeypatch, capsys, *argv) -> dict:
+    """{file name: (function, args, kwargs)} of every figure the report plans (none is drawn)."""
+    from ipcbench.report import figures
+
+    jobs = []
+    monkeypatch.setattr(figures, "draw_all", lambda js: [jobs.extend(js), [None] * len(js)][1])
+    run_cmd(report, capsys, *argv)
+    return {kw.get("name", args[4] if len(args) > 4 else args[3]): (fn, args, kw) for fn, args, kw in jobs}
+
+
+def test_figure_names_do_not_repeat_the_host(tmp_path, capsys, monkeypatch):
+    """tests/data/h200x2/20261123-090753-vm's figures were named 20261123-090753-vm-vm-pairs.png."""
+    names = _figure_jobs(monkeypatch, capsys, REPO / "tests" / "data" / "h200x2" / "20261123-090753-vm", "--out",
+                         tmp_path)
+    assert "20261123-090753-vm-pairs.png" in names and not any("-vm-vm-" in n for n in names)
+    fleet = synth.make_run(tmp_path / "f", hosts=("n1", "n2"), suites=["copy"], sizes=SIZES, same_gpu=False)
+    names = _figure_jobs(monkeypatch, capsys, fleet, "--out", tmp_path / "o")
+    assert f"{fleet.name}-n1-pairs.png" in names  # several hosts: each host's figures say which
+
+
+def test_the_l2_bump_is_labelled(tmp_path, capsys, monkeypatch):
+    """On one GPU (results/h100-nomps) bandwidth peaks at 16 MiB, inside the 50 MiB L2, and the figure read as if
+    that were the peak: the sizes that fit in the L2 are shaded and said so."""
+    names = _figure_jobs(monkeypatch, capsys, REPO / "results" / "h100-nomps", "--out", tmp_path)
+    fn, args, kw = names["h100-nomps-bw-vs-size.png"]
+    assert kw["band"] == (50 << 20, "fits in the 50M L2")
+    assert "shaded: sizes that fit in the GPU's 50M L2, served from the cache" in kw["subtitle"]
+
+
+def test_the_legend_says_what_its_dotted_lines_are(tmp_path, monkeypatch):
+    """The legend said "dotted: pool, vmm, cuda.core" over ce_alltoall, which is dotted; now it names the styles
+    drawn, the all-to-all among them, and nothing that is not drawn."""
+    from matplotlib.figure import Figure as MplFigure
+
+    from ipcbench.report import figures
+
+    run = synth.make_run(tmp_path / "r", suites=["copy"], sizes=[4 << 20, 64 << 20], same_gpu=False)
+    drawn, save = {}, figures._save
+    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: (drawn.setdefault(name, fig), save(fig, out_dir,
+                                                                                                        name))[1])
+    monkeypatch.setattr(figures, "draw_all", lambda js: [figures.draw(j) for j in js])  # here, where _save is seen
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    assert report.run(parser.parse_args([str(run), "--out", str(tmp_path / "o"), "--quiet"])) == 0
+    fig = drawn[f"{run.name}-bw-vs-size.png"]
+    assert isinstance(fig, MplFigure)
+    legend = (fig.legends or [a.get_legend() for a in fig.axes if a.get_legend()])[0]
+    title = legend.get_title().get_text()
+    assert "all-to-all" in title and "dotted" in title
+    assert "pool" not in title and "vmm" not in title and "cuda.core" not in title

@@ -68,9 +68,10 @@ def run(args) -> int:
         return 2
     doc = build(runs, skipped, out_dir, 0.05 if args.cv_threshold is None else args.cv_threshold,
                 figures=not args.no_figures)
+    md, html = to_markdown(doc), to_html(doc, out_dir)
     try:
-        (out_dir / "report.md").write_text(to_markdown(doc), encoding="utf-8")
-        (out_dir / "report.html").write_text(to_html(doc, out_dir), encoding="utf-8")
+        (out_dir / "report.md").write_text(md, encoding="utf-8")
+        (out_dir / "report.html").write_text(html, encoding="utf-8")
     except OSError as e:
         _error(f"cannot write the report into {out_dir}: {e.strerror or e}")
         return 2

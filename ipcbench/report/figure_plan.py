@@ -61,7 +61,7 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
     if len(hosts) > len(heat_hosts):
         figs.append(Para(f"Heatmaps are drawn for {MAX_HEATMAP_HOSTS} hosts only (those with the weakest "
                          f"pairs): {', '.join(map(str, heat_hosts))}."))
-    name = Names(slug(run.label))
+    name = Names(slug(run.label), rdf["host"].nunique() > 1)
     if best is not None and not best.empty:
         figs += [_pair_heatmap(run, best, host, out_dir, name) for host in heat_hosts
                  if not best[best["host"] == host].empty]
@@ -74,12 +74,15 @@ def run_figures(run: Run, rdf, sp, pk, handles, out_dir: Path, heat_budget: int,
 
 @dataclass(frozen=True)
 class Names:
-    """The figures' file names: <run>-<what>.png, <run>-<host>-<what>.png for a host's figures."""
+    """The figures' file names: <run>-<what>.png, and <run>-<host>-<what>.png for a host's figures of a run of
+    several hosts (a run id usually ends in its host already: 20261123-090753-vm)."""
 
     run: str
+    several_hosts: bool
 
     def __call__(self, what: str, host: str | None = None) -> str:
-        return f"{self.run}-{slug(host)}-{what}.png" if host is not None else f"{self.run}-{what}.png"
+        return f"{self.run}-{slug(host)}-{what}.png" if host is not None and self.several_hosts else \
+            f"{self.run}-{what}.png"
 
 
 def _pair_heatmap(run: Run, best, host: str, out_dir: Path, name: Names) -> Figure:
@@ -111,21 +114,25 @@ def _size_figures(run: Run, rdf, sp, out_dir: Path, name: Names, peak: float | N
     from ipcbench.report import tables as T
 
     figs: list[Block] = []
-    scope, over = "pair", "cross-GPU pairs"
+    scope, over, band = "pair", "cross-GPU pairs", None
     curves = T.size_curves(rdf, scope)
     if curves.empty:
         scope, over, peak = "same GPU", "same-GPU pairs (processes sharing a GPU)", None
         curves = T.size_curves(rdf, scope)
+        l2 = [g.l2_bytes for gs in run.meta.gpus.values() for g in gs if g.l2_bytes]
+        band = (min(l2), f"fits in the {size_text(min(l2))} L2") if l2 else None
     panels = _by_direction(curves, ("push", "pull", "bidir"))
     if panels:
         hl = {d: (peak * (2 if d == "bidir" else 1), f"link peak {peak * (2 if d == 'bidir' else 1):.0f} GB/s"
                   + (" (2 × one way)" if d == "bidir" else "")) for d, _ in panels} if peak else {}
+        cache = (f"; shaded: sizes that fit in the GPU's {size_text(band[0])} L2, served from the cache, not "
+                 "device memory (their bump is not the peak)") if band else ""
         figs.append(figure_job(f"Bandwidth vs message size (median over {over}"
                                + ("; dashed grey: link peak)" if hl else ")"),
                                "curves_panels", panels, "Bandwidth vs message size", "GB/s", out_dir,
-                               name("bw-vs-size"), hlines=hl, ylim0=True, sharey=False,
+                               name("bw-vs-size"), hlines=hl, ylim0=True, sharey=False, band=band,
                                subtitle=f"{run.label}: median over {over}; one panel per direction "
-                                        "(bidir counts both directions)"))
+                                        f"(bidir counts both directions){cache}"))
     rsp = sp[sp["run"] == run.label]
     if not rsp.empty:
         panels = _by_direction(T.speedup_curves(rsp).rename(columns={"speedup": "median"}), ("push", "pull", "bidir"))

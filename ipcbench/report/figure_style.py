@@ -93,6 +93,24 @@ def method_style(series: Series, others: list[str] | None = None) -> dict:
     return dict(color=colour, linestyle="-", linewidth=3.2, alpha=0.55, marker="o", markersize=4, zorder=2)
 
 
+LINE_WORDS = {"pool": "thin dashed ×", "vmm": "thin dash-dot +", "core": "thin dotted ◆"}  # MECHANISM_LINES
+SOLID_WORDS = {"legacy": "legacy IPC", "shm": "host-staged", "mpi": "host-staged", "nccl": "NCCL",
+               "event": "IPC events", "": "other paths"}
+
+
+def legend_title(series) -> str:
+    """What the line styles of these series mean, one line each, only for the styles drawn: legacy IPC solid,
+    each other sharing mechanism its own dash, all-to-all dotted."""
+    series = list(series)
+    mechanisms = {x.mechanism for x in series}
+    solid = dict.fromkeys(SOLID_WORDS.get(x.mechanism, "other paths") for x in series
+                          if x.mechanism not in MECHANISM_LINES and x.pattern != "alltoall")
+    lines = [f"thick solid: {', '.join(sorted(solid, key=list(SOLID_WORDS.values()).index))}"] if solid else []
+    lines += [f"{LINE_WORDS[m]}: {MECHANISM_NAMES[m]}" for m in MECHANISM_LINES if m in mechanisms]
+    lines += ["thick dotted ▲: all-to-all (every pair at once)"] if any(x.pattern == "alltoall" for x in series) else []
+    return "\n".join(lines)
+
+
 def coloured(fam: str) -> bool:
     return fam in COLOURS or fam == "ring"
 
