@@ -60,10 +60,10 @@ def test_plan_pairs_and_counts():
     by_label = {s.label: s for s in steps}
     assert len(by_label["ce push"].pairs) == 12 and len(by_label["ce bidir"].pairs) == 6
     assert by_label["ce push"].measurements == 12 * 17
-    assert by_label["ce all-to-all"].concurrent and min(by_label["ce all-to-all"].sizes) >= 4 << 20
+    assert by_label["ce all-to-all"].all_ranks and min(by_label["ce all-to-all"].sizes) >= 4 << 20
     assert "sm_read pull" in by_label and "sm_write push" in by_label
     # two ranks: no all-to-all step (it would be the bidirectional pair again)
-    assert not any(s.concurrent for s in plan(["copy"], 2, sizes))
+    assert not any(s.all_ranks for s in plan(["copy"], 2, sizes))
     assert set(SUITE_ORDER) >= {"copy", "kernel", "pool", "latency"}
 
 

@@ -112,7 +112,7 @@ def test_suite_is_registered_with_push_steps_for_every_ordered_pair():
     steps = plan(["staged"], 3, [4 * K, M])
     assert [s.label for s in steps] == ["shm_staged push", "mpi_staged push"]
     for s in steps:
-        assert s.needs == () and not s.concurrent
+        assert s.needs == () and not s.all_ranks
         assert sorted(s.pairs) == [(a, b) for a in range(3) for b in range(3) if a != b]
 
 

@@ -47,7 +47,7 @@ def test_copy_kernel_pool_plan_runs_on_a_fake_node():
 def test_alltoall_is_planned_from_three_ranks_on_large_sizes():
     assert copy.alltoall_steps("ce", 2, [1 << 20]) == []
     (s,) = copy.alltoall_steps("ce", 4, [1 << 20, 4 << 20, 16 << 20])
-    assert s.concurrent and s.sizes == [4 << 20, 16 << 20] and s.cost == 4.0 and s.measurements == 2
+    assert s.all_ranks and s.sizes == [4 << 20, 16 << 20] and s.cost == 4.0 and s.measurements == 2
     (s,) = copy.alltoall_steps("ce", 3, [1 << 10, 1 << 20])
     assert s.sizes == [1 << 20]  # nothing that large: the largest size
 

@@ -101,7 +101,7 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
             "pairs": local * (local - 1), "pair_mode": mode.as_dict(),
             "suites": list(cfg.suites), "sizes": list(cfg.sizes), "sampling": cfg.rule.describe(),
             "steps": [{"suite": s.suite, "label": s.label, "measurements": measured(s, mode),
-                       "pairs": [list(p) for p in pairs_of(s, mode)] if not s.concurrent else [],
+                       "pairs": [list(p) for p in pairs_of(s, mode)] if not s.all_ranks else [],
                        "ring": s.serial and mode.serial.ring,
                        "rounds": [[list(p) for p in g] for g in groups_of(s, mode)] if mode.concurrent and s.rounds_ok
                        else None} for s in steps],

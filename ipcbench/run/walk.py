@@ -38,7 +38,7 @@ def pairs_of(step, mode) -> list:
 
 def measured(step, mode) -> int:
     """How many measurements (pair x size) a step takes in this run: what the progress counts."""
-    return len(step.sizes) * (1 if step.concurrent else len(pairs_of(step, mode)))
+    return len(step.sizes) * (1 if step.all_ranks else len(pairs_of(step, mode)))
 
 
 def groups_of(step, mode) -> list:
@@ -46,7 +46,7 @@ def groups_of(step, mode) -> list:
     once: rounds of disjoint pairs (core/schedule.py) where the run and the step allow, else one pair each."""
     from ipcbench.core.schedule import pair_rounds
 
-    if step.concurrent:
+    if step.all_ranks:
         return [None]
     if mode.concurrent and step.rounds_ok:
         return pair_rounds(step.pairs)

@@ -20,7 +20,7 @@ def alltoall_steps(method_name: str, n: int, sizes: list[int]) -> list[Step]:
 
         return measure_alltoall(ctx, METHODS[method_name], sizes, "copy")
 
-    return [Step("copy", f"{method_name} all-to-all", [], big, run, concurrent=True, needs=("legacy",),
+    return [Step("copy", f"{method_name} all-to-all", [], big, run, all_ranks=True, needs=("legacy",),
                  cost=float(n))]
 
 

@@ -23,15 +23,16 @@ class Step:
     """One thing measured over the node's pair schedule.
 
     For each pair the two ranks of the pair call `run(ctx, src, dst, sizes)` while the other ranks wait
-    (a pair step), or every rank of the node calls `run(ctx, sizes)` together (a concurrent step).
+    (a pair step), or every rank of the node calls `run(ctx, sizes)` together (an all-ranks step: the
+    all-to-all; not to be confused with a run's pairs measured at once, core/schedule.PairMode.concurrent).
     """
 
     suite: str
     label: str
-    pairs: list[tuple[int, int]]  # node-local (src, dst); [] for a concurrent step
+    pairs: list[tuple[int, int]]  # node-local (src, dst); [] for an all-ranks step
     sizes: list[int]
     run: Callable
-    concurrent: bool = False
+    all_ranks: bool = False  # every rank of the node runs it together (run(ctx, sizes))
     needs: tuple[str, ...] = ()  # buffer kinds (ipc/sharers.KINDS) and libraries (sharers.LIBRARIES: "nccl") it needs
     cost: float = 1.0  # relative cost of one measurement, for the ETA
     # May its pairs be measured in rounds of disjoint pairs (core/schedule.py) when the run allows? Only
@@ -49,12 +50,12 @@ class Step:
     @property
     def serial(self) -> bool:
         """Never walked in rounds: measured one pair at a time, over the pairs --serial-pairs leaves it."""
-        return not self.concurrent and not self.rounds_ok
+        return not self.all_ranks and not self.rounds_ok
 
     @property
     def measurements(self) -> int:
         """Over every pair of the step; what a run measures after its --serial-pairs is run/walk.measured."""
-        return len(self.sizes) * (1 if self.concurrent else len(self.pairs))
+        return len(self.sizes) * (1 if self.all_ranks else len(self.pairs))
 
 
 @dataclass(frozen=True)
