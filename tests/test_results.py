@@ -3,6 +3,7 @@ reader (record/table.py: read_table, and read_rows, the same table as Rows)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -14,7 +15,7 @@ from ipcbench.errors import ResultsError
 from ipcbench.record.meta import read_meta
 from ipcbench.record.run import find_runs
 from ipcbench.record.table import read_rows, read_table
-from ipcbench.results import COLUMNS, ResultsWriter, Row, write_meta
+from ipcbench.results import BASE_COLUMNS, COLUMNS, ResultsWriter, Row, write_meta
 
 
 def _row(i: int = 0, **kw) -> Row:
@@ -236,3 +237,24 @@ def test_writer_never_appends_to_an_existing_file(tmp_path):
     with pytest.raises(FileExistsError):
         ResultsWriter(tmp_path)
     assert (tmp_path / "results.csv").read_bytes() == before
+
+
+def test_the_kind_of_rows_that_do_not_say(tmp_path):
+    """Runs written before the `kind` column (and rows made without one) get it derived by one rule: an error
+    probe's method is err_*, a row of the latency suite or of direction oneway is latency (the nccl suite's
+    one-way rows, the pipeline's ring latency), a row with GB/s is bandwidth, else op."""
+    rows = [_row(0), _row(1, suite="nccl", method="nccl", direction="oneway", bw_gbps_median=None, bw_gbps_max=None),
+            _row(2, suite="pipeline", method="ring_d4_latency", direction="oneway", bw_gbps_median=None,
+                 bw_gbps_max=None),
+            _row(3, suite="latency", method="ce", direction="oneway", bw_gbps_median=1.0),
+            _row(4, suite="handles", method="ipc_get_mem_handle", direction="op", bw_gbps_median=None,
+                 bw_gbps_max=None),
+            _row(5, suite="handles", method="err_open_own_handle", direction="op", bw_gbps_median=None,
+                 bw_gbps_max=None)]
+    want = ["bandwidth", "latency", "latency", "latency", "op", "error"]
+    assert [r.kind for r in rows] == want  # made without a kind
+    path = _write(tmp_path, rows)
+    lines = path.read_text().splitlines()
+    n = len(BASE_COLUMNS)  # the first version's columns only, as a run of then wrote them
+    path.write_text("\n".join(",".join(next(csv.reader([ln]))[:n]) for ln in lines) + "\n")
+    assert list(read_table(path)["kind"]) == want
