@@ -179,48 +179,28 @@ def _num(v) -> float | None:
 
 
 def _gpus(v) -> dict[str, list[GpuRecord]]:
-    out = {}
-    for host, lst in _dict(v).items():
-        recs = []
-        for g in _list(lst):
-            if isinstance(g, dict) and _int(g.get("index")) is not None:
-                recs.append(GpuRecord(_int(g["index"]), str(g.get("name", "?")), _text(g.get("uuid")) or None,
-                                      _text(g.get("cc")), _int(g.get("sm_count")), _int(g.get("memory_bytes")),
-                                      _int(_num(g.get("l2_bytes"))), _num(g.get("mem_bw_gbps"))))
-        out[str(host)] = recs
-    return out
+    return {str(host): [GpuRecord(i, str(g.get("name", "?")), _text(g.get("uuid")) or None, _text(g.get("cc")),
+                                  _int(g.get("sm_count")), _int(g.get("memory_bytes")), _int(_num(g.get("l2_bytes"))),
+                                  _num(g.get("mem_bw_gbps")))
+                        for g in _list(lst) if isinstance(g, dict) and (i := _int(g.get("index"))) is not None]
+            for host, lst in _dict(v).items()}
 
 
 def _links(topology) -> list[Link]:
-    out = []
-    for host, t in _dict(topology).items():
-        for ln in _list(_dict(t).get("links")):
-            if not isinstance(ln, dict) or _int(ln.get("src_gpu")) is None or _int(ln.get("dst_gpu")) is None:
-                continue
-            version = ln.get("nvlink_version")
-            out.append(Link(str(host), _int(ln["src_gpu"]), _int(ln["dst_gpu"]), str(ln.get("kind") or ""),
-                            _num(ln.get("peak_gbps")), _int(ln.get("nvlink_count")),
-                            None if version is None else str(version), _num(ln.get("per_link_gbps"))))
-    return out
+    return [Link(str(host), s, d, str(ln.get("kind") or ""), _num(ln.get("peak_gbps")), _int(ln.get("nvlink_count")),
+                 _text(ln.get("nvlink_version")), _num(ln.get("per_link_gbps")))
+            for host, t in _dict(topology).items() for ln in _list(_dict(t).get("links")) if isinstance(ln, dict)
+            and (s := _int(ln.get("src_gpu"))) is not None and (d := _int(ln.get("dst_gpu"))) is not None]
 
 
 def _active(topology) -> dict[tuple[str, int], int]:
-    out = {}
-    for host, t in _dict(topology).items():
-        for i, g in enumerate(_list(_dict(t).get("per_gpu"))):
-            n = _num(_dict(g).get("active"))
-            if n is not None:
-                out[(str(host), i)] = int(n)
-    return out
+    return {(str(host), i): int(n) for host, t in _dict(topology).items()
+            for i, g in enumerate(_list(_dict(t).get("per_gpu"))) if (n := _num(_dict(g).get("active"))) is not None}
 
 
 def _mps(v) -> dict[tuple[str, int], bool]:
-    out = {}
-    for host, m in _dict(v).items():
-        for gpu, state in _dict(_dict(m).get("gpus")).items():
-            if isinstance(state, bool) and _int(gpu) is not None:
-                out[(str(host), _int(gpu))] = state
-    return out
+    return {(str(host), i): state for host, m in _dict(v).items() for gpu, state in _dict(_dict(m).get("gpus")).items()
+            if isinstance(state, bool) and (i := _int(gpu)) is not None}
 
 
 def _ranks_per_gpu(value, ranks: list | None) -> int | None:

@@ -17,7 +17,7 @@ from typing import Iterable
 
 from ipcbench.errors import ResultsError, UsageError
 from ipcbench.record.meta import Meta, read_meta
-from ipcbench.record.table import read_table
+from ipcbench.record.table import Frame, read_table
 from ipcbench.results import CSV_NAME, META_NAME, described
 
 
@@ -30,7 +30,7 @@ class Run:
     dir: Path
     csv: Path
     meta: Meta
-    frame: object  # pandas.DataFrame, the columns of results.COLUMNS
+    frame: Frame  # the columns of results.COLUMNS
     notes: list[str] = field(default_factory=list)
     incomplete: str = ""
     lost: list[str] = field(default_factory=list)
@@ -108,7 +108,9 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> tuple[list[Run], list[str]]
     files: list[Path] = []
     for p in map(Path, paths):
         files += [p.resolve()] if p.is_file() else [d / CSV_NAME for d in find_runs([p])]
-    runs, skipped, seen = [], [], {}
+    runs: list[Run] = []
+    skipped: list[str] = []
+    seen: dict[str, int] = {}
     for csv_path in dict.fromkeys(files):
         try:
             run = load_run(csv_path)
@@ -123,7 +125,7 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> tuple[list[Run], list[str]]
     return runs, skipped
 
 
-def _recover_node_parts(run_dir: Path, frame, lost: list[str]) -> tuple[object, list[str]]:
+def _recover_node_parts(run_dir: Path, frame: Frame, lost: list[str]) -> tuple[Frame, list[str]]:
     """Fleet runs: the rows of <run>/nodes/<host>.csv of hosts that never reached results.csv (the errors of
     part files that cannot be read go to `lost`)."""
     import pandas as pd
@@ -171,7 +173,7 @@ def derive_facts(frame, meta: Meta) -> None:
             frame.loc[old, c] = filled[c].to_numpy()
     no_mps = frame["mps"].isna().to_numpy()
     if no_mps.any() and meta.mps:
-        known = [meta.mps.get((h, int(g))) for h, g in zip(frame["host"], frame["src_gpu"])]
+        known = np.array([meta.mps.get((h, int(g))) for h, g in zip(frame["host"], frame["src_gpu"])], dtype=object)
         frame["mps"] = pd.array(np.where(no_mps, known, frame["mps"].to_numpy(dtype=object)), dtype="boolean")
     no_round = frame["round_pairs"].isna().to_numpy()
     if no_round.any():

@@ -13,15 +13,17 @@ import csv
 import io
 import os
 from pathlib import Path
+from typing import Any
 
 from ipcbench.errors import ResultsError
 from ipcbench.results import (BASE_COLUMNS, BOOL_COLUMNS, COLUMNS, DIRECTIONS, FLOAT_COLUMNS, INT_COLUMNS,
                               OPT_BOOL_COLUMNS, OPT_INT_COLUMNS, ROW_KINDS, Row, derive_kind)
 
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
+Frame = Any  # a pandas.DataFrame: pandas is imported only inside the functions that use it
 
 
-def read_table(csv_path: str | os.PathLike, warnings: list[str] | None = None):
+def read_table(csv_path: str | os.PathLike, warnings: list[str] | None = None) -> Frame:
     """The rows of a results.csv as a DataFrame: the columns of COLUMNS typed (int64; float64 with NaN where
     empty, also for `checks` and `round_pairs`; bool; `mps` pandas' nullable boolean), any extra column as
     text. A cut-short last line is dropped with a message appended to `warnings`."""
@@ -103,13 +105,14 @@ def _cut_tail(text: str, path: Path, header: list[str]) -> tuple[str, str | None
                           f"killed writer leaves): dropped, the {line - 2} rows before it kept")
 
 
-def _typed(raw) -> tuple[object, list[tuple[int, int, str]]]:
+def _typed(raw: Frame) -> tuple[Frame, list[tuple[int, int, str]]]:
     """(the typed frame, [(record index, check number, message)]: the first record each check finds bad;
     the checks in column order, then the values' own rules)."""
     import numpy as np
     import pandas as pd
 
-    out, problems = {}, []
+    out: dict = {}
+    problems: list[tuple[int, int, str]] = []
 
     def bad(mask, message) -> None:
         mask = np.asarray(mask, dtype=bool)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ipcbench.errors import ResultsError, UsageError
 from ipcbench.record.run import Run, load_run, locate
+from ipcbench.record.table import Frame
 from ipcbench.report.matching import VALUE_COLS, combine_bases, identities, meta_warnings, prepare
 from ipcbench.report.significance import t_pvalue, welch
 from ipcbench.sizes import fmt_size
@@ -76,8 +77,8 @@ class Comparison:
     """The outcome: `table` has one row per key (matched, missing from NEW, or new), `impossible` NEW's rows
     above a physical ceiling (ceilings.py), `warnings` what differs between the runs."""
 
-    table: object  # pandas.DataFrame
-    impossible: object  # pandas.DataFrame
+    table: Frame
+    impossible: Frame
     warnings: list[str] = field(default_factory=list)
     info: dict = field(default_factory=dict)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 from ipcbench.record.run import Run
+from ipcbench.record.table import Frame
 from ipcbench.report.cells import f1, method_label, method_sort, size_text, times, us
 from ipcbench.report.figure_plan import MAX_FIGURE_RUNS, MAX_HEATMAP_HOSTS, figure_job, run_figures
 from ipcbench.report.headline import glance_blocks
@@ -275,7 +277,7 @@ def _flag_blocks(weak, noisy, unver, cv_threshold: float, impossible) -> list[Bl
     def head(r):
         return [r.run, r.host, method_label(r.suite, r.method, r.direction), pair(r), size_text(r.bytes)]
 
-    specs = [
+    specs: list[tuple[str, Frame, list[str], Callable]] = [
         ("Weak links (pairs more than 10% below their method's typical pair: the median, or the stronger of two)",
          weak, ["GB/s", "typical pair", "below"],
          lambda r: [f1(r.bw_gbps_median), f1(r.method_typical), f"{r.below_pct:.1f}%"]),

@@ -36,7 +36,7 @@ RING_COLOURS = ["#C5B3E6", "#9A7FD1", "#6A4BB5", "#3F2785"]  # pipeline rings, l
 OTHER_COLOURS = ["#8C564B", "#17BECF", "#BCBD22", "#E377C2", "#7F7F7F", "#1F77B4", "#FF7F0E", "#2CA02C"]
 # How the peer's memory was shared (the rows' `mechanism`): legacy IPC is solid and thick (method_style), the
 # others thin, each its own dash and marker; their names as a reader knows them
-MECHANISM_LINES = {
+MECHANISM_LINES: dict[str, dict] = {
     "pool": dict(linestyle=(0, (4, 2)), marker="x"),
     "vmm": dict(linestyle=(0, (6, 2, 1, 2)), marker="+"),
     "core": dict(linestyle=(0, (1, 1.5)), marker="d"),

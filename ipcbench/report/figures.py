@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ipcbench.record.table import Frame
 from ipcbench.report.figure_style import (_CHAR_IN, COLOURS, DPI, MECHANISM_LINES, Series, _figure, _nice_log_ticks,
                                           _save, _size_axis, _title_height, _titles, _wrap, coloured, legend_title,
                                           method_style, series_of)
@@ -46,7 +47,7 @@ def heat_norm(colour_values: list, centre: float | None, span: float):
     return Normalize(vmin=mid - span, vmax=mid + span), mid
 
 
-def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name: str, unit: str = "GB/s",
+def heatmap(matrices: list[tuple[str, Frame]], title: str, out_dir: Path, name: str, unit: str = "GB/s",
             fmt: str = "{:.0f}", subtitle: str = "", colour_by: list | None = None, centre: float | None = None,
             span: float = 15.0, cbar_label: str = "% of the median pair") -> str | None:
     """One figure, one panel per (label, src x dst DataFrame of values in `unit`), each cell showing its value
@@ -81,7 +82,7 @@ def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name:
     im = None
     fs = 9 if n <= 4 else (8 if n <= 8 else 6)
     for k, (label, m, data, col) in enumerate(panels):
-        ax = fig.add_axes([(left + k * (side + gap)) / w, bottom / h, side / w, side / h])
+        ax = fig.add_axes(((left + k * (side + gap)) / w, bottom / h, side / w, side / h))
         im = ax.imshow(np.ma.masked_invalid(col), cmap=cmap, norm=norm, aspect="auto")
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
@@ -99,7 +100,8 @@ def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name:
         ax.set_ylabel("source GPU", fontsize=8)
         ax.set_title(f"{label} ({unit})" if label else unit, fontsize=9)
     x = left + len(panels) * side + (len(panels) - 1) * gap + cbar_gap
-    cax = fig.add_axes([x / w, bottom / h, cbar_w / w, side / h])
+    cax = fig.add_axes((x / w, bottom / h, cbar_w / w, side / h))
+    assert im is not None  # there is a panel
     cb = fig.colorbar(im, cax=cax, extend="both")
     cb.set_label(_wrap(cbar_label, side + 0.4, 8), fontsize=8)
     cb.ax.tick_params(labelsize=7)
@@ -125,7 +127,7 @@ def _legend_entries(curves) -> list[tuple[str, dict]]:
     return list(out.items())
 
 
-def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out_dir: Path, name: str,
+def curves_panels(panels: list[tuple[str, Frame]], title: str, ylabel: str, out_dir: Path, name: str,
                   subtitle: str = "", logy: bool = False, hlines: dict | None = None, ylim0: bool = False,
                   y: str = "median", yunit: str = "", sharey: bool = True, point_unit: str = "",
                   band: tuple[float, str] | None = None) -> str | None:

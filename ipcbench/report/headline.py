@@ -64,7 +64,7 @@ def _engine_text(best) -> str:
 
 def _link_desc(meta: Meta) -> str:
     """"NVSwitch (18 × NVLink 4.0, 478 GB/s per direction)" from meta.json's link table."""
-    descs = Counter()
+    descs: Counter = Counter()
     for ln in meta.links:
         if ln.peak_gbps:
             kind = {"nvswitch": "NVSwitch", "nvlink": "NVLink", "pcie": "PCIe"}.get(ln.kind, ln.kind or "link")

@@ -38,7 +38,7 @@ def run_options(meta: Meta, frame=None) -> dict[str, str]:
     elif samp:
         noise, lo, hi, tmax = (samp.get(k) for k in ("noise", "min_samples", "max_samples", "max_time_s"))
         rule = f"{lo}–{hi} samples per row" if lo and hi else "samples per row"
-        rule += f" until the median is known to ±{noise * 100:g}%" if _number(noise) else ""
+        rule += f" until the median is known to ±{float(noise or 0) * 100:g}%" if _number(noise) else ""
         out["sampling"] = rule + (f" (or {tmax:g} s)" if _number(tmax) else "") + each
     else:
         out["sampling"] = ("rule not recorded" + each) if o else "not recorded"
@@ -101,7 +101,7 @@ def options_short(meta: Meta, frame=None) -> dict[str, str]:
     elif samp:
         noise = samp.get("noise")
         out["sampling"] = (f"{samp.get('min_samples', '?')}–{samp.get('max_samples', '?')}{each}"
-                           + (f", to ±{noise * 100:g}%" if _number(noise) else ""))
+                           + (f", to ±{float(noise or 0) * 100:g}%" if _number(noise) else ""))
     else:
         out["sampling"] = "?"
     sizes = _sizes(meta, frame)
