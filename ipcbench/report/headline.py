@@ -12,7 +12,7 @@ from collections import Counter
 from ipcbench.record.meta import Meta
 from ipcbench.record.run import Run
 from ipcbench.report.cells import f1, method_label, size_text, times, us
-from ipcbench.report.figure_style import series_of
+from ipcbench.report.figure_style import series_of, size_label
 from ipcbench.report.options import MAX_TERMINAL_RUN_ROWS, options_blocks, options_line, options_short, run_options
 from ipcbench.report.render import Block, Callout, Heading, Para, Table, clean
 from ipcbench.results import STAGED_ENGINES
@@ -26,7 +26,6 @@ FAMILY_WORDS = {"ce": "the copy engine", "sm read": "SM read kernels", "sm write
                 "sm_bulk read": "bulk-copy read kernels", "sm_bulk write": "bulk-copy write kernels",
                 "mpi": "MPI through host memory", "shm": "shared host memory", "nccl": "NCCL send/receive",
                 "ring": "pipeline rings"}
-TABLES = ("best", "staged", "spg", "lat", "weak", "noisy", "unver", "impossible", "same", "nccl", "spn")
 
 
 def _pair(r) -> str:
@@ -42,11 +41,6 @@ def _signed(v: float) -> str:
     """+0.1%, -10.0%, and 0.0% rather than -0.0%."""
     v = round(float(v), 1)
     return "0.0%" if v == 0 else f"{v:+.1f}%"
-
-
-def _bytes(b) -> str:
-    b = int(b)
-    return f"{b} B" if b < 1024 else size_text(b)
 
 
 def _engine_text(best) -> str:
@@ -238,7 +232,8 @@ def _latency(lat) -> list[tuple[str, str]]:
                               "latency)."))
     rest = lat.drop(index=["sm_pingpong"], errors="ignore")
     data, signal = rest[rest["bytes"] > 0], rest[rest["bytes"] <= 0]
-    parts = [f"at {_bytes(b)}: " + ", ".join(f"{m} {us(r['median'])} µs" for m, r in g.sort_values("median").iterrows())
+    parts = [f"at {size_label(int(b))}: " + ", ".join(f"{m} {us(r['median'])} µs"
+                                                     for m, r in g.sort_values("median").iterrows())
              for b, g in data.groupby("bytes", sort=True)]
     parts += [f"{m} {us(r['median'])} µs (an event, no data)" for m, r in signal.iterrows()]
     if parts:
@@ -315,8 +310,8 @@ def _flags(run: Run, t: dict, cv_threshold: float, reds: list[str], ambers: list
 
 
 def glance_facts(run: Run, t: dict, cv_threshold: float) -> dict:
-    """Everything the headline says about one run, as (level, words) lines, from its part of each table of
-    TABLES; the verdict first."""
+    """Everything the headline says about one run, as (level, words) lines, from its part of each table that
+    document._tables gives the glance; the verdict first."""
     reds: list[str] = []
     ambers: list[str] = []
     lines = _health(t["best"], reds) if len(t["best"]) else []

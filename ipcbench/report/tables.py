@@ -59,17 +59,13 @@ def cross_gpu(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["scope"] == "pair"]
 
 
-def at_largest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """The rows at the largest size of each group."""
-    if df.empty:
-        return df
-    return df[df["bytes"] == df.groupby(keys, sort=False)["bytes"].transform("max")]
+def at_largest(df: pd.DataFrame, keys: list[str], end: str = "max") -> pd.DataFrame:
+    """The rows at the largest size of each group (end="min": the smallest)."""
+    return df if df.empty else df[df["bytes"] == df.groupby(keys, sort=False)["bytes"].transform(end)]
 
 
 def at_smallest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    if df.empty:
-        return df
-    return df[df["bytes"] == df.groupby(keys, sort=False)["bytes"].transform("min")]
+    return at_largest(df, keys, "min")
 
 
 def method_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -108,24 +104,23 @@ def heatmap_matrix(df: pd.DataFrame) -> pd.DataFrame:
     return m.reindex(index=gpus, columns=gpus)
 
 
+def _curves(rows: pd.DataFrame, scope: str, value: str) -> pd.DataFrame:
+    """Per run, method and size (> 0: drawn on a log axis), the median, min and max of `value` over the pairs
+    of `scope` (cross-GPU pairs; "same GPU" for a run whose ranks all share GPUs)."""
+    rows = rows[(rows["scope"] == scope) & (rows["bytes"] > 0)]
+    return rows.groupby(["run"] + METHOD + FACTS + ["bytes"], observed=True)[value].agg(
+        ["median", "min", "max"]).reset_index()
+
+
 def size_curves(df: pd.DataFrame, scope: str = "pair") -> pd.DataFrame:
-    """Bandwidth vs size: per run, method and size the median, min and max over the pairs of `scope`
-    (cross-GPU pairs; "same GPU" for a run whose ranks all share GPUs)."""
-    rows = bw_rows(df)
-    rows = rows[rows["scope"] == scope]
-    rows = rows[rows["bytes"] > 0]  # drawn on a log axis
-    g = rows.groupby(["run"] + METHOD + FACTS + ["bytes"], observed=True)["bw_gbps_median"]
-    return g.agg(["median", "min", "max"]).reset_index()
+    """Bandwidth vs size."""
+    return _curves(bw_rows(df), scope, "bw_gbps_median")
 
 
 def latency_curves(df: pd.DataFrame, scope: str = "pair") -> pd.DataFrame:
-    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows), median over the pairs
-    of `scope` (as size_curves)."""
-    rows = df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] > 0)
-              & (df["bytes"] <= SMALL_MAX)]
-    rows = rows[rows["scope"] == scope]
-    g = rows.groupby(["run"] + METHOD + FACTS + ["bytes"], observed=True)["time_us_median"]
-    return g.agg(["median", "min", "max"]).reset_index()
+    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows)."""
+    return _curves(df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] <= SMALL_MAX)], scope,
+                   "time_us_median")
 
 
 # What IPC is compared with, by the rows' engine: the host-staged paths (the best of them per pair) and NCCL's
