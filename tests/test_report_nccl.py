@@ -60,14 +60,14 @@ def test_nccl_is_a_baseline_not_an_ipc_method_of_the_staged_speedup():
 
 def test_without_nccl_rows_there_is_no_nccl_speedup():
     no_nccl = frame([r for r in SMALL if r[0] != "nccl"])
-    assert T.speedup_rows(no_nccl, "nccl").empty and T.best_staged(no_nccl, "nccl").empty
+    assert T.speedup_rows(no_nccl, "nccl").empty and T.best_staged(T.pair_rows(no_nccl), "nccl").empty
 
 
 def test_the_glance_has_the_largest_and_the_smallest_size():
     g = T.speedup_glance(T.speedup_rows(frame(SMALL), "nccl")).set_index("method")
     assert g.loc["ce", "bytes"] == 1 << 28 and g.loc["ce", "speedup"] == pytest.approx((390 / 300 + 380 / 320) / 2)
     assert g.loc["ce", "small_bytes"] == 4096 and g.loc["ce", "small_speedup"] == pytest.approx(4.0)
-    best = T.best_staged(frame(SMALL), "nccl").iloc[0]
+    best = T.best_staged(T.pair_rows(frame(SMALL)), "nccl").iloc[0]
     assert (best.method, best.bytes, best.bw) == ("nccl", 1 << 28, pytest.approx(310.0))
 
 

@@ -1,10 +1,11 @@
 """The one reader of a results.csv (and of a fleet node's part file): text -> a typed DataFrame, validated.
 
-The csv module splits the records (a note may hold commas, quotes, newlines); the columns are typed at
-once with pandas. The first bad record raises ResultsError naming file:line and the column. A last line
-that a killed writer cut short (no newline, does not parse) is dropped with a warning and every row
-before it kept. Columns appended to the schema after a run was written are added empty (`kind` derived
-here; the row facts by record/run.py, which knows the run's meta.json). pandas only inside the functions.
+The csv module splits the text into records (a note may hold commas, quotes, newlines) and names the line of
+each; pandas' C parser reads the values (fast, and one string object per distinct text); the columns are typed
+and checked at once. The first bad record raises ResultsError naming file:line and the column. A last line
+that a killed writer cut short (no newline, does not parse) is dropped with a warning and every row before it
+kept. Columns appended to the schema after a run was written are added empty (`kind` derived here; the row
+facts by record/run.py, which knows the run's meta.json). pandas only inside the functions.
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ def read_table(csv_path: str | os.PathLike, warnings: list[str] | None = None) -
     import pandas as pd
 
     path = Path(csv_path)
-    header, records, lines = _records(path, warnings)
-    frame = pd.DataFrame(records, columns=header, dtype=object) if records else pd.DataFrame(columns=header)
-    typed, problems = _typed(frame)
+    text, header = _text(path, warnings)
+    records, lines = _records(path, text, len(header))
+    raw = _values(text, header, len(records))
+    if raw is None:  # pandas split the text otherwise than the csv module: the records as they are, as text
+        raw = pd.DataFrame(dict(zip(header, map(list, zip(*records)))) if records else {c: [] for c in header},
+                           dtype=object)
+    typed, problems = _typed(raw, lambda i, c: records[i][header.index(c)])
     if problems:
         i, _, message = min(problems)  # the first bad record; its first unreadable column, else its first bad value
         raise ResultsError(f"{path}:{lines[i]}: {message}")
@@ -57,14 +62,13 @@ def read_rows(csv_path: str | os.PathLike, warnings: list[str] | None = None) ->
     return out
 
 
-def _records(path: Path, warnings: list[str] | None) -> tuple[list[str], list[list[str]], list[int]]:
-    """(header, records, the physical line of each record), after the field counts are checked."""
+def _text(path: Path, warnings: list[str] | None) -> tuple[str, list[str]]:
+    """(the file's text without a cut-short last line, its header), the header checked."""
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError as e:
         raise ResultsError(f"{path}: cannot open ({e.strerror or e})") from None
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
+    header = next(csv.reader(io.StringIO(text, newline="")), None)
     if not header:
         raise ResultsError(f"{path}: empty file (no header)")
     missing = [c for c in BASE_COLUMNS if c not in header]
@@ -73,18 +77,39 @@ def _records(path: Path, warnings: list[str] | None) -> tuple[list[str], list[li
     text, cut = _cut_tail(text, path, header)
     if cut and warnings is not None:
         warnings.append(cut)
+    return text, header
+
+
+def _records(path: Path, text: str, n_fields: int) -> tuple[list[list[str]], list[int]]:
+    """Every record (the csv module: a note may hold commas, quotes, newlines) and its physical line;
+    ResultsError at the first record whose field count is not the header's (pandas' parser fills a short
+    record up, so the fields are counted here)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     next(reader)
     records, lines = [], []
     for record in reader:
         if not record:
             continue
-        if len(record) != len(header):
-            raise ResultsError(f"{path}:{reader.line_num}: {len(record)} fields, header has {len(header)} "
+        if len(record) != n_fields:
+            raise ResultsError(f"{path}:{reader.line_num}: {len(record)} fields, header has {n_fields} "
                                "(truncated or malformed line)")
         records.append(record)
         lines.append(reader.line_num)
-    return header, records, lines
+    return records, lines
+
+
+def _values(text: str, header: list[str], n_records: int) -> Frame | None:
+    """The records' values as pandas' C parser reads them: numbers as numbers where a whole column is (an empty
+    field NaN), every other column as text; None where it finds another number of records."""
+    import pandas as pd
+
+    numeric = set(INT_COLUMNS + OPT_INT_COLUMNS + FLOAT_COLUMNS)
+    try:
+        raw = pd.read_csv(io.StringIO(text), dtype={c: str for c in header if c not in numeric},
+                          keep_default_na=False, na_values={c: [""] for c in numeric})
+    except (pd.errors.ParserError, ValueError):
+        return None
+    return raw if len(raw) == n_records and list(raw.columns) == header else None
 
 
 def _cut_tail(text: str, path: Path, header: list[str]) -> tuple[str, str | None]:
@@ -105,9 +130,9 @@ def _cut_tail(text: str, path: Path, header: list[str]) -> tuple[str, str | None
                           f"killed writer leaves): dropped, the {line - 2} rows before it kept")
 
 
-def _typed(raw: Frame) -> tuple[Frame, list[tuple[int, int, str]]]:
+def _typed(raw: Frame, text_of=None) -> tuple[Frame, list[tuple[int, int, str]]]:
     """(the typed frame, [(record index, check number, message)]: the first record each check finds bad;
-    the checks in column order, then the values' own rules)."""
+    the checks in column order, then the values' own rules). `text_of(i, column)`: a field as written."""
     import numpy as np
     import pandas as pd
 
@@ -120,26 +145,29 @@ def _typed(raw: Frame) -> tuple[Frame, list[tuple[int, int, str]]]:
             i = int(np.argmax(mask))
             problems.append((i, len(problems), message(i)))
 
+    text_of = text_of or (lambda i, c: raw[c].iat[i])
     for c in raw.columns:
-        text = raw[c].astype(str).str.strip()
-        empty = (text == "").to_numpy()
+        col = raw[c]
+        parsed = col.dtype.kind in "if"  # pandas read every field as a number, or empty (NaN)
         if c in INT_COLUMNS or c in OPT_INT_COLUMNS:
-            ok = text.str.fullmatch(r"[+-]?\d+").fillna(False).to_numpy(dtype=bool) | (empty & (c in OPT_INT_COLUMNS))
-            values = pd.to_numeric(text.where(ok & ~empty), errors="coerce")
+            values = col if parsed else pd.to_numeric(col, errors="coerce")
+            blank = values.isna() if parsed else values.isna() & _blank(col, values)
+            ok = (values.notna() & (values % 1 == 0)).to_numpy() | (blank.to_numpy() & (c in OPT_INT_COLUMNS))
             out[c] = values.astype("int64") if c in INT_COLUMNS and ok.all() else values.astype("float64")
         elif c in FLOAT_COLUMNS:
-            values = pd.to_numeric(text.where(~empty), errors="coerce").astype("float64")
-            ok = empty | values.notna().to_numpy() | text.str.lower().isin(("nan", "+nan", "-nan")).to_numpy()
+            values = (col if parsed else pd.to_numeric(col, errors="coerce")).astype("float64")
+            ok = values.notna() | (values.isna() if parsed else _blank(col, values, ("nan", "+nan", "-nan")))
             out[c] = values
         elif c in BOOL_COLUMNS or c in OPT_BOOL_COLUMNS:
-            low = text.str.lower()
+            low = col if col.isin(("true", "false")).all() else col.str.strip().str.lower()
             yes, no = low.isin(TRUE).to_numpy(), low.isin(FALSE).to_numpy()
+            empty = (low == "").to_numpy()
             ok = yes | no | (empty & (c in OPT_BOOL_COLUMNS))
             out[c] = yes if c in BOOL_COLUMNS else pd.array(np.where(empty, None, yes), dtype="boolean")
         else:
-            out[c] = raw[c].astype(str)
+            out[c] = col.astype(str)
             continue
-        bad(~ok, lambda i, c=c: f"column {c!r}: cannot read {raw[c].iat[i]!r}")
+        bad(~np.asarray(ok), lambda i, c=c: f"column {c!r}: cannot read {text_of(i, c)!r}")
     frame = pd.DataFrame(out, index=raw.index)
     _complete(frame)
     bad(~frame["direction"].isin(DIRECTIONS), lambda i: f"column 'direction': {frame['direction'].iat[i]!r} is "
@@ -148,6 +176,16 @@ def _typed(raw: Frame) -> tuple[Frame, list[tuple[int, int, str]]]:
     bad(~frame["kind"].isin(ROW_KINDS), lambda i: f"column 'kind': {frame['kind'].iat[i]!r} is not one of "
                                                    f"{', '.join(ROW_KINDS)}")
     return frame, problems
+
+
+def _blank(col, values, also: tuple[str, ...] = ()):
+    """Where a column did not read as a number, whether it is empty (white space only) or one of `also`:
+    the text is looked at only there."""
+    out = values.notna() & False
+    miss = values.isna()
+    if miss.any():
+        out[miss] = col[miss].str.strip().str.lower().isin(("",) + also)
+    return out
 
 
 def _complete(frame) -> None:

@@ -26,16 +26,24 @@ def _gb(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
+def _per_row(table: dict, *keys):
+    """table[(key, ...)] for every row, NaN where it has none (a vectorised lookup)."""
+    import numpy as np
+    import pandas as pd
+
+    if not table:
+        return np.full(len(keys[0]), np.nan)
+    values = pd.Series(list(table.values()), index=pd.MultiIndex.from_tuples(list(table)), dtype=float)
+    return values.reindex(pd.MultiIndex.from_arrays(list(keys))).to_numpy(dtype=float)
+
+
 def _link_hits(rows, meta: Meta, tolerance: float) -> list:
     """(row index, check, ceiling, value, reason) of cross-GPU rows above their link's peak."""
     import numpy as np
 
-    peaks = meta.link_peaks()
     cross = rows[~rows["same_gpu"]]
-    peak = np.array([peaks.get(k, np.nan) for k in zip(cross["host"], cross["src_gpu"], cross["dst_gpu"])],
-                    dtype=float)
     factor = np.where(cross["direction"].to_numpy() == "bidir", 2.0, 1.0)
-    ceiling = peak * factor
+    ceiling = _per_row(meta.link_peaks(), cross["host"], cross["src_gpu"], cross["dst_gpu"]) * factor
     over = np.isfinite(ceiling) & (cross["bw_gbps_median"].to_numpy() > ceiling * (1 + tolerance))
     both = " (2x the one-way peak: bidir counts both ways)"
     return [(i, "link", c, r.bw_gbps_median, f"{_gb(r.bw_gbps_median)} GB/s on GPU {r.src_gpu}→{r.dst_gpu} is "
@@ -45,19 +53,21 @@ def _link_hits(rows, meta: Meta, tolerance: float) -> list:
 
 def _memory_hits(rows, meta: Meta, tolerance: float) -> list:
     """Same-GPU rows larger than L2 above half the GPU's memory bandwidth."""
-    out = []
+    import numpy as np
+
     local = rows[rows["same_gpu"]]
-    for i, r in zip(local.index, local.itertuples()):
-        gpu = meta.gpu(r.host, r.src_gpu)
-        if gpu is None or not gpu.l2_bytes or not gpu.mem_bw_gbps or r.bytes <= gpu.l2_bytes:
-            continue
-        ceiling = gpu.mem_bw_gbps / 2.0
-        if r.bw_gbps_median > ceiling * (1 + tolerance):
-            out.append((i, "memory", ceiling, r.bw_gbps_median,
-                        f"{_gb(r.bw_gbps_median)} GB/s within GPU {r.src_gpu} at {fmt_size(r.bytes)} (larger than its "
-                        f"{fmt_size(gpu.l2_bytes)} L2) is above half its {_gb(gpu.mem_bw_gbps)} GB/s memory bandwidth "
-                        f"({_gb(ceiling)} GB/s: a copy reads and writes every byte)"))
-    return out
+    known = [(h, g) for h, gs in meta.gpus.items() for g in gs if g.l2_bytes and g.mem_bw_gbps]
+    l2 = _per_row({(h, g.index): g.l2_bytes for h, g in known}, local["host"], local["src_gpu"])
+    mem = _per_row({(h, g.index): g.mem_bw_gbps for h, g in known}, local["host"], local["src_gpu"])
+    ceiling = mem / 2.0
+    over = (np.isfinite(ceiling) & (local["bytes"].to_numpy() > l2)
+            & (local["bw_gbps_median"].to_numpy() > ceiling * (1 + tolerance)))
+    return [(i, "memory", c, r.bw_gbps_median,
+             f"{_gb(r.bw_gbps_median)} GB/s within GPU {r.src_gpu} at {fmt_size(r.bytes)} (larger than its "
+             f"{fmt_size(int(cache))} L2) is above half its {_gb(m)} GB/s memory bandwidth ({_gb(c)} GB/s: a copy "
+             "reads and writes every byte)")
+            for i, r, c, m, cache in zip(local.index[over], local[over].itertuples(), ceiling[over], mem[over],
+                                         l2[over])]
 
 
 def _alltoall_hits(rows, meta: Meta, tolerance: float) -> list:

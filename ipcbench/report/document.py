@@ -93,12 +93,13 @@ def _tables(runs: list[Run], cv_threshold: float) -> dict:
              sp_nccl=T.speedup_rows(df, "nccl"), handles=T.handle_costs(df))
     t.update(flags=T.flag_counts(t["weak"], t["noisy"], t["unver"], t["impossible"]),
              sp_sum=T.speedup_summary(t["sp"]), sp_nccl_sum=T.speedup_summary(t["sp_nccl"]),
-             pk=T.peak_rows(df, t["links"]), best=T.best_paths(df, t["links"]))
+             pk=T.peak_rows(df, t["links"]), pairs=T.pair_rows(df))
+    t["best"] = T.best_paths(t["pairs"], t["links"])
     t.update(pk_pair=T.peak_by_pair(t["pk"]), pk_meth=T.peak_by_method(t["pk"]))
-    t["glance"] = dict(best=t["best"], staged=T.best_staged(df), spg=T.speedup_glance(t["sp"]),
+    t["glance"] = dict(best=t["best"], staged=T.best_staged(t["pairs"]), spg=T.speedup_glance(t["sp"]),
                        lat=T.latency_glance(df), weak=t["weak"], noisy=t["noisy"], unver=t["unver"],
                        impossible=t["impossible"], same=t["summary"][t["summary"]["scope"] == "same GPU"],
-                       nccl=T.best_staged(df, "nccl"), spn=T.speedup_glance(t["sp_nccl"]))
+                       nccl=T.best_staged(t["pairs"], "nccl"), spn=T.speedup_glance(t["sp_nccl"]))
     return t
 
 

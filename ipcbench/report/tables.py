@@ -26,20 +26,19 @@ WEAK_FRACTION = 0.10  # a pair more than 10% below its method's typical pair is 
 OUTLIER_FRACTION = 0.10  # a host more than 10% below the fleet median is an outlier
 
 
+def typical(grouped):
+    """Per group of pairs (a SeriesGroupBy), aligned to its rows, the typical pair every pair is held against:
+    the median of three or more, the stronger of two (a median of two is their mean, which puts half a weak
+    pair's loss on the healthy one: a pair 47% below the other read "30.9% below the median pair")."""
+    return grouped.transform("median").where(grouped.transform("count") != 2, grouped.transform("max"))
+
+
 def typical_of(values) -> float:
-    """The typical pair that every pair of a set is held against: the median of three or more, the stronger of
-    two (a median of two is their mean, which puts half a weak pair's loss on the healthy one: a pair 47% below
-    the other read "30.9% below the median pair"). NaN values are left out."""
+    """The typical pair of one set of values (a matrix of pairs: NaN cells left out)."""
     import numpy as np
 
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    return float("nan") if not v.size else float(v.max() if v.size == 2 else np.median(v))
-
-
-def typical(grouped):
-    """typical_of every group of a SeriesGroupBy, aligned to its rows."""
-    return grouped.transform(typical_of)
+    v = pd.Series(np.ravel(np.asarray(values, dtype=float))).dropna()
+    return float(typical(v.groupby(np.zeros(len(v)))).iloc[0]) if len(v) else float("nan")
 
 
 def add_scope(df: pd.DataFrame) -> pd.DataFrame:
@@ -68,6 +67,14 @@ def at_smallest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return at_largest(df, keys, "min")
 
 
+def with_facts(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The table with the FACTS of its (suite, method, direction), taken from the rows it was made of (a
+    method's facts are the same on every row of one scope; grouping by them as well would cost a fleet
+    seconds)."""
+    facts = rows[METHOD + FACTS].drop_duplicates(METHOD)
+    return table.merge(facts, on=METHOD, how="left")
+
+
 def method_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per run and (suite, method, direction, scope): bandwidth at the largest size (median, min and
     max over pairs) and time at the smallest size (median over pairs).
@@ -75,7 +82,7 @@ def method_summary(df: pd.DataFrame) -> pd.DataFrame:
     Columns: run, suite, method, direction, scope, pairs, size_max, bw_median, bw_min, bw_max,
     size_min, time_us.
     """
-    keys = ["run"] + METHOD + FACTS + ["scope"]
+    keys = ["run"] + METHOD + ["scope"]
     base = df
     groups = base.groupby(keys, sort=True, observed=True)
     out = groups.agg(size_max=("bytes", "max"), size_min=("bytes", "min"))
@@ -90,7 +97,7 @@ def method_summary(df: pd.DataFrame) -> pd.DataFrame:
     out["pairs"] = out["pairs"].fillna(out["pairs_small"]).fillna(0).astype(int)
     # bandwidth rows are described at their largest size, the others (latency, op) at their smallest
     out.loc[out["bw_median"].isna(), "size_max"] = pd.NA
-    return out.drop(columns="pairs_small").reset_index()
+    return with_facts(out.drop(columns="pairs_small").reset_index(), df)
 
 
 def heatmap_matrix(df: pd.DataFrame) -> pd.DataFrame:
@@ -309,18 +316,17 @@ def pair_rows(df: pd.DataFrame) -> pd.DataFrame:
     (flows measured all at once, not one pair's path) are left out."""
     bw = cross_gpu(bw_rows(df))
     bw = bw[bw["direction"].isin(ONEWAY) & (bw["pattern"] != "alltoall")]
-    keys = ["run", "host", *METHOD, *FACTS, "src_gpu", "dst_gpu", "bytes"]
-    return bw.groupby(keys, observed=True, sort=False)["bw_gbps_median"].median().reset_index()
+    keys = ["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes"]
+    return with_facts(bw.groupby(keys, observed=True, sort=False)["bw_gbps_median"].median().reset_index(), bw)
 
 
-def best_paths(df: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFrame:
+def best_paths(pr: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run, host and GPU pair, the fastest one-way method at the pair's largest size, with its link's
     peak and % of it (when meta.json has the link table) and how far it is below the typical pair of its run
     (`below_pct`, negative when above; `typical`). Columns: run, host, src_gpu, dst_gpu, suite, method,
     direction, bytes, bw, peak_gbps, link_kind, pct, typical_bw, below_pct."""
     cols = ["run", "host", "src_gpu", "dst_gpu", *METHOD, *FACTS, "bytes", "bw", "peak_gbps", "link_kind", "pct",
             "typical_bw", "below_pct"]
-    pr = pair_rows(df)
     if pr.empty:
         return pd.DataFrame(columns=cols)
     pkeys = ["run", "host", "src_gpu", "dst_gpu"]
@@ -338,10 +344,9 @@ def best_paths(df: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFr
     return best.sort_values(pkeys).reset_index(drop=True)[cols]
 
 
-def best_staged(df: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
+def best_staged(pr: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
     """Per run, the best host-staged one-way method at the largest size (median over pairs), or with
-    baseline="nccl" NCCL's (BASELINES): run, suite, method, direction, bytes, bw."""
-    pr = pair_rows(df)
+    baseline="nccl" NCCL's (BASELINES): run, suite, method, direction, bytes, bw. `pr`: pair_rows."""
     pr = pr[BASELINES[baseline](pr)]
     if pr.empty:
         return pd.DataFrame(columns=["run", *METHOD, "bytes", "bw"])
