@@ -12,7 +12,7 @@ import sys
 
 from ipcbench import __version__
 
-from ipcbench.config import DEFAULT_SIZES, PAIRS_MODES, QUICK_SIZES, SERIAL_PAIRS
+from ipcbench.config import DEFAULT_SIZES, PAIRS_MODES, QUICK_SIZES, SERIAL_PAIRS, TOPOLOGIES
 from ipcbench.suites.registry import ORDER as SUITE_NAMES
 
 
@@ -35,8 +35,8 @@ def _bench_parser() -> argparse.ArgumentParser:
         description="Measure how fast the GPUs of one node exchange data across processes through CUDA IPC. "
                     "Run under MPI, one rank per GPU: `mpirun -np 4 ipcbench all`.",
         epilog="Other commands: `ipcbench info` (GPUs, topology, IPC checks; no MPI), "
-               "`ipcbench report PATH…`, `ipcbench compare BASE NEW`, `mpirun -np 2 ipcbench selftest` (can this "
-               "instrument be trusted here? its rows against an independent anchor).",
+               "`ipcbench report PATH…`, `ipcbench compare BASE [BASE…] NEW`, `mpirun -np 2 ipcbench selftest` "
+               "(can this instrument be trusted here? its rows against an independent anchor).",
     )
     p.add_argument("suites", nargs="+", metavar="SUITE",
                    help=f"all, or one or more of: {', '.join(SUITE_NAMES)}")
@@ -71,6 +71,9 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="run directory (default results/<run-id>)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (nodes, pairs, sizes, duration); no GPU work")
     p.add_argument("--json", action="store_true", help="with --dry-run: the plan as one JSON object on stdout")
+    p.add_argument("--topology", choices=TOPOLOGIES,
+                   help="with --dry-run: plan for a node whose GPU pairs are all linked this way (one rank per GPU), "
+                        "not for this machine (a login node without GPUs, or another node type)")
     p.add_argument("--quiet", action="store_true", help="no progress lines or matrices")
     p.add_argument("--sm-copy", default=None, metavar="BxTxU",
                    help="SM copy kernel shape: blocks per SM x threads per block x 16-byte loads in flight "

@@ -23,6 +23,7 @@ DEFAULT_SIZES = "4K:256M"
 QUICK_SIZES = "4K,256M"
 MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
 PAIRS_MODES = ("auto", "sequential", "concurrent")
+TOPOLOGIES = ("nvswitch", "nvlink", "pcie")  # --topology: how every GPU pair is linked on the node a dry run plans for
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
 # copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; at least 5 samples, so that a
 # row with two modes rarely settles in one (core/sampler.py). --quick is looser: 4 samples at least (a 50/50
@@ -65,6 +66,7 @@ class RunConfig:
     out: str | None = None
     dry_run: bool = False
     json_plan: bool = False
+    topology: str | None = None  # the dry run plans for a node of this link kind (TOPOLOGIES), not NVML's
     quiet: bool = False
     quick: bool = False
     pairs: str = "auto"
@@ -104,17 +106,21 @@ def build_config(ns) -> RunConfig:
         suites = tuple(resolve(ns.suites))
     except UnknownSuite as e:
         raise UsageError(str(e.args[0])) from None
+    for option, given in (("--json", getattr(ns, "json", False)), ("--topology", getattr(ns, "topology", None))):
+        if given and not ns.dry_run:
+            raise UsageError(f"{option} goes with --dry-run (it shapes the plan, and a run measures what it finds)")
     spec = ns.sizes or (QUICK_SIZES if ns.quick else DEFAULT_SIZES)
     try:
         sizes = parse_sizes(spec)
     except SizeError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(f"--sizes: {e}") from None
     for s in sizes:
         if s < 4 or s % 4:
             raise UsageError(f"--sizes: {fmt_size(s)} B cannot be checked: sizes must be multiples of 4 bytes "
                              f"(the verification pattern's word), at least 4")
     if max(sizes) > MAX_BYTES:
-        raise UsageError(f"--sizes: {fmt_size(max(sizes))} is larger than any GPU buffer (at most {fmt_size(MAX_BYTES)})")
+        raise UsageError(f"--sizes: {fmt_size(max(sizes))} is larger than any GPU buffer "
+                         f"(at most {fmt_size(MAX_BYTES)})")
     base = QUICK_RULE if ns.quick else DEFAULT_RULE
     min_time_s = base.min_time_s if ns.min_time is None else ns.min_time / 1e3
     if not (0.05 <= min_time_s * 1e3 <= 1000):
@@ -146,7 +152,8 @@ def build_config(ns) -> RunConfig:
     except ValueError as e:
         raise UsageError(f"--sm-bulk: {e}") from None
     return RunConfig(suites=suites, sizes=tuple(sizes), rule=rule, verify=not ns.no_verify, timeout_s=ns.timeout,
-                     out=ns.out, dry_run=ns.dry_run, json_plan=getattr(ns, "json", False), quiet=ns.quiet,
+                     out=ns.out, dry_run=ns.dry_run, json_plan=getattr(ns, "json", False),
+                     topology=getattr(ns, "topology", None), quiet=ns.quiet,
                      quick=ns.quick, pairs=ns.pairs,
                      serial_pairs=getattr(ns, "serial_pairs", "auto"), copy_shape=shape, bulk_shape=bulk,
                      argv=tuple(getattr(ns, "argv", ())), sizes_given=bool(ns.sizes))

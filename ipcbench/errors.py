@@ -29,3 +29,7 @@ class StagedError(MeasureError):
 
 class PipelineError(MeasureError):
     """The producer/consumer ring stopped: a flag wait timed out on one side."""
+
+
+class ResultsError(Exception):
+    """A results file (results.csv, meta.json) that cannot be used; the message names the file and line."""

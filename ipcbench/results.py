@@ -1,8 +1,9 @@
-"""The result schema (COLUMNS, Row, kinds), the CSV writer and meta.json: what a run writes.
+"""The result schema (COLUMNS, Row, row kinds, the facts a row states), the CSV writer and meta.json: what a
+run writes.
 
 One row per measurement. The column names and their order are fixed: new columns may be appended at the end,
-none renamed, so every run ever written still loads. Reading a run back (with validation) is results_load.py
-(docs/architecture.md), so the ranks that write never load the readers. Nothing here imports MPI or CUDA.
+none renamed, so every run ever written still loads (the run model, ipcbench/record/, derives what an older
+run lacks). Nothing here imports MPI or CUDA. docs/results.md describes every column.
 """
 
 from __future__ import annotations
@@ -15,24 +16,57 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterable
 
+# meta.json "schema_version": 1 = the 25 columns up to samples_us (runs before it carry no version);
+# 2 = the row facts appended (FACT_COLUMNS)
+SCHEMA_VERSION = 2
+FACT_COLUMNS = ("engine", "access", "mechanism", "pattern", "timing", "mps", "round_pairs")
 COLUMNS = (
     "run_id", "host", "suite", "method", "direction", "src_rank", "dst_rank", "src_gpu", "dst_gpu",
     "same_gpu", "bytes", "iterations", "samples", "time_us_median", "time_us_min", "time_us_max",
     "bw_gbps_median", "bw_gbps_max", "cv", "verified", "note",
-    # appended later (a results.csv without them still loads: kind is derived, the others left empty)
-    "kind", "checks", "noise", "samples_us", "sms_used",
+    # appended later (a results.csv without them still loads: they are derived on read, or left empty)
+    "kind", "checks", "noise", "samples_us", *FACT_COLUMNS, "sms_used",
 )
 BASE_COLUMNS = COLUMNS[:21]  # the columns every results.csv has had since the first version
-KINDS = ("bandwidth", "latency", "op", "error")
+ROW_KINDS = ("bandwidth", "latency", "op", "error")
 DIRECTIONS = ("push", "pull", "bidir", "oneway", "op")
 CSV_NAME = "results.csv"
 META_NAME = "meta.json"
 
-# how each column is typed when read back (results_load.py); every other column is text
+# how each column is typed when read back (ipcbench/record/table.py); every other column is text
 INT_COLUMNS = ("src_rank", "dst_rank", "src_gpu", "dst_gpu", "bytes", "iterations", "samples")
-OPT_INT_COLUMNS = ("checks", "sms_used")
+OPT_INT_COLUMNS = ("checks", "round_pairs", "sms_used")
 FLOAT_COLUMNS = ("time_us_median", "time_us_min", "time_us_max", "bw_gbps_median", "bw_gbps_max", "cv", "noise")
 BOOL_COLUMNS = ("same_gpu", "verified")
+OPT_BOOL_COLUMNS = ("mps",)
+
+
+ACCESS = {"push": "write", "pull": "read"}  # what a one-way direction (or a method's style) does to the peer
+STAGED_ENGINES = ("shm", "mpi")  # the host-staged paths that IPC replaces (a baseline, never IPC)
+
+
+@dataclass(frozen=True)
+class RowFacts:
+    """What every row of one method is, declared once: by the method table (core/methods.METHODS, through
+    suites/transfer.facts_of) or by the suite that writes the rows (SuiteSpec.rows). `described` adds
+    what depends on the row itself."""
+
+    engine: str  # what moves the bytes: ce, sm, sm_bulk, nccl; shm, mpi (host-staged); event; api (a host call)
+    mechanism: str  # how the two processes share memory: legacy, pool, vmm, core, nccl, shm, mpi, event
+    pattern: str = "batch"  # batch (back-to-back transfers), alltoall, pingpong, ring, op
+    timing: str = "gated"  # gated (events around a gated batch), window, handoff, host (see described)
+    access: str = ""  # the engine's one-way style: write (into the peer) or read (from it); "" where none
+
+
+def described(facts: RowFacts | None, direction: str, same_gpu: bool) -> tuple[str, str, str, str, str]:
+    """(engine, access, mechanism, pattern, timing) of one row: its method's facts, with the access of its
+    direction (push writes, pull reads) and, for a gated batch both ways on one GPU, one window on the GPU's
+    clock (core/pair.py times both processes' transfers so). All "" for a method nobody declared."""
+    if facts is None:
+        return "", "", "", "", ""
+    access = ACCESS.get(direction, facts.access) if facts.access else ""
+    timing = "window" if facts.timing == "gated" and same_gpu and direction == "bidir" else facts.timing
+    return facts.engine, access, facts.mechanism, facts.pattern, timing
 
 
 @dataclass
@@ -64,11 +98,24 @@ class Row:
     checks: int | None = None  # samples whose destination was checked (None: not recorded, older runs)
     noise: float | None = None  # relative half-width of the median's distribution-free interval (core/sampler.py)
     samples_us: str = ""  # every sample's time per transfer/operation in µs, space-separated
+    # the row's facts (RowFacts, `described`), set by describe() before the row is written
+    engine: str = ""
+    access: str = ""
+    mechanism: str = ""
+    pattern: str = ""
+    timing: str = ""
+    mps: bool | None = None  # the processes ran under MPS (None: not recorded)
+    round_pairs: int | None = None  # pairs measured at the same time, this one included (1: alone)
     sms_used: int | None = None  # SMs the transfer's CTAs were seen running on (sm_bulk rows: core/gpu.py)
 
     def __post_init__(self):
         if not self.kind:
-            self.kind = derive_kind(self.suite, self.method, self.direction, self.bw_gbps_median is not None)
+            self.kind = str(derive_kind(self.suite, self.method, self.direction, self.bw_gbps_median is not None))
+
+    def describe(self, facts: RowFacts | None, mps: bool | None, round_pairs: int | None) -> None:
+        self.engine, self.access, self.mechanism, self.pattern, self.timing = described(facts, self.direction,
+                                                                                         self.same_gpu)
+        self.mps, self.round_pairs = mps, round_pairs
 
     def as_csv(self) -> list[str]:
         return [_fmt(getattr(self, c)) for c in COLUMNS]
@@ -77,13 +124,15 @@ class Row:
 assert tuple(f.name for f in fields(Row)) == COLUMNS
 
 
-def derive_kind(suite: str, method: str, direction: str, has_bandwidth: bool) -> str:
-    """The kind of a row that does not say (runs written before the `kind` column existed)."""
-    if method.startswith("err_"):
-        return "error"
-    if suite == "latency" or direction == "oneway":
-        return "latency"
-    return "bandwidth" if has_bandwidth else "op"
+def derive_kind(suite, method, direction, has_bandwidth):
+    """The kind of a row that does not say (rows made without one; runs written before the `kind` column):
+    arrays of rows (numpy or pandas), or one row's values (then a 0-d array; str() it)."""
+    import numpy as np
+
+    method, suite, direction = (np.asarray(v, dtype=str) for v in (method, suite, direction))
+    latency = (suite == "latency") | (direction == "oneway")
+    return np.where(np.char.startswith(method, "err_"), "error",
+                    np.where(latency, "latency", np.where(np.asarray(has_bandwidth), "bandwidth", "op")))
 
 
 def format_samples(values) -> str:

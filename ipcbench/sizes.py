@@ -27,7 +27,7 @@ def parse_sizes(spec: str, default_step: int = 2) -> list[int]:
     """A range `LO:HI[:xF]` (geometric, factor F, default `default_step`) or a comma list of sizes."""
     spec = spec.strip()
     if not spec:
-        raise SizeError("empty --sizes")
+        raise SizeError("empty")
     if ":" in spec:
         parts = spec.split(":")
         if len(parts) not in (2, 3):

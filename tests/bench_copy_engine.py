@@ -59,9 +59,12 @@ def main() -> int:
         return gr
 
     print(f"GPU 0 ({g.info.name}), a kernel holding all {g.sm_count} SMs for {HOG_NS / 1e6:.0f} ms")
-    trial("device->device 1 GiB (same GPU)", lambda s: runtime.memcpyAsync(b, a, big, runtime.memcpyDefault, s.ptr))
-    trial("device->device 64 MiB (same GPU)", lambda s: runtime.memcpyAsync(b, a, 64 << 20, runtime.memcpyDefault, s.ptr))
-    trial("host->device 64 MiB (pinned)", lambda s: runtime.memcpyAsync(b, host, 64 << 20, runtime.memcpyDefault, s.ptr))
+    def copy(dst, src, nbytes):
+        return lambda s: runtime.memcpyAsync(dst, src, nbytes, runtime.memcpyDefault, s.ptr)
+
+    trial("device->device 1 GiB (same GPU)", copy(b, a, big))
+    trial("device->device 64 MiB (same GPU)", copy(b, a, 64 << 20))
+    trial("host->device 64 MiB (pinned)", copy(b, host, 64 << 20))
     g1 = graph_of(big)
     trial("device->device 1 GiB, graph node", lambda s: g1.launch(s))
     trial("SM copy kernel 1 GiB (control)", lambda s: g.launch_copy(a, b, big, 1, s))

@@ -18,7 +18,8 @@ def real_runs() -> list[Path]:
     """Every real run directory (results.csv + meta.json) the real-run tests cover."""
     roots = ([Path(os.environ["IPCBENCH_RESULTS_DIR"])] if os.environ.get("IPCBENCH_RESULTS_DIR")
              else [REPO / "results", RECORDED_REAL_RUNS])
-    return [p.parent for root in roots for p in sorted(root.glob("*/results.csv")) if (p.parent / "meta.json").is_file()]
+    return [p.parent for root in roots for p in sorted(root.glob("*/results.csv"))
+            if (p.parent / "meta.json").is_file()]
 
 
 def has_cross_gpu_pairs(run_dir: Path) -> bool:

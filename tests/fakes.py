@@ -639,7 +639,8 @@ class FakeCudaIpc:
     gives the same pointer (`refcounted`: every open needs its close; otherwise the first close unmaps,
     and the second is refused); the exporter's own thread is refused (as the driver does); a freed
     allocation is refused; host memory cannot be exported unless `accept_host`. `fail_open`: every open
-    fails; `fail_export`: every export fails. `remap_to`: opens return this pointer instead (a mapping of the wrong memory).
+    fails; `fail_export`: every export fails. `remap_to`: opens return this pointer instead (a mapping of the wrong
+    memory).
     `node` is anything with `memory` (HostMemory) and `gpus` (FakeGpus): a FakeNode.
     Events: a record behind a closed gate completes at the gate's release; a wait blocks until complete;
     `events_always_done`: imported events never track the exporter's stream (a broken driver)."""

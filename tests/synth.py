@@ -37,15 +37,15 @@ BW_METHODS = [
     ("pool", "pool_sm_write", ("push",), 378.0, 1.9),
     ("staged", "mpi_staged", ("push", "bidir"), 48.0, 9.0),
     ("staged", "shm_staged", ("push", "bidir"), 52.0, 7.0),
-    ("pipeline", "ring_ce", ("push",), 385.0, 3.0),
+    ("pipeline", "ring_d4", ("push",), 385.0, 3.0),
 ]
 LAT_METHODS = [("latency", "ce", 2.1), ("latency", "sm_pingpong", 1.6), ("latency", "event_pingpong", 4.5)]
 # The nccl suite (make_run(nccl=True)): send/receive bandwidth, one way and a ping-pong on small messages.
 NCCL_BW = [("nccl", "nccl", ("push", "bidir"), 340.0, 9.0)]
 NCCL_LAT = [("nccl", "nccl", 8.5), ("nccl", "nccl_pingpong", 10.0)]
 ERROR_OPS = [("err_open_own_handle", 44.0), ("err_open_freed_handle", 82.0)]
-HANDLE_OPS = [("ipc_get_handle", 1.5), ("ipc_open_first", 180.0), ("ipc_open_cached", 0.8),
-              ("ipc_close", 40.0), ("event_get_handle", 1.0), ("event_open", 9.0)]
+HANDLE_OPS = [("ipc_get_mem_handle", 1.5), ("ipc_open_mem_handle_first", 180.0), ("ipc_open_mem_handle_repeat", 0.8),
+              ("ipc_close_mem_handle", 40.0), ("ipc_get_event_handle", 1.0), ("ipc_open_event_handle", 9.0)]
 ALLTOALL_TOTAL = 450.0  # GB/s leaving one GPU in the all-to-all, shared by its flows (NVLink aggregate 478)
 SAME_GPU_FACTOR = 2.2  # same-GPU IPC copies are device-local: much faster than NVLink
 
@@ -120,7 +120,7 @@ def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("ho
                         total = size * (2 if direction == "bidir" else 1)
                         bw = _bw(size, peak * f, lat) * (2 if direction == "bidir" else 1)
                         t_us = total / (bw * 1e3)
-                        note = "ring=4 p99_us=%.1f" % (t_us * 1.3) if suite == "pipeline" else ""
+                        note = f"ring=4 p99_us={t_us * 1.3:.1f}" if suite == "pipeline" else ""
                         add(host, suite, method, direction, s, d, size, t_us, bw, note=note)
                 if same_gpu and suite == "copy" and method == "ce" and direction != "bidir":
                     for g in range(n_gpus):  # ranks g and g + n_gpus share GPU g

@@ -14,6 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
+from ipcbench.record.meta import Meta, parse_meta  # noqa: E402
+from ipcbench.record.run import derive_facts, load_run  # noqa: E402
 from ipcbench.report import ceilings  # noqa: E402
 
 K, M = 1 << 10, 1 << 20
@@ -38,11 +40,17 @@ def frame(*rows: dict) -> pd.DataFrame:
         x = {**base, **r}
         x["same_gpu"] = x["src_gpu"] == x["dst_gpu"] and x["src_gpu"] >= 0
         out.append(x)
-    return pd.DataFrame(out)
+    df = pd.DataFrame(out)
+    derive_facts(df, Meta())  # engine, pattern, ... from what the suites declare, as for a run read back
+    return df
+
+
+def impossible(df: pd.DataFrame, meta=META):
+    return ceilings.impossible_rows(df, parse_meta(meta) if meta is not None else Meta())
 
 
 def flagged(df: pd.DataFrame, meta=META) -> list[int]:
-    return list(ceilings.impossible_rows(df, meta).index)
+    return list(impossible(df, meta).index)
 
 
 # ------------------------------------------------------------------------------------------ link peak
@@ -53,7 +61,7 @@ def test_link_peak_one_way_and_bidir():
                dict(direction="bidir", bw_gbps_median=PEAK * 1.9),  # bidir counts both ways: 2x the peak
                dict(direction="bidir", bw_gbps_median=PEAK * 2.1),
                dict(direction="pull", src_gpu=3, dst_gpu=2, bw_gbps_median=500.0))
-    out = ceilings.impossible_rows(df, META)
+    out = impossible(df)
     assert list(out.index) == [1, 3, 4]
     assert list(out["check"]) == ["link"] * 3
     assert out.loc[3, "ceiling_gbps"] == pytest.approx(2 * PEAK)
@@ -67,7 +75,7 @@ def test_link_listed_one_way_holds_both_ways_and_unknown_links_are_skipped():
     df = frame(dict(src_gpu=1, dst_gpu=0, bw_gbps_median=60.0), dict(src_gpu=2, dst_gpu=3, bw_gbps_median=9e9),
                dict(host="other", bw_gbps_median=9e9))
     assert flagged(df, meta) == [0]
-    assert ceilings.link_peaks(meta) == {("h", 0, 1): 50.0, ("h", 1, 0): 50.0}
+    assert parse_meta(meta).link_peaks() == {("h", 0, 1): 50.0, ("h", 1, 0): 50.0}
 
 
 def test_only_bandwidth_rows_of_a_pair_are_checked():
@@ -83,7 +91,7 @@ def test_no_meta_or_no_topology_checks_nothing():
     df = frame(dict(bw_gbps_median=9e9), dict(src_gpu=0, dst_gpu=0, bw_gbps_median=9e9))
     assert flagged(df, None) == [] and flagged(df, {}) == []
     assert flagged(df, {"gpus": {"h": [{"index": 0, "name": "x"}]}}) == []  # no l2_bytes / mem_bw_gbps
-    assert ceilings.impossible_rows(df.iloc[0:0], META).empty
+    assert impossible(df.iloc[0:0]).empty
 
 
 # ------------------------------------------------------------------------------------------ same-GPU memory
@@ -95,7 +103,7 @@ def test_same_gpu_copy_above_half_the_memory_bandwidth():
                dict(src_gpu=1, dst_gpu=1, bw_gbps_median=2300.0),  # below 2400 (+2%)
                dict(src_gpu=2, dst_gpu=2, bytes=32 * M, bw_gbps_median=4017.0),  # fits in L2: allowed
                dict(src_gpu=3, dst_gpu=3, bw_gbps_median=2420.0))  # within the tolerance
-    out = ceilings.impossible_rows(df, META)
+    out = impossible(df)
     assert list(out.index) == [0]
     assert out.loc[0, "check"] == "memory" and out.loc[0, "ceiling_gbps"] == pytest.approx(2400.0)
     assert "half its 4,800 GB/s memory bandwidth" in out.loc[0, "reason"] and "60M L2" in out.loc[0, "reason"]
@@ -104,7 +112,8 @@ def test_same_gpu_copy_above_half_the_memory_bandwidth():
 def test_gpu_limits_need_both_fields():
     meta = {"gpus": {"h": [{"index": 0, "l2_bytes": 1, "mem_bw_gbps": 2.0}, {"index": 1, "l2_bytes": 1},
                            {"index": 2, "mem_bw_gbps": None, "l2_bytes": 5}]}}
-    assert ceilings.gpu_limits(meta) == {("h", 0): (1, 2.0)}
+    df = frame(*(dict(src_gpu=g, dst_gpu=g, bw_gbps_median=9e9) for g in range(3)))
+    assert flagged(df, meta) == [0]
 
 
 # ------------------------------------------------------------------------------------------ all-to-all
@@ -117,7 +126,7 @@ def alltoall(bw: float, **extra) -> list[dict]:
 
 def test_alltoall_flows_of_one_gpu_above_its_nvlink_aggregate():
     df = frame(*alltoall(200.0), *alltoall(150.0, bytes=4 * M))
-    out = ceilings.impossible_rows(df, META)
+    out = impossible(df)
     assert list(out.index) == [0, 1, 2]  # the three cross-GPU flows at 256M (600 > 478); not the same-GPU flow
     assert set(out["check"]) == {"alltoall"}
     assert out["value_gbps"].tolist() == [600.0] * 3
@@ -133,13 +142,13 @@ def test_alltoall_sums_every_rank_on_the_gpu_and_needs_per_gpu():
     meta = copy.deepcopy(META)
     del meta["topology"]["h"]["per_gpu"]
     assert flagged(df, meta) == []
-    assert ceilings.nvlink_aggregate(META)[("h", 0)] == (PEAK, 18, 26.5625)
+    assert parse_meta(META).nvlink_aggregate()[("h", 0)] == (PEAK, 18, 26.5625)
 
 
 def test_several_checks_on_one_row():
     df = frame(dict(method="ce_alltoall", bw_gbps_median=600.0), dict(method="ce_alltoall", dst_gpu=2,
                                                                       bw_gbps_median=10.0))
-    out = ceilings.impossible_rows(df, META)
+    out = impossible(df)
     assert out.loc[0, "check"] == "link+alltoall" and out.loc[1, "check"] == "alltoall"
     assert out.loc[0, "ceiling_gbps"] == pytest.approx(PEAK)
 
@@ -149,24 +158,20 @@ def test_several_checks_on_one_row():
 def test_a_real_run_with_impossible_alltoall_rows_is_caught():
     """tests/data/impossible/README.md: a run from before the all-to-all was timed on one window."""
     run = Path(__file__).resolve().parent / "data" / "impossible" / "20261122-194200-vm"
-    from ipcbench.results_load import load_frame, read_meta
-
-    out = ceilings.impossible_rows(load_frame(run / "results.csv"), read_meta(run))
+    r = load_run(run / "results.csv")
+    out = ceilings.impossible_rows(r.frame, r.meta)
     assert len(out) and set(out["method"]) == {"ce_alltoall"} and set(out["check"]) == {"alltoall"}
 
 
 def test_committed_runs_have_no_impossible_rows():
     """Every run shipped under results/ comes from the current code, which times concurrent flows on one
     window: none of its rows may be above a physical ceiling."""
-    from ipcbench.results_load import load_frame, read_meta
-
-    runs = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "results").glob("*/results.csv"))
+    runs = sorted((Path(__file__).resolve().parents[1] / "results").glob("*/results.csv"))
     assert runs, "no committed run under results/"
-    for run in runs:
-        meta = read_meta(run)
-        out = ceilings.impossible_rows(load_frame(run / "results.csv"), meta)
-        assert len(out) == 0, (run.name, out.head().to_dict("records"))
-        assert meta["gpus"][meta["hosts"][0]][0].get("mem_bw_gbps"), "the memory ceiling needs mem_bw_gbps"
+    for run in map(load_run, runs):
+        out = ceilings.impossible_rows(run.frame, run.meta)
+        assert len(out) == 0, (run.label, out.head().to_dict("records"))
+        assert run.meta.gpus[run.meta.hosts[0]][0].mem_bw_gbps, "the memory ceiling needs mem_bw_gbps"
 
 
 def test_report_flags_impossible_numbers(tmp_path, capsys):

@@ -60,10 +60,10 @@ def test_plan_pairs_and_counts():
     by_label = {s.label: s for s in steps}
     assert len(by_label["ce push"].pairs) == 12 and len(by_label["ce bidir"].pairs) == 6
     assert by_label["ce push"].measurements == 12 * 17
-    assert by_label["ce all-to-all"].concurrent and min(by_label["ce all-to-all"].sizes) >= 4 << 20
+    assert by_label["ce all-to-all"].all_ranks and min(by_label["ce all-to-all"].sizes) >= 4 << 20
     assert "sm_read pull" in by_label and "sm_write push" in by_label
     # two ranks: no all-to-all step (it would be the bidirectional pair again)
-    assert not any(s.concurrent for s in plan(["copy"], 2, sizes))
+    assert not any(s.all_ranks for s in plan(["copy"], 2, sizes))
     assert set(SUITE_ORDER) >= {"copy", "kernel", "pool", "latency"}
 
 
@@ -84,6 +84,12 @@ def test_plan_pairs_and_counts():
     (["all", "--max-time", "0.001"], "--max-time"),
     (["all", "--sm-copy", "3x100x5"], "--sm-copy"),
     (["all", "--bogus"], "unrecognized arguments"),
+    # each said nothing, or lacked the option's name, before
+    (["all", "--sizes", "0"], "--sizes: size must be positive: '0'"),
+    (["all", "--sizes", ","], "--sizes: no sizes in ','"),
+    (["all", "--json"], "--json goes with --dry-run"),
+    (["all", "--topology", "nvswitch"], "--topology goes with --dry-run"),
+    (["all", "--dry-run", "--topology", "torus"], "invalid choice: 'torus'"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
     p = run_cli(*args)
@@ -95,7 +101,8 @@ def test_bad_input_is_one_line_exit_2(args, needle):
 
 def _run_mpi(n, *args, cwd=None):
     env = launcher_free_env()
-    return subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, "-m", "ipcbench", *args], capture_output=True,
+    return subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, "-m", "ipcbench", *args],
+                          capture_output=True,
                           text=True, timeout=60, env=env, cwd=cwd)
 
 
@@ -168,3 +175,38 @@ def test_dry_run_without_mpirun_needs_gpus_or_mpirun():
         pytest.skip("this machine has GPUs")
     p = run_cli("all", "--dry-run")
     assert p.returncode == 2 and "mpirun -np N" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_help_says_compare_takes_several_bases():
+    """`ipcbench --help` said `compare BASE NEW`; compare takes one or several BASE runs."""
+    p = run_cli("--help")
+    assert p.returncode == 0 and "`ipcbench compare BASE [BASE…] NEW`" in " ".join(p.stdout.split())
+
+
+def _plan(n: int, *args: str) -> dict:
+    import json
+
+    p = _run_mpi(n, "all", "--dry-run", "--json", *args)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+@pytest.mark.timeout(200)
+def test_a_dry_run_says_what_it_assumes():
+    """A dry run on a machine without NVML (a login node) estimated 120 s for 4 GPUs, assuming pairs one at a time
+    without saying so, where the README says 57 s for an NVSwitch node: it says what it assumes, and --topology
+    plans for a node that is not this machine."""
+    from conftest import gpu_count
+
+    if gpu_count():
+        pytest.skip("this machine has GPUs (and NVML): the plan is this machine's")
+    here = _plan(4)
+    assert here["topology"] == "unknown" and here["pair_mode"]["mode"] == "sequential"
+    assert any("links are unknown (no NVML here), so pairs are measured one at a time" in a and "--topology" in a
+               for a in here["assumptions"])
+    node = _plan(4, "--topology", "nvswitch")
+    assert node["topology"] == "--topology nvswitch" and node["pair_mode"]["mode"] == "concurrent"
+    assert any("every GPU pair is linked by nvswitch" in a for a in node["assumptions"])
+    assert node["estimated_s"] < 0.6 * here["estimated_s"]
+    text = _run_mpi(4, "all", "--dry-run", "--topology", "pcie").stdout
+    assert "estimated duration:" in text and "assuming:" in text and "linked by pcie" in text

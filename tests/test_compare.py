@@ -32,6 +32,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
+from ipcbench.errors import UsageError  # noqa: E402
+from ipcbench.record.meta import Meta  # noqa: E402
+from ipcbench.record.run import derive_facts, load_run  # noqa: E402
 from ipcbench.report import compare, significance  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +70,13 @@ def api(*paths, **kw) -> compare.Comparison:
 
 
 def copy_run(src: Path, dst: Path) -> Path:
+    """Another run with the same rows: a copy under a run id and start of its own (a copy that kept them would
+    be the same run, which compare counts once, and refuses as NEW)."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("report"))
+    if (dst / "meta.json").is_file():
+        meta = json.loads((dst / "meta.json").read_text())
+        meta.update(run_id=dst.name, start=f"{meta.get('start')}+{dst.name}")
+        (dst / "meta.json").write_text(json.dumps(meta))
     return dst
 
 
@@ -150,8 +159,12 @@ def test_host_timed_rows():
     f = pd.DataFrame({"suite": ["staged", "latency", "handles", "handles", "staged", "copy"],
                       "method": ["mpi_staged", "mpi_staged", "ipc_open_mem_handle_first", "err_open_own_handle",
                                  "shm_staged", "ce"],
+                      "direction": ["push", "oneway", "op", "op", "push", "push"], "same_gpu": False,
+                      "host": "h", "src_gpu": 0, "bytes": 4,
                       "kind": ["bandwidth", "latency", "op", "error", "bandwidth", "bandwidth"]})
-    assert list(significance.host_timed(f)) == [True, True, True, False, False, False]
+    derive_facts(f, Meta())  # their timing, from what the suites declare
+    assert list(f["timing"]) == ["host", "host", "host", "host", "handoff", "gated"]
+    assert list(significance.host_timed(f)) == [True, True, True, False, False, False]  # error rows: never judged
 
 
 # ------------------------------------------------------------------------------------------ verdicts
@@ -177,7 +190,7 @@ def test_degraded_rows_flagged_exactly(base_run, new_run, capsys):
     assert len(reg) == len(picks) == 3 * 3 + 1  # push, pull, bidir to 3 GPUs; one latency row
     bw = reg[reg["unit"] == "GB/s"]
     assert bw["change"].to_numpy() == pytest.approx(-0.3, abs=1e-4)
-    lat = reg[reg["unit"] == "us"]
+    lat = reg[reg["unit"] == "µs"]
     assert lat["change"].to_numpy() == pytest.approx(1 / 0.7 - 1, abs=1e-4)  # µs: 43% slower
     assert set(t["verdict"]) == {"regression", "unchanged", "not judged"}
     rc, t, _ = csv_table(capsys, new_run, base_run)  # the other way round: exactly those improve
@@ -190,8 +203,8 @@ def test_unit_per_row_kind(base_run, new_run, capsys):
     base = pd.read_csv(base_run / "results.csv", keep_default_na=False, na_values=[""])
     m = t.merge(base.assign(seq=0), on=KEY[:-1] + ["seq"], suffixes=("", "_row"))
     assert len(m) == len(t)
-    for kind, unit, col in (("bandwidth", "GB/s", "bw_gbps_median"), ("latency", "us", "time_us_median"),
-                            ("op", "us", "time_us_median")):
+    for kind, unit, col in (("bandwidth", "GB/s", "bw_gbps_median"), ("latency", "µs", "time_us_median"),
+                            ("op", "µs", "time_us_median")):
         rows = m[m["kind"] == kind]
         assert len(rows) and (rows["unit"] == unit).all(), kind
         assert rows["base"].to_numpy() == pytest.approx(rows[col].to_numpy(), rel=1e-5), kind
@@ -211,8 +224,8 @@ def test_old_runs_use_median_and_cv(base_run, new_run, capsys):
     judged = t[t["kind"] != "error"]
     assert set(judged["test"]) == {"cv"}
     row = verdict_of(t, suite="latency", method="ce", src_gpu=0, dst_gpu=1, bytes=8)
-    assert row["unit"] == "us" and row["verdict"] == "regression" and row["change"] == pytest.approx(1.0, abs=1e-4)
-    assert (t[t["kind"] == "latency"]["unit"] == "us").all()
+    assert row["unit"] == "µs" and row["verdict"] == "regression" and row["change"] == pytest.approx(1.0, abs=1e-4)
+    assert (t[t["kind"] == "latency"]["unit"] == "µs").all()
     assert_mirrors(base_run, new_run)
 
 
@@ -340,18 +353,16 @@ def test_swapping_mirrors_every_verdict_synthetic(base_run, tmp_path):
     assert_mirrors(a, b)
 
 
-@pytest.mark.parametrize("pair", list(itertools.product(real_runs(), repeat=2)) or [None],
+@pytest.mark.parametrize("pair", [p for p in itertools.product(real_runs(), repeat=2) if p[0] != p[1]] or [None],
                          ids=lambda p: f"{p[0].name}-vs-{p[1].name}" if p else "none")
 def test_swapping_mirrors_every_verdict_real(pair):
     if pair is None:
         pytest.skip(f"no real run under {RESULTS}")
-    from ipcbench.report.matching import CompareError
-
     try:
         assert_mirrors(*pair)
-    except CompareError as e:  # runs with no row in common (one GPU against two): refused both ways alike
+    except UsageError as e:  # runs with no row in common (one GPU against two): refused both ways alike
         assert "no common rows" in str(e)
-        with pytest.raises(CompareError, match="no common rows"):
+        with pytest.raises(UsageError, match="no common rows"):
             api(pair[1], pair[0])
 
 
@@ -369,18 +380,18 @@ def test_host_timed_rows_need_several_base_runs(base_run, tmp_path, capsys):
     n = len(synth.scale_rows(new, _host_rows, 0.5))  # twice as slow
     # one BASE: in-run statistics alone never judge host-timed rows
     rc, t, _ = csv_table(capsys, base_run, new)
-    host = t[t["timing"] == "host"]
+    host = t[(t["timing"] == "host") & (t["kind"] != "error")]
     assert rc == 0 and len(host) == n
     assert (host["verdict"] == "not judged").all() and (host["note"] == "host-timed: give 2+ BASE runs").all()
-    assert (t[t["kind"] == "error"]["timing"] == "device").all()
+    assert (t[t["kind"] == "error"]["note"] == "error-path row").all()  # timed on the host, but never judged
     rc, out, _ = run_compare(capsys, base_run, new)
     assert "host-timed: give 2+ BASE runs" in out
     # two BASE runs: judged against their between-run variation
     rc, t, _ = csv_table(capsys, base_run, base2, new)
-    host = t[t["timing"] == "host"]
+    host = t[(t["timing"] == "host") & (t["kind"] != "error")]
     assert rc == 1 and (host["verdict"] == "regression").all() and (host["test"] == "runs").all()
     assert (host["base_runs"] == 2).all()
-    assert (t[t["timing"] == "device"]["verdict"] != "regression").all()
+    assert (t[t["timing"] != "host"]["verdict"] != "regression").all()
 
 
 def test_host_timed_rows_within_between_run_variation(base_run, tmp_path, capsys):
@@ -390,7 +401,7 @@ def test_host_timed_rows_within_between_run_variation(base_run, tmp_path, capsys
     new = copy_run(base_run, tmp_path / "new")
     synth.scale_rows(new, _host_rows, 0.8)
     rc, t, _ = csv_table(capsys, base_run, base2, new)
-    host = t[t["timing"] == "host"]
+    host = t[(t["timing"] == "host") & (t["kind"] != "error")]
     assert rc == 0 and (host["verdict"] == "unchanged").all()
     assert host["spread"].to_numpy() == pytest.approx(1 / 0.7 - 1, abs=1e-3)
 
@@ -413,9 +424,19 @@ def test_device_rows_with_several_base_runs_must_exceed_their_spread(base_run, t
     assert verdict_of(t, **want)["verdict"] == "regression" and rc == 1
 
 
-def test_same_base_twice_is_warned(base_run, new_run, capsys):
+def test_same_base_twice_is_warned_and_counted_once(base_run, new_run, capsys):
     rc, out, _ = run_compare(capsys, base_run, base_run, new_run)
-    assert rc == 0 and "is the same run as" in out
+    assert rc == 0 and "BASE base is the same run as BASE base: counted once" in out
+    assert "1 BASE run(s)" in out
+    twice, once = api(base_run, base_run, new_run).table, api(base_run, new_run).table
+    assert twice.equals(once)  # the same verdicts, p-values and notes as with the BASE given once
+
+
+def test_new_that_is_a_base_is_refused(base_run, tmp_path, capsys):
+    """A run against itself passes any gate: refused, in one line (the same file, or a copy of the run)."""
+    _one_line_error(*run_compare(capsys, base_run, base_run), "is the same run as BASE", "give the run to judge")
+    shutil.copytree(base_run, tmp_path / "copy")
+    _one_line_error(*run_compare(capsys, base_run, tmp_path / "copy"), "is the same run as BASE")
 
 
 # ------------------------------------------------------------------------------------------ missing / new rows
@@ -524,7 +545,7 @@ def test_results_csv_paths_and_formats(base_run, new_run, capsys):
     assert rc == 1 and md.startswith("**verdict: REGRESSION") and "| method | direction |" in md
     rc, t, _ = csv_table(capsys, base_run, new_run)
     assert list(t["verdict"][:3]) == ["regression"] * 3
-    for c in ("unit", "base", "new", "change", "p", "test", "verdict", "timing", "kind"):
+    for c in ("unit", "base", "new", "change", "p", "test", "verdict", "timing", "sliced", "kind"):
         assert c in t.columns
 
 
@@ -581,14 +602,13 @@ def test_no_common_rows(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ real runs
 
-def _degradable(df: pd.DataFrame) -> pd.Index:
+def _degradable(run_dir: Path) -> pd.Index:
     """Rows of a real run that a 30% loss must flag: device-timed, quiet, each the only row of its key."""
+    df = load_run(run_dir / "results.csv").frame
     key = ["suite", "method", "direction", "src_gpu", "dst_gpu", "bytes"]
-    host = df["method"].eq("mpi_staged") | (df["suite"].eq("handles") & df["bw_gbps_median"].isna())
-    handoff = df["method"].isin(["shm_staged", "sm_pingpong", "event_pingpong"]) | df["method"].str.startswith("ring_")
-    host |= handoff & df["same_gpu"].astype(str).str.lower().eq("true") & df["note"].str.contains("time-slice")
-    ok = (~df.duplicated(key, keep=False) & ~host & ~df["method"].str.startswith("err_") & (df["cv"] < 0.02)
-          & df["verified"].astype(str).str.lower().eq("true") & (df["samples"] >= 3))
+    host = significance.host_timed(df) | significance.time_sliced(df)
+    ok = (~df.duplicated(key, keep=False) & ~host & (df["kind"] != "error") & (df["cv"] < 0.02) & df["verified"]
+          & (df["samples"] >= 3))
     return df.index[ok]
 
 
@@ -597,11 +617,11 @@ def test_real_run_compare(run_dir, tmp_path, capsys):
     if run_dir is None:
         pytest.fail(f"no real run under {RESULTS}/*/ (results.csv + meta.json): commit one measured on the GPU "
                     "machine, or point IPCBENCH_RESULTS_DIR at a results directory")
-    c = api(run_dir, run_dir)
+    c = api(run_dir, copy_run(run_dir, tmp_path / "again"))
     assert set(c.table["verdict"]) <= {"unchanged", "not judged"}
     assert c.exit_code == (1 if len(c.impossible) else 0)  # a run with impossible numbers is never blessed
     df = pd.read_csv(run_dir / "results.csv", keep_default_na=False, na_values=[""])
-    idx = _degradable(df)
+    idx = _degradable(run_dir)
     picks = {int(idx[int(k * (len(idx) - 1) / 3)]) for k in range(4)}
     new = copy_run(run_dir, tmp_path / "new")
     synth.scale_rows(new, picks, 0.7)
@@ -631,14 +651,15 @@ def test_time_sliced_handoffs_need_several_base_runs(tmp_path):
         ce = t[(t["method"] == "ce") & (t["direction"] == "push")]
         assert len(handoff) and len(ce) and (ce["verdict"] == "regression").all()
         if sliced:
-            assert set(handoff["verdict"]) == {"not judged"} and set(handoff["timing"]) == {"slice"}
+            assert set(handoff["verdict"]) == {"not judged"} and set(handoff["sliced"]) == {True}
             assert set(handoff["note"]) == {"time-sliced hand-off (same GPU, no MPS): give 2+ BASE runs"}
         else:
-            assert set(handoff["timing"]) == {"device"} and "regression" in set(handoff["verdict"])
+            assert set(handoff["sliced"]) == {False} and "regression" in set(handoff["verdict"])
+        assert set(handoff["timing"]) == {"handoff"}
         assert_mirrors(data / name, new)
     # a run without MPS against one with it: time-sliced on one side is enough (and stays symmetric)
     t = api(data / "h100-nomps", data / "h100-mps").table
-    assert set(t[t["method"].isin(slow)]["timing"]) == {"slice"}
+    assert set(t[t["method"].isin(slow)]["sliced"]) == {True}
     assert_mirrors(data / "h100-nomps", data / "h100-mps")
 
 
@@ -661,3 +682,4 @@ def test_recorded_case(case, capsys):
     assert lim.get("min", 0) <= n <= lim.get("max", n), (n, lim)
     if len(spec["base"]) == 1:
         assert_mirrors(*paths)
+

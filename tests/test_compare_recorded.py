@@ -68,3 +68,26 @@ def test_several_base_runs():
     assert p.returncode == 0, p.stdout[-2000:]
     p = compare("quiet1", "quiet2", "quiet3", "loaded", fmt="text")
     assert p.returncode == 1 and "REGRESSION" in p.stdout
+
+
+def test_a_base_given_twice_counts_once():
+    """`compare quiet1 quiet1 quiet2` used to take quiet1's own numbers as the spread between BASE runs (zero)
+    and fail the gate with 5 regressions, while quiet1 given once passes: now it is the same comparison."""
+    twice, once = compare("quiet1", "quiet1", "quiet2", fmt="text"), compare("quiet1", "quiet2", fmt="text")
+    assert twice.returncode == once.returncode == 0, twice.stdout[-2000:]
+    assert twice.stdout.startswith("warning: BASE quiet1 is the same run as BASE quiet1: counted once\n")
+    assert twice.stdout.splitlines()[2:] == once.stdout.splitlines()  # the warning and a blank line first
+
+
+def test_a_run_against_itself_is_refused():
+    """`compare quiet1 quiet1` passed silently: a run always matches itself, so it is bad input (exit 2)."""
+    p = compare("quiet1", "quiet1", fmt="text")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("ipcbench compare: error: NEW quiet1 is the same run as BASE quiet1")
+
+
+def test_compare_writes_microseconds_as_the_report_does():
+    """compare printed `us` where the report prints `µs`."""
+    p = compare("quiet1", "loaded", fmt="text")
+    assert " µs " in p.stdout and " us " not in p.stdout
+    assert "µs" in compare("quiet1", "loaded").stdout

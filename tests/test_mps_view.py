@@ -9,10 +9,15 @@ from pathlib import Path
 import pytest
 
 from ipcbench.report import command as report
-from ipcbench.report.load import load_runs
-from ipcbench.report.mps_view import mps_state, side_by_side
+from ipcbench.record.run import load_runs
+from ipcbench.record.meta import parse_meta
+from ipcbench.report.mps_view import side_by_side
 
 DATA = Path(__file__).resolve().parent / "data" / "mps"
+
+
+def mps_state(raw: dict, host: str):
+    return parse_meta(raw).mps_state(host)
 
 
 def test_mps_state_from_meta():
@@ -20,7 +25,7 @@ def test_mps_state_from_meta():
     assert mps_state({"mps": {"h": {"gpus": {"0": False}}}}, "h") is False
     assert mps_state({"mps": {"h": {"gpus": {"0": True, "1": False}}}}, "h") is None  # mixed: no pairing
     assert mps_state({"mps": {"h": {"gpus": {"0": True}}}}, "other") is None
-    assert mps_state({}, "h") is None and mps_state(None, "h") is None  # runs older than MPS detection
+    assert mps_state({}, "h") is None and mps_state({"mps": "garbled"}, "h") is None  # older than MPS detection
 
 
 def test_recorded_runs_pair_up_and_show_what_mps_changes():
@@ -60,7 +65,7 @@ def test_notes_match_the_recorded_mode(name):
     runs, _ = load_runs([DATA / name])
     df = runs[0].frame
     same = df[df["same_gpu"]]
-    under = mps_state(runs[0].meta, "vm")
+    under = runs[0].meta.mps_state("vm")
     assert under is (name == "h100-mps")
     if under:
         assert not same["note"].str.contains("no MPS").any() and same["note"].str.contains("concurrently").any()

@@ -319,7 +319,7 @@ def rows_of(path):
         return list(csv.DictReader(fh))
 
 
-def test_a_run_without_nccl_skips_its_steps_with_the_reason(fake_job, tmp_path, monkeypatch, capsys):
+def test_a_run_without_nccl_skips_its_steps_with_the_reason(fake_job, tmp_path, monkeypatch, capsys):  # noqa: F811
     def absent():
         raise ncclmod.NcclUnavailable("NCCL is not installed: cupy.cuda.nccl cannot load libnccl.so.2")
 
@@ -334,7 +334,7 @@ def test_a_run_without_nccl_skips_its_steps_with_the_reason(fake_job, tmp_path, 
     assert rows_of(out / "results.csv") == []
 
 
-def test_a_run_with_nccl_writes_every_row_verified(fake_job, tmp_path, monkeypatch):
+def test_a_run_with_nccl_writes_every_row_verified(fake_job, tmp_path, monkeypatch):  # noqa: F811
     """The runner on fakes with FakeNccl: the library need is met, every step writes verified rows, and the
     communicators are destroyed before the run ends."""
     lib = FakeNccl()

@@ -133,7 +133,7 @@ def test_sm_methods_loop_in_kernel_only_for_large_buffers():
     node = FakeNode(gpu_kw=[dict(transfer_ns=const(US)), {}])
     (small, big), _ = pair(node, "sm_write", "push", [4096, 65536])
     assert small.verified and big.verified
-    loops = {nbytes: {l for n, l in node.gpus[0].launches if n == nbytes} for nbytes in (4096, 65536)}
+    loops = {nbytes: {k for n, k in node.gpus[0].launches if n == nbytes} for nbytes in (4096, 65536)}
     assert loops[4096] == {1}
     assert max(loops[65536]) > 1
     assert big.time_us_median == pytest.approx(1.0)

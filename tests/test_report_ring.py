@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synth  # noqa: E402
 from ipcbench.report import command as report  # noqa: E402
 from ipcbench.report import tables as T  # noqa: E402
-from ipcbench.report.load import load_runs  # noqa: E402
+from ipcbench.record.run import load_runs  # noqa: E402
 
 N = 4
 RING = {(i, (i + 1) % N) for i in range(N)}

@@ -1,16 +1,21 @@
-"""The result schema: writer/loader round trip, and malformed or truncated files named by file:line in both
-loaders (read_rows, row by row, and load_frame, vectorized)."""
+"""The result schema: writer/reader round trip, and malformed or truncated files named by file:line by the one
+reader (record/table.py: read_table, and read_rows, the same table as Rows)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
 
+import pandas as pd
 import pytest
 
-from ipcbench.results import COLUMNS, ResultsWriter, Row, write_meta
-from ipcbench.results_load import ResultsError, find_runs, load_frame, read_meta, read_meta_optional, read_rows
+from ipcbench.errors import ResultsError
+from ipcbench.record.meta import read_meta
+from ipcbench.record.run import find_runs
+from ipcbench.record.table import read_rows, read_table
+from ipcbench.results import BASE_COLUMNS, COLUMNS, ResultsWriter, Row, write_meta
 
 
 def _row(i: int = 0, **kw) -> Row:
@@ -49,9 +54,9 @@ def test_round_trip_read_rows(tmp_path):
                 assert va == vb, c
 
 
-def test_round_trip_load_frame(tmp_path):
+def test_round_trip_read_table(tmp_path):
     path = _write(tmp_path, ROWS)
-    df = load_frame(path)
+    df = read_table(path)
     assert list(df.columns) == list(COLUMNS)
     assert len(df) == len(ROWS)
     for c in ("src_rank", "dst_rank", "src_gpu", "dst_gpu", "bytes", "iterations", "samples"):
@@ -63,18 +68,18 @@ def test_round_trip_load_frame(tmp_path):
         for c in COLUMNS:
             va, vb = getattr(a, c), r[c]
             if va is None:
-                assert isinstance(vb, float) and math.isnan(vb), c
+                assert vb is pd.NA if c == "mps" else (isinstance(vb, float) and math.isnan(vb)), c
             elif isinstance(va, float):
                 assert math.isclose(va, vb, rel_tol=1e-5), c
             else:
                 assert va == vb, c
 
 
-def test_load_frame_keeps_extra_columns(tmp_path):
+def test_read_table_keeps_extra_columns(tmp_path):
     path = _write(tmp_path, ROWS[:2])
     lines = path.read_text().splitlines()
     path.write_text("\n".join([lines[0] + ",extra"] + [ln + ",x" for ln in lines[1:]]) + "\n")
-    df = load_frame(path)
+    df = read_table(path)
     assert list(df.columns)[: len(COLUMNS)] == list(COLUMNS) and list(df["extra"]) == ["x", "x"]
     assert len(read_rows(path)) == 2
 
@@ -83,13 +88,13 @@ def test_header_only_is_empty(tmp_path):
     with ResultsWriter(tmp_path):
         pass
     assert read_rows(tmp_path / "results.csv") == []
-    assert len(load_frame(tmp_path / "results.csv")) == 0
+    assert len(read_table(tmp_path / "results.csv")) == 0
 
 
 def _both_fail(path, line: int, words: str = ""):
-    """Both loaders raise ResultsError naming path:line (and the same text)."""
+    """The reader (as a table and as rows) raises ResultsError naming path:line (the same text)."""
     msgs = []
-    for loader in (read_rows, load_frame):
+    for loader in (read_rows, read_table):
         with pytest.raises(ResultsError) as e:
             loader(path)
         msg = str(e.value)
@@ -102,8 +107,8 @@ def _both_fail(path, line: int, words: str = ""):
 
 
 def _both_drop_cut_tail(path, line: int, kept: int):
-    """Both loaders drop a last line cut short, keep every row before it and say which line they dropped."""
-    for loader in (read_rows, load_frame):
+    """The reader drops a last line cut short, keeps every row before it and says which line it dropped."""
+    for loader in (read_rows, read_table):
         warnings: list[str] = []
         got = loader(path, warnings)
         assert len(got) == kept, loader.__name__
@@ -130,7 +135,7 @@ def test_truncated_after_blank_lines_and_quoted_note(tmp_path):
 def test_complete_last_row_without_newline_is_kept(tmp_path):
     path = _write(tmp_path, ROWS)
     path.write_text(path.read_text().rstrip("\r\n"))
-    for loader in (read_rows, load_frame):
+    for loader in (read_rows, read_table):
         warnings: list[str] = []
         assert len(loader(path, warnings)) == len(ROWS) and warnings == []
 
@@ -183,7 +188,7 @@ def test_extra_field(tmp_path):
 def test_crlf_line_endings(tmp_path):
     path = _write(tmp_path, ROWS)
     path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
-    assert len(load_frame(path)) == len(ROWS) == len(read_rows(path))
+    assert len(read_table(path)) == len(ROWS) == len(read_rows(path))
 
 
 def test_header_missing_column(tmp_path):
@@ -196,7 +201,7 @@ def test_header_missing_column(tmp_path):
 def test_empty_and_missing_files(tmp_path):
     empty = tmp_path / "results.csv"
     empty.write_text("")
-    for loader in (read_rows, load_frame):
+    for loader in (read_rows, read_table):
         with pytest.raises(ResultsError, match=re.escape(str(empty)) + ".*empty"):
             loader(empty)
         with pytest.raises(ResultsError, match="cannot open"):
@@ -206,14 +211,16 @@ def test_empty_and_missing_files(tmp_path):
 def test_meta_round_trip_and_errors(tmp_path):
     meta = {"run_id": "r1", "hosts": ["hostA"], "gpus": {"hostA": [{"index": 0, "uuid": "GPU-1"}]}}
     write_meta(tmp_path, meta)
-    assert read_meta(tmp_path) == meta == read_meta_optional(tmp_path)
-    assert read_meta_optional(tmp_path / "sub") is None
+    m = read_meta(tmp_path)
+    assert m.found and m.raw == meta and m.run_id == "r1" and m.hosts == ["hostA"]
+    assert m.uuids() == {("hostA", 0): "GPU-1"} and m.schema_version == 1  # written before schema_version
+    assert not read_meta(tmp_path / "sub").found
     (tmp_path / "meta.json").write_text('{\n  "run_id": "r1",\n  oops\n}\n')
     with pytest.raises(ResultsError, match=re.escape(str(tmp_path / "meta.json")) + r":3: invalid JSON"):
         read_meta(tmp_path)
     (tmp_path / "meta.json").write_text(json.dumps([1, 2]))
     with pytest.raises(ResultsError, match="not a JSON object"):
-        read_meta_optional(tmp_path)
+        read_meta(tmp_path)
 
 
 def test_find_runs(tmp_path):
@@ -230,3 +237,24 @@ def test_writer_never_appends_to_an_existing_file(tmp_path):
     with pytest.raises(FileExistsError):
         ResultsWriter(tmp_path)
     assert (tmp_path / "results.csv").read_bytes() == before
+
+
+def test_the_kind_of_rows_that_do_not_say(tmp_path):
+    """Runs written before the `kind` column (and rows made without one) get it derived by one rule: an error
+    probe's method is err_*, a row of the latency suite or of direction oneway is latency (the nccl suite's
+    one-way rows, the pipeline's ring latency), a row with GB/s is bandwidth, else op."""
+    rows = [_row(0), _row(1, suite="nccl", method="nccl", direction="oneway", bw_gbps_median=None, bw_gbps_max=None),
+            _row(2, suite="pipeline", method="ring_d4_latency", direction="oneway", bw_gbps_median=None,
+                 bw_gbps_max=None),
+            _row(3, suite="latency", method="ce", direction="oneway", bw_gbps_median=1.0),
+            _row(4, suite="handles", method="ipc_get_mem_handle", direction="op", bw_gbps_median=None,
+                 bw_gbps_max=None),
+            _row(5, suite="handles", method="err_open_own_handle", direction="op", bw_gbps_median=None,
+                 bw_gbps_max=None)]
+    want = ["bandwidth", "latency", "latency", "latency", "op", "error"]
+    assert [r.kind for r in rows] == want  # made without a kind
+    path = _write(tmp_path, rows)
+    lines = path.read_text().splitlines()
+    n = len(BASE_COLUMNS)  # the first version's columns only, as a run of then wrote them
+    path.write_text("\n".join(",".join(next(csv.reader([ln]))[:n]) for ln in lines) + "\n")
+    assert list(read_table(path)["kind"]) == want

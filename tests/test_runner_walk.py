@@ -56,7 +56,7 @@ class Recorder:
             me = ctx.world.local_rank
             return [one_row(ctx, suite, label, me, (me + 1) % ctx.world.local_size, n) for n in sizes]
 
-        return Step(suite, label, [], sizes, run, concurrent=True, needs=("legacy",), cost=3.0)
+        return Step(suite, label, [], sizes, run, all_ranks=True, needs=("legacy",), cost=3.0)
 
 
 def read_csv(path):

@@ -173,8 +173,8 @@ def test_eight_rank_plan_in_rounds():
     env = launcher_free_env()
 
     def plan(*extra):
-        p = subprocess.run([mpiexec_or_skip(), "-n", "8", sys.executable, "-m", "ipcbench", "all", "--dry-run", "--json",
-                            *extra], capture_output=True, text=True, timeout=200, env=env)
+        p = subprocess.run([mpiexec_or_skip(), "-n", "8", sys.executable, "-m", "ipcbench", "all", "--dry-run",
+                            "--json", *extra], capture_output=True, text=True, timeout=200, env=env)
         assert p.returncode == 0, p.stderr[-2000:]
         return json.loads(p.stdout)
 

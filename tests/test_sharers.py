@@ -34,7 +34,8 @@ def fake_kinds(monkeypatch):
             made.append(self.name)
             return self.name
 
-    monkeypatch.setattr(sharers, "KINDS", {n: Kind(n, n, None if n == "legacy" else "support") for n in ("legacy", "pool")})
+    monkeypatch.setattr(sharers, "KINDS",
+                        {n: Kind(n, n, None if n == "legacy" else "support") for n in ("legacy", "pool")})
 
     class FakeBufferSet:
         @classmethod

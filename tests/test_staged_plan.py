@@ -8,7 +8,8 @@ import pytest
 
 from ipcbench.core.methods import MAX_QUEUED, plan_segments
 from ipcbench.suites import staged_plan as staged
-from ipcbench.suites.staged_plan import FLAG_BYTES, MAX_SLOTS, ChunkPlan, plan_chunks, shm_layout, slot_of, staged_params
+from ipcbench.suites.staged_plan import (FLAG_BYTES, MAX_SLOTS, ChunkPlan, plan_chunks, shm_layout, slot_of,
+                                         staged_params)
 
 K, M = 1 << 10, 1 << 20
 
@@ -28,7 +29,7 @@ def test_spans_cover_the_message_exactly(nbytes, chunk):
     assert spans[0][0] == 0
     for (o1, l1), (o2, _) in zip(spans, spans[1:]):
         assert o1 + l1 == o2 and l1 == p.chunk  # contiguous; only the last may be short
-    assert sum(l for _, l in spans) == nbytes
+    assert sum(length for _, length in spans) == nbytes
     assert 0 < spans[-1][1] <= p.chunk
 
 
@@ -82,7 +83,8 @@ def test_shm_layout():
     assert per_slot == 8192 and size == FLAG_BYTES + 16384
     assert FLAG_BYTES % 4096 == 0
     # flag words fit the flag area and never overlap
-    words = ([staged.FULL_WORD + 16 * s for s in range(MAX_SLOTS)] + [staged.FREE_WORD + 16 * s for s in range(MAX_SLOTS)]
+    words = ([staged.FULL_WORD + 16 * s for s in range(MAX_SLOTS)]
+             + [staged.FREE_WORD + 16 * s for s in range(MAX_SLOTS)]
              + [staged.ABORT_WORD] + list(staged.STATUS_WORD.values()))
     assert len(set(words)) == len(words)
     assert max(words) * 4 + 4 <= FLAG_BYTES
@@ -110,7 +112,7 @@ def test_suite_is_registered_with_push_steps_for_every_ordered_pair():
     steps = plan(["staged"], 3, [4 * K, M])
     assert [s.label for s in steps] == ["shm_staged push", "mpi_staged push"]
     for s in steps:
-        assert s.needs == () and not s.concurrent
+        assert s.needs == () and not s.all_ranks
         assert sorted(s.pairs) == [(a, b) for a in range(3) for b in range(3) if a != b]
 
 

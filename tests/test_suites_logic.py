@@ -47,7 +47,7 @@ def test_copy_kernel_pool_plan_runs_on_a_fake_node():
 def test_alltoall_is_planned_from_three_ranks_on_large_sizes():
     assert copy.alltoall_steps("ce", 2, [1 << 20]) == []
     (s,) = copy.alltoall_steps("ce", 4, [1 << 20, 4 << 20, 16 << 20])
-    assert s.concurrent and s.sizes == [4 << 20, 16 << 20] and s.cost == 4.0 and s.measurements == 2
+    assert s.all_ranks and s.sizes == [4 << 20, 16 << 20] and s.cost == 4.0 and s.measurements == 2
     (s,) = copy.alltoall_steps("ce", 3, [1 << 10, 1 << 20])
     assert s.sizes == [1 << 20]  # nothing that large: the largest size
 
@@ -295,4 +295,5 @@ def test_twins_take_every_other_size_of_the_default_sweep_only():
     assert all(s.sizes == [4 << 10, 256 << 20] for s in steps("--quick"))
     cfg = build_config(_bench_parser().parse_args(["all"]))
     assert cfg.options_meta()["twin_sizes"] == "every other size"
-    assert build_config(_bench_parser().parse_args(["all", "--sizes", "1M"])).options_meta()["twin_sizes"] == "every size"
+    cfg = build_config(_bench_parser().parse_args(["all", "--sizes", "1M"]))
+    assert cfg.options_meta()["twin_sizes"] == "every size"

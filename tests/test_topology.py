@@ -346,7 +346,8 @@ def test_link_kinds_without_cuda(monkeypatch):
 
 
 @pytest.mark.parametrize("box, gpus, remote_type, concurrent", [
-    (hgx, 8, "ok", True), (bridged_box, 4, "ok", False), (hgx, 8, "missing", False), (bridged_box, 4, "missing", False)])
+    (hgx, 8, "ok", True), (bridged_box, 4, "ok", False), (hgx, 8, "missing", False),
+    (bridged_box, 4, "missing", False)])
 def test_pair_mode_from_the_link_kinds(monkeypatch, box, gpus, remote_type, concurrent):
     """Rounds of pairs only behind a switch: a bridged box (nvlink + pcie) and a switch NVML cannot name
     (unknown: not proven disjoint) are measured one pair at a time, and their serial steps keep every pair."""

@@ -54,7 +54,8 @@ class Ctx:
 
         prev = self.hints.get(key)
         hint = scale_hint(prev[1], prev[0], nbytes) if prev else None
-        rule = self.rule if sample_factor == 1.0 else replace(self.rule, min_time_s=self.rule.min_time_s * sample_factor)
+        rule = self.rule if sample_factor == 1.0 else replace(self.rule,
+                                                              min_time_s=self.rule.min_time_s * sample_factor)
         if max_count is not None and max_count < rule.max_count:
             rule = replace(rule, max_count=max_count)
         count, per_ms = calibrate(rule, timed, hint)

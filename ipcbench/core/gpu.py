@@ -286,13 +286,15 @@ class Gpu:
 
         try:
             dev = ok(d.cuDeviceGet(self.index), "cuDeviceGet")
-            res = ok(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource")
+            res = ok(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM),
+                     "cuDeviceGetDevResource")
             groups, _, _ = ok(d.cuDevSmResourceSplitByCount(1, res, 0, n), "cuDevSmResourceSplitByCount")
             got = int(groups[0].sm.smCount)
             desc = ok(d.cuDevResourceGenerateDesc([groups[0]], 1), "cuDevResourceGenerateDesc")
             gctx = ok(d.cuGreenCtxCreate(desc, dev, d.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM),
                       "cuGreenCtxCreate")
-            raw = ok(d.cuGreenCtxStreamCreate(gctx, d.CUstream_flags.CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate")
+            raw = ok(d.cuGreenCtxStreamCreate(gctx, d.CUstream_flags.CU_STREAM_NON_BLOCKING, 0),
+                     "cuGreenCtxStreamCreate")
         except (GpuError, AttributeError) as e:  # AttributeError: bindings older than green contexts
             return 0, f"no green context of {n} SMs: {e}"
         s = _external_stream(int(raw), self.index)

@@ -1,9 +1,9 @@
 """`ipcbench report PATH...`: every run under the paths -> terminal summary, report.html, report.md, PNGs.
 
-The command only reads its arguments and writes the files: load.py finds and loads the runs, document.py
+The command only reads its arguments and writes the files: record/run.py finds and loads the runs, document.py
 builds the document (numbers from tables.py, the headline from headline.py, figures from figure_plan.py and
-figures.py), render.py renders it three ways (docs/architecture.md). No MPI or CUDA anywhere; pandas and matplotlib are imported only when
-a report is made, so `import ipcbench.report.command` stays instant.
+figures.py), render.py renders it three ways (docs/architecture.md). No MPI or CUDA anywhere; pandas and
+matplotlib are imported only when a report is made, so `import ipcbench.report.command` stays instant.
 
 A malformed results.csv or meta.json skips that run with a warning naming file:line; the other runs are
 still reported. Exit status: 0 when a report of every input was written, 1 when one was written but an input
@@ -16,8 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ipcbench.record.run import load_runs
 from ipcbench.report.document import build
-from ipcbench.report.load import load_runs, warn_about
 from ipcbench.report.render import to_html, to_markdown, to_text
 from ipcbench.results import CSV_NAME
 
@@ -54,7 +54,8 @@ def run(args) -> int:
         _error("--cv-threshold must be >= 0")
         return 2
     runs, skipped = load_runs(args.paths)
-    warn_about(runs, skipped)
+    for msg in [f"{s} (run skipped)" for s in skipped] + [n for r in runs for n in r.remarks]:
+        print(f"ipcbench report: warning: {msg}", file=sys.stderr)
     if not runs:
         _error("no usable run found under " + ", ".join(map(str, args.paths))
                + ("" if skipped else f" (no {CSV_NAME})"))
@@ -67,8 +68,13 @@ def run(args) -> int:
         return 2
     doc = build(runs, skipped, out_dir, 0.05 if args.cv_threshold is None else args.cv_threshold,
                 figures=not args.no_figures)
-    (out_dir / "report.md").write_text(to_markdown(doc), encoding="utf-8")
-    (out_dir / "report.html").write_text(to_html(doc, out_dir), encoding="utf-8")
+    md, html = to_markdown(doc), to_html(doc, out_dir)
+    try:
+        (out_dir / "report.md").write_text(md, encoding="utf-8")
+        (out_dir / "report.html").write_text(html, encoding="utf-8")
+    except OSError as e:
+        _error(f"cannot write the report into {out_dir}: {e.strerror or e}")
+        return 2
     if not args.quiet:
         sys.stdout.write(to_text(doc))
         sys.stdout.write("\n")

@@ -1,43 +1,11 @@
 """`ipcbench compare BASE [BASE ...] NEW`: a statistical compare of runs, usable as a CI regression gate.
 
-The last path is NEW, every path before it a BASE run (one or several runs of the reference code). Rows are
-matched on (suite, method, direction, source GPU, destination GPU, bytes); the GPUs by UUID where every
-run's meta.json names them and NEW shares a GPU with each BASE (so a run on the same machine matches even
-if the GPU order changed), else by index (and host, when every run has several hosts). Rows that repeat a
-key (several ranks on one GPU pair) are matched in rank order.
-
-How a matched row is judged (docs/report.md says the same for users):
-
-* Each row in its natural unit: GB/s for kind `bandwidth` (higher is better), µs for `latency` and `op`
-  (lower is better). Kind `error` rows (error-path probes) are listed as not judged.
-* The size of a change is the log ratio g = log(new/base) of that unit, signed so that g > 0 is better;
-  a change counts only when |g| > log(1 + threshold), i.e. max(new/base, base/new) > 1 + threshold.
-* Significance: Welch's t-test on the log of the two rows' sample times (samples_us), two-sided, p < alpha
-  (default 0.01); the t distribution is computed here (regularized incomplete beta), no scipy. The test's
-  direction must agree with the medians'. Rows without samples (runs older than the samples_us column)
-  use the median as location, log(1 + cv^2) as the variance of a log sample and the `samples` count; they
-  are marked test=cv.
-* Everything is symmetric in BASE and NEW: with one BASE, swapping the two mirrors every verdict exactly
-  (regression <-> improvement, unchanged and not judged stay so).
-* Host-timed rows (method mpi_staged, and the handles suite's kind `op` rows: Python and the host clock
-  in the loop) vary between runs far more than their in-run samples say. With one BASE they are not
-  judged ("host-timed: give 2+ BASE runs") and cannot fail the gate. With several BASE runs they are
-  judged against the between-run variation: the variance of the BASE runs' log medians, pooled over the
-  rows of the same suite/method/direction (never below the row's own), gives a prediction t-test of
-  NEW's median against the BASE runs' mean (df = the pooled degrees of freedom); test=runs.
-* Time-sliced hand-offs (report/significance.slice_timed: same-GPU rows without MPS of methods whose time
-  is a hand-off between the two processes' kernels) are the GPU scheduler's time slice: judged like
-  host-timed rows ("time-sliced hand-off (same GPU, no MPS): give 2+ BASE runs").
-* With several BASE runs the reference is the geometric mean of their medians (the samples of the BASE
-  runs are pooled for the t-test), and every row, device- or host-timed, must also move further than the
-  BASE runs' own spread: |g| > max - min of the BASE runs' log medians.
-* A row verified in BASE but not in NEW is a regression (the reverse an improvement); unverified in both
-  is not judged. A row above a physical ceiling (ceilings.py) on either side is not judged, and every NEW
-  row above a ceiling is a failure of its own (`impossible`).
-* Rows of BASE missing from NEW fail the gate unless --subset; rows only in NEW are listed as new.
-
-Exit status: 0 nothing regressed, 1 a regression, a row missing from NEW (without --subset) or an
-impossible NEW row, 2 bad input (message in one line on stderr). No MPI or CUDA; pandas only when comparing.
+The last path is NEW, every path before it a BASE run of the reference code. Rows are matched on (suite,
+method, direction, GPUs, bytes) and judged in their natural unit: a change counts when it is larger than
+--threshold and significant (Welch's t-test on the log samples; several BASE runs: the between-run
+variation for host-timed and time-sliced rows). docs/report.md gives every rule; matching.py and
+significance.py hold the pieces. Exit status: 0 nothing regressed, 1 a regression, a row missing from NEW
+(without --subset) or an impossible NEW row, 2 bad input (one line on stderr). pandas only when comparing.
 """
 
 from __future__ import annotations
@@ -47,41 +15,39 @@ import math
 import sys
 from dataclasses import dataclass, field
 
-from ipcbench.report.matching import (VALUE_COLS, CompareError, Side, _combine_bases, _identities, _prepare,
-                                      _same_run_warnings, load, meta_warnings)
+from ipcbench.errors import ResultsError, UsageError
+from ipcbench.record.run import Run, load_run, locate
+from ipcbench.record.table import Frame
+from ipcbench.report.matching import VALUE_COLS, combine_bases, identities, meta_warnings, prepare
 from ipcbench.report.significance import t_pvalue, welch
 from ipcbench.sizes import fmt_size
 
 DEFAULT_ALPHA = 0.01
 VERDICTS = ("regression", "improvement", "unchanged", "not judged", "missing", "new")
 MAX_LISTED = 40  # rows per section in text/md (csv lists every row)
+CSV_COLUMNS = ["suite", "method", "direction", "host", "src_gpu", "dst_gpu", "same_gpu", "bytes", "seq", "kind",
+               "timing", "sliced", "unit", "base", "new", "ratio", "change", "p", "test", "base_runs", "spread",
+               "verdict", "note", "impossible"]
+
+
+def _fraction(text: str, what: str, low: float, high: float, example: str) -> float:
+    """'0.05' or '5%' -> 0.05, within [low, high) (threshold) or (low, high] (alpha)."""
+    t = str(text).strip()
+    try:
+        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a {what}: {text!r} (use e.g. {example})") from None
+    if not (low <= v < high if what == "threshold" else low < v <= high):
+        raise argparse.ArgumentTypeError(f"{what} {text!r} out of range: use e.g. {example}")
+    return v
 
 
 def threshold_arg(text: str) -> float:
-    """'0.05' or '5%' -> 0.05."""
-    t = str(text).strip()
-    try:
-        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a threshold: {text!r} (use a fraction like 0.05 or a percentage "
-                                         "like 5%)") from None
-    if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"threshold {text!r} out of range: use a fraction in [0, 1) such as 0.05, "
-                                         "or a percentage such as 5%")
-    return v
+    return _fraction(text, "threshold", 0.0, 1.0, "0.05 or 5%")
 
 
 def alpha_arg(text: str) -> float:
-    """Significance level: '0.01' or '1%' -> 0.01, in (0, 0.5]."""
-    t = str(text).strip()
-    try:
-        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a significance level: {text!r} (use e.g. 0.01)") from None
-    if not 0 < v <= 0.5:
-        raise argparse.ArgumentTypeError(f"significance level {text!r} out of range: use a value in (0, 0.5], "
-                                         "such as 0.01")
-    return v
+    return _fraction(text, "significance level", 0.0, 0.5, "0.01")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,13 +67,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output format (default text)")
 
 
+def load(path) -> Run:
+    """One run of the comparison (a run directory, a tree holding one run, or a CSV file)."""
+    return load_run(locate(path))
+
+
 @dataclass
 class Comparison:
     """The outcome: `table` has one row per key (matched, missing from NEW, or new), `impossible` NEW's rows
     above a physical ceiling (ceilings.py), `warnings` what differs between the runs."""
 
-    table: object  # pandas.DataFrame
-    impossible: object  # pandas.DataFrame
+    table: Frame
+    impossible: Frame
     warnings: list[str] = field(default_factory=list)
     info: dict = field(default_factory=dict)
 
@@ -128,79 +99,122 @@ class Comparison:
         return 1 if self.failures() else 0
 
 
-def compare(bases: list[Side], new: Side, threshold: float = 0.05, alpha: float = DEFAULT_ALPHA,
+def compare(bases: list[Run], new: Run, threshold: float = 0.05, alpha: float = DEFAULT_ALPHA,
             subset: bool = False) -> Comparison:
-    """Judge NEW against one or several BASE runs (the statistics of the module docstring). Pure over the
-    sides' frames and metas; raises CompareError when the runs share no row."""
+    """Judge NEW against one or several BASE runs (docs/report.md). Pure over the runs' frames and metas;
+    UsageError when the runs share no row."""
     import numpy as np
-    import pandas as pd
 
-    if not bases:
-        raise CompareError("no BASE run")
-    sides = list(bases) + [new]
-    ids, key, mode = _identities(sides)
-    prepared = [_prepare(s, src, dst, key) for s, (src, dst) in zip(sides, ids)]
-    mkey = key + ["seq"]
-    nk, new_imp = prepared[-1]
-    base = _combine_bases([p for p, _ in prepared[:-1]], mkey)
-    newv = nk[mkey + VALUE_COLS]
-    m = base.merge(newv, on=mkey, how="outer", suffixes=("_b", "_n"), indicator=True)
-    nb = len(bases)
-    info = {"mode": mode, "base_runs": nb, "base_rows": [len(b.frame) for b in bases], "new_rows": len(new.frame),
-            "threshold": threshold, "alpha": alpha, "subset": subset,
+    bases, said = _distinct(bases, new)
+    m, new_imp, mode = _matched(bases, new)
+    info = {"mode": mode, "base_runs": len(bases), "base_rows": [len(b.frame) for b in bases],
+            "new_rows": len(new.frame), "threshold": threshold, "alpha": alpha, "subset": subset,
             "base_labels": [b.label for b in bases], "new_label": new.label}
     matched = (m["_merge"] == "both").to_numpy()
     if not matched.any():
-        raise CompareError(f"no common rows between BASE and NEW ({mode}; "
-                           f"{' + '.join(map(str, info['base_rows']))} and {info['new_rows']} rows)")
-    only_base = (m["_merge"] == "left_only").to_numpy()
-    only_new = (m["_merge"] == "right_only").to_numpy()
+        raise UsageError(f"no common rows between BASE and NEW ({mode}; "
+                         f"{' + '.join(map(str, info['base_rows']))} and {info['new_rows']} rows)")
+    out = _keys(m)
+    g = _change(m, out)
+    p, exact, use_runs, enough, agree = _significance(m, out, g, len(bases))
+    out["p"] = np.where(matched, p, np.nan)
+    out["test"] = np.where(~matched, "", np.where(use_runs, "runs", np.where(exact, "samples", "cv")))
+    sig = (p < alpha) & np.where(use_runs, True, agree)
+    out["verdict"], out["note"] = _verdicts(m, out, g, sig, enough, threshold, len(bases))
+    imp_b, imp_n = (m[f"impossible_{s}"].fillna("").astype(str).to_numpy() for s in "bn")
+    out["impossible"] = np.where(imp_n != "", imp_n, np.where(imp_b != "", "BASE: " + imp_b, ""))
+    out.loc[~matched, ["p", "ratio", "change", "gain"]] = np.nan
+    info["matched"] = int(matched.sum())
+    info["approx"] = int(((out["test"] == "cv") & (out["kind"] != "error")).sum())
+    return Comparison(_worst_first(out), new_imp, _incomplete(bases, new) + said + _warnings(bases, new, info), info)
 
-    def pick(col):  # the NEW side's value where NEW has the row, else BASE's
+
+def _distinct(bases: list[Run], new: Run) -> tuple[list[Run], list[str]]:
+    """The BASE runs, each once (a run given twice would count its own numbers as the between-run spread), and
+    what was said about it; UsageError when NEW is one of them: a run compared with itself passes any gate."""
+    if not bases:
+        raise UsageError("no BASE run")
+    for b in bases:
+        if b.identity == new.identity:
+            raise UsageError(f"NEW {new.label} is the same run as BASE {b.label} (the same file, or the same run id "
+                             "and start in meta.json): a run always matches itself; give the run to judge as NEW")
+    out: dict[str, Run] = {}
+    said = []
+    for b in bases:
+        if b.identity in out:
+            said.append(f"BASE {b.label} is the same run as BASE {out[b.identity].label}: counted once")
+        out.setdefault(b.identity, b)
+    return list(out.values()), said
+
+
+def _matched(bases: list[Run], new: Run):
+    """(every key of BASE and NEW side by side with suffixes _b and _n and `_merge`, NEW's impossible rows,
+    how GPUs were matched)."""
+    runs = list(bases) + [new]
+    ids, key, mode = identities(runs)
+    prepared = [prepare(r, src, dst, key) for r, (src, dst) in zip(runs, ids)]
+    mkey = key + ["seq"]
+    base = combine_bases([p for p, _ in prepared[:-1]], mkey)
+    newv = prepared[-1][0][mkey + VALUE_COLS]
+    return base.merge(newv, on=mkey, how="outer", suffixes=("_b", "_n"), indicator=True), prepared[-1][1], mode
+
+
+def _keys(m):
+    """The output's identifying columns: NEW's values where NEW has the row, else BASE's."""
+    import numpy as np
+    import pandas as pd
+
+    def pick(col):
         return m[f"{col}_n"].where(m[f"{col}_n"].notna(), m[f"{col}_b"])
 
     out = pd.DataFrame({c: m[c] for c in ["suite", "method", "direction"]})
-    for c in ("host", "src_gpu", "dst_gpu", "same_gpu", "kind", "unit"):
+    for c in ("host", "src_gpu", "dst_gpu", "same_gpu", "kind", "unit", "timing"):
         out[c] = pick(c)
-    out["src_gpu"] = out["src_gpu"].astype("int64")
-    out["dst_gpu"] = out["dst_gpu"].astype("int64")
-    out["same_gpu"] = out["same_gpu"].astype(bool)
+    out = out.astype({"src_gpu": "int64", "dst_gpu": "int64", "same_gpu": bool})
     out["bytes"] = m["bytes"].astype("int64")
     out["seq"] = m["seq"].astype("int64")
-    # time-sliced on either side (a run without MPS against one with it): judged by the between-run variation
-    sliced = (m["slice_timed_b"].fillna(False).astype(bool) | m["slice_timed_n"].fillna(False).astype(bool)).to_numpy()
-    out["timing"] = np.where(pick("host_timed").astype(bool), "host", np.where(sliced, "slice", "device"))
+    # time-sliced on either side (a run without MPS against one with it), so the verdict stays symmetric
+    out["sliced"] = (m["sliced_b"].fillna(False).astype(bool) | m["sliced_n"].fillna(False).astype(bool)).to_numpy()
+    # judged by the variation between BASE runs: host-timed or time-sliced rows
+    out["_runs_why"] = np.where(pick("host_timed").astype(bool), "host-timed",
+                                np.where(out["sliced"], "time-sliced hand-off (same GPU, no MPS)", ""))
     out["base"] = m["value_b"].to_numpy(dtype=float)
     out["new"] = m["value_n"].to_numpy(dtype=float)
     out["base_runs"] = m["runs"].fillna(0).astype("int64")
-    k = m["k"].fillna(0).to_numpy(dtype=float)
+    return out
 
-    # the size of the change: g = log ratio, > 0 better
+
+def _change(m, out):
+    """g = the log ratio in the row's unit, > 0 better; the BASE runs' spread; ratio and change."""
+    import numpy as np
+
     lvb, lvn = m["lv_b"].to_numpy(dtype=float), m["lv_n"].to_numpy(dtype=float)
-    is_bw = (out["kind"] == "bandwidth").to_numpy()
-    g = np.where(is_bw, lvn - lvb, lvb - lvn)
+    g = np.where((out["kind"] == "bandwidth").to_numpy(), lvn - lvb, lvb - lvn)
     with np.errstate(invalid="ignore", over="ignore"):
         out["ratio"] = np.exp(lvn - lvb)
     out["change"] = out["ratio"] - 1.0
     out["gain"] = g
-    spread = (m["lv_max"] - m["lv_min"]).to_numpy(dtype=float)
-    spread = np.where(k >= 2, spread, np.nan)
-    out["spread"] = np.expm1(spread)
+    k = m["k"].fillna(0).to_numpy(dtype=float)
+    out["spread"] = np.expm1(np.where(k >= 2, (m["lv_max"] - m["lv_min"]).to_numpy(dtype=float), np.nan))
+    return g
 
-    # significance from the samples (exact where both sides have them, else the cv approximation)
+
+def _significance(m, out, g, nb: int):
+    """(p, exact, use_runs, enough, agree): Welch's test on the samples (exact where both sides have them,
+    else the cv approximation), and for rows that need it with several BASE runs a prediction t-test of NEW's
+    median against the pooled variance of the BASE runs' log medians (never below the row's own)."""
+    import numpy as np
+    import pandas as pd
+
     exact = (m["exact_b"].fillna(False).astype(bool) & m["exact_n"].fillna(False).astype(bool)).to_numpy()
-    stat = {}
-    for c in ("n", "mean", "m2"):
-        stat[c + "_b"] = np.where(exact, m[f"s_{c}_b"], m[f"c_{c}_b"]).astype(float)
-        stat[c + "_n"] = np.where(exact, m[f"s_{c}_n"], m[f"c_{c}_n"]).astype(float)
+    stat = {f"{c}_{s}": np.where(exact, m[f"s_{c}_{s}"], m[f"c_{c}_{s}"]).astype(float)
+            for c in ("n", "mean", "m2") for s in "bn"}
     p_samples, dlt = welch(stat["n_b"], stat["mean_b"], stat["m2_b"], stat["n_n"], stat["mean_n"], stat["m2_n"])
     agree = np.sign(-dlt) == np.sign(g)  # the test's direction (log time down = better) agrees with the medians'
-
-    # host-timed rows with several BASE runs: prediction t-test against the pooled between-run variance
-    ht = (out["timing"] != "device").to_numpy()  # host-timed or time-sliced: needs the between-run variation
-    why_runs = np.where(out["timing"] == "slice", "time-sliced hand-off (same GPU, no MPS)", "host-timed")
+    ht = (out["_runs_why"] != "").to_numpy()
+    k = m["k"].fillna(0).to_numpy(dtype=float)
     var_runs = m["var_runs"].to_numpy(dtype=float)
-    grp = (out["suite"].astype(str) + "/" + out["method"].astype(str) + "/" + out["direction"].astype(str))
+    grp = out["suite"].astype(str) + "/" + out["method"].astype(str) + "/" + out["direction"].astype(str)
     dfr = np.where(ht & (k >= 2) & np.isfinite(var_runs), k - 1.0, 0.0)
     pooled = pd.DataFrame({"grp": grp, "w": dfr * np.nan_to_num(var_runs), "df": dfr}).groupby("grp").transform("sum")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -208,67 +222,77 @@ def compare(bases: list[Side], new: Side, threshold: float = 0.05, alpha: float 
         t_runs = g / np.sqrt(s2 * (1.0 + 1.0 / k))
     p_runs = t_pvalue(t_runs, pooled["df"].to_numpy())
     p_runs = np.where((s2 == 0) & (dfr > 0), np.where(g == 0, 1.0, 0.0), p_runs)
-
     use_runs = ht & (nb > 1)
-    p = np.where(use_runs, p_runs, p_samples)
-    out["p"] = np.where(matched, p, np.nan)
-    out["test"] = np.where(~matched, "", np.where(use_runs, "runs", np.where(exact, "samples", "cv")))
-
-    # verdicts, in order of precedence
-    big = np.abs(g) > math.log1p(threshold)
-    beyond_runs = np.where(k >= 2, np.abs(g) > spread, True)
-    sig = (p < alpha) & np.where(use_runs, True, agree)
-    verified_b = m["verified_b"].fillna(False).astype(bool).to_numpy()
-    verified_n = m["verified_n"].fillna(False).astype(bool).to_numpy()
-    imp_b = m["impossible_b"].fillna("").astype(str).to_numpy()
-    imp_n = m["impossible_n"].fillna("").astype(str).to_numpy()
-    no_value = ~(np.isfinite(lvb) & np.isfinite(lvn))
     enough = np.where(use_runs, dfr > 0, np.isfinite(p_samples))
-    verdict = np.full(len(m), "unchanged", dtype=object)
-    note = np.full(len(m), "", dtype=object)
-    better = g > 0
+    return np.where(use_runs, p_runs, p_samples), exact, use_runs, enough, agree
+
+
+def _verdicts(m, out, g, sig, enough, threshold: float, nb: int):
+    """(verdict, note) of every row: the first rule that holds, in order of precedence."""
+    import numpy as np
+
+    verified_b, verified_n = (m[f"verified_{s}"].fillna(False).astype(bool).to_numpy() for s in "bn")
+    imp_b, imp_n = (m[f"impossible_{s}"].fillna("").astype(str).to_numpy() for s in "bn")
+    k = m["k"].fillna(0).to_numpy(dtype=float)
+    spread = np.where(k >= 2, (m["lv_max"] - m["lv_min"]).to_numpy(dtype=float), np.nan)
+    why_runs = out["_runs_why"].to_numpy(dtype=str)
+    ht = why_runs != ""
+    lvb, lvn = m["lv_b"].to_numpy(dtype=float), m["lv_n"].to_numpy(dtype=float)
     rules = [
-        (only_base, "missing", "in BASE, not in NEW"),
-        (only_new, "new", "only in NEW"),
+        ((m["_merge"] == "left_only").to_numpy(), "missing", "in BASE, not in NEW"),
+        ((m["_merge"] == "right_only").to_numpy(), "new", "only in NEW"),
         ((out["kind"] == "error").to_numpy(), "not judged", "error-path row"),
         (imp_n != "", "not judged", "above a physical ceiling in NEW"),
         (imp_b != "", "not judged", "above a physical ceiling in BASE"),
         (verified_b & ~verified_n, "regression", "unverified in NEW"),
         (~verified_b & verified_n, "improvement", "verified in NEW only"),
         (~verified_b & ~verified_n, "not judged", "unverified in both"),
-        (no_value, "not judged", "no value to compare"),
-        (ht & (nb == 1), "not judged", np.char.add(why_runs.astype(str), ": give 2+ BASE runs")),
-        (ht & (nb > 1) & (k < 2), "not judged", np.char.add(why_runs.astype(str), ": in fewer than 2 BASE runs")),
+        (~(np.isfinite(lvb) & np.isfinite(lvn)), "not judged", "no value to compare"),
+        (ht & (nb == 1), "not judged", np.char.add(why_runs, ": give 2+ BASE runs")),
+        (ht & (nb > 1) & (k < 2), "not judged", np.char.add(why_runs, ": in fewer than 2 BASE runs")),
         (~enough, "not judged", "fewer than 2 samples"),
-        (~big, "unchanged", f"within ±{100 * threshold:g}%"),
-        (~beyond_runs, "unchanged", "within the BASE runs' spread"),
+        (~(np.abs(g) > math.log1p(threshold)), "unchanged", f"within ±{100 * threshold:g}%"),
+        (~np.where(k >= 2, np.abs(g) > spread, True), "unchanged", "within the BASE runs' spread"),
         (~sig, "unchanged", "not significant"),
-        (better, "improvement", ""),
-        (~better, "regression", ""),
+        (g > 0, "improvement", ""),
+        (np.ones(len(m), dtype=bool), "regression", ""),
     ]
+    verdict = np.full(len(m), "unchanged", dtype=object)
+    note = np.full(len(m), "", dtype=object)
     done = np.zeros(len(m), dtype=bool)
     for mask, v, why in rules:
         sel = mask & ~done
         verdict[sel], note[sel] = v, (why[sel] if isinstance(why, np.ndarray) else why)
         done |= sel
-    out["verdict"], out["note"] = verdict, note
-    out["impossible"] = np.where(imp_n != "", imp_n, np.where(imp_b != "", "BASE: " + imp_b, ""))
-    out.loc[~matched, ["p", "ratio", "change", "gain"]] = np.nan
-    info["matched"] = int(matched.sum())
-    info["approx"] = int(((out["test"] == "cv") & (out["kind"] != "error")).sum())
-    order = {"regression": 0, "improvement": 2, "unchanged": 3, "not judged": 4, "missing": 1, "new": 5}
-    out["_o"] = out["verdict"].map(order)
-    out["_g"] = np.where(out["verdict"] == "improvement", -out["gain"], out["gain"])
+    return verdict, note
+
+
+def _worst_first(out):
+    import numpy as np
+
+    order = {"regression": 0, "missing": 1, "improvement": 2, "unchanged": 3, "not judged": 4, "new": 5}
+    out = out.assign(_o=out["verdict"].map(order),
+                     _g=np.where(out["verdict"] == "improvement", -out["gain"], out["gain"]))
     out = out.sort_values(["_o", "_g", "suite", "method", "direction", "bytes"], kind="stable", na_position="last")
-    out = out.drop(columns=["_o", "_g"]).reset_index(drop=True)
-    warnings = [n for s in sides for n in s.notes]
+    return out.drop(columns=["_o", "_g", "_runs_why"]).reset_index(drop=True)
+
+
+def _incomplete(bases: list[Run], new: Run) -> list[str]:
+    """Said first: a run that did not complete holds only the rows measured before it stopped."""
+    return [f"{side} {r.label} did not complete ({r.incomplete}): it holds only the rows measured before it "
+            "stopped; the others are missing from it" for side, r in [("NEW", new)] + [("BASE", b) for b in bases]
+            if r.incomplete]
+
+
+def _warnings(bases: list[Run], new: Run, info: dict) -> list[str]:
+    """What differs between the runs."""
+    out = [n for r in list(bases) + [new] for n in r.notes]
     for b in bases:
-        warnings += meta_warnings(b, new)
-    warnings += _same_run_warnings(bases)
+        out += meta_warnings(b, new)
     if info["approx"]:
-        warnings.append(f"{info['approx']} matched row(s) have no samples_us on a side (runs older than that column): "
-                        "judged on the median with the row's cv as the spread (test=cv), a weaker test")
-    return Comparison(out, new_imp, warnings, info)
+        out.append(f"{info['approx']} matched row(s) have no samples_us on a side (runs older than that column): "
+                   "judged on the median with the row's cv as the spread (test=cv), a weaker test")
+    return out
 
 
 # ------------------------------------------------------------------------------------------- output
@@ -358,9 +382,7 @@ def _blocks(c: Comparison) -> list:
     from ipcbench.report.render import Heading, Para, Table
 
     t = c.table
-    blocks = []
-    for w in c.warnings:
-        blocks.append(Para(f"warning: {w}", terminal=True))
+    blocks: list = [Para(f"warning: {w}", terminal=True) for w in c.warnings]
     changed = t[t["verdict"].isin(["regression", "improvement"])]
     blocks.append(Heading(3, f"Changed rows: {len(changed)}", terminal=True))
     if len(changed):
@@ -369,11 +391,10 @@ def _blocks(c: Comparison) -> list:
         if len(changed) > MAX_LISTED:
             blocks.append(Para(f"… and {len(changed) - MAX_LISTED} more (--format csv lists every row)",
                                terminal=True))
-    imp = c.impossible
-    if len(imp):
-        blocks.append(Heading(3, f"Impossible numbers in NEW (above a physical ceiling): {len(imp)} row(s)",
+    if len(c.impossible):
+        blocks.append(Heading(3, f"Impossible numbers in NEW (above a physical ceiling): {len(c.impossible)} row(s)",
                               terminal=True))
-        table, n = _impossible_table(imp)
+        table, n = _impossible_table(c.impossible)
         blocks.append(table)
         if n > MAX_LISTED:
             blocks.append(Para(f"… and {n - MAX_LISTED} more", terminal=True))
@@ -398,10 +419,7 @@ def render(c: Comparison, fmt: str) -> str:
     from ipcbench.report.render import to_markdown, to_text
 
     if fmt == "csv":
-        cols = ["suite", "method", "direction", "host", "src_gpu", "dst_gpu", "same_gpu", "bytes", "seq", "kind",
-                "timing", "unit", "base", "new", "ratio", "change", "p", "test", "base_runs", "spread", "verdict", "note",
-                "impossible"]
-        return c.table[cols].to_csv(index=False, float_format="%.6g")
+        return c.table[CSV_COLUMNS].to_csv(index=False, float_format="%.6g")
     blocks = _blocks(c)
     if fmt == "md":
         return f"**{verdict_line(c)}**\n\n" + to_markdown(blocks)
@@ -411,14 +429,9 @@ def render(c: Comparison, fmt: str) -> str:
 def run(args) -> int:
     """Entry point for `ipcbench compare`; returns the exit status (0 ok, 1 failed gate, 2 bad input)."""
     try:
-        threshold = threshold_arg(args.threshold) if isinstance(args.threshold, str) else args.threshold
-        alpha = getattr(args, "alpha", DEFAULT_ALPHA)
-        alpha = alpha_arg(alpha) if isinstance(alpha, str) else alpha
-        base_paths = args.base if isinstance(args.base, (list, tuple)) else [args.base]
-        bases = [load(p) for p in base_paths]
-        new = load(args.new)
-        result = compare(bases, new, threshold, alpha, subset=bool(getattr(args, "subset", False)))
-    except (CompareError, argparse.ArgumentTypeError) as e:
+        bases = [load(p) for p in args.base]
+        result = compare(bases, load(args.new), args.threshold, args.alpha, subset=args.subset)
+    except (UsageError, ResultsError) as e:
         print(f"ipcbench compare: error: {e}", file=sys.stderr)
         return 2
     sys.stdout.write(render(result, args.format))

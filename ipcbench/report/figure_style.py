@@ -1,12 +1,14 @@
-"""The look every figure of the report shares: a colour per engine with legacy drawn solid and pool dashed
-(`method_style`), figure and title sizes that fit their text, the size axis and log ticks, and saving a
-PNG without metadata. figures.py draws with these. matplotlib only inside the functions that need it.
+"""The look every figure of the report shares: a colour per engine with legacy drawn solid and the other
+sharing mechanisms dashed (`method_style`, from the rows' facts), figure and title sizes that fit their
+text, the size axis and log ticks, and saving a PNG without metadata. figures.py draws with these.
+matplotlib only inside the functions that need it.
 """
 
 from __future__ import annotations
 
 import math
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from ipcbench.sizes import fmt_size
@@ -15,79 +17,102 @@ DPI = 90
 _PNG_META = {"Software": None}
 _CHAR_IN = 0.0085  # approximate width of one character, inches per point of font size (DejaVu Sans)
 
-# colour per engine (Okabe-Ito where possible: distinct for colour-blind readers)
-ENGINE_COLOURS = {
+# colour per family (`family`: an engine, SM kernels by their access; Okabe-Ito where possible: distinct for
+# colour-blind readers)
+COLOURS = {
     "ce": "#0072B2",
-    "sm_read": "#009E73",
-    "sm_write": "#E69F00",
-    "sm_bulk_read": "#00664A",  # the bulk-copy kernels: sm_read's and sm_write's hues, darker
-    "sm_bulk_write": "#9C6B00",
-    "mpi_staged": "#555555",
-    "shm_staged": "#CC79A7",
-    "sm_pingpong": "#D55E00",
-    "event_pingpong": "#56B4E9",
+    "sm read": "#009E73",
+    "sm write": "#E69F00",
+    "sm_bulk read": "#00664A",  # the bulk-copy kernels: the SM kernels' hues, darker
+    "sm_bulk write": "#9C6B00",
+    "mpi": "#555555",
+    "shm": "#CC79A7",
+    "sm pingpong": "#D55E00",
+    "event pingpong": "#56B4E9",
     "nccl": "#000000",  # the NCCL baseline (suites/nccl.py)
-    "nccl_pingpong": "#882255",
+    "nccl pingpong": "#882255",
 }
 RING_COLOURS = ["#C5B3E6", "#9A7FD1", "#6A4BB5", "#3F2785"]  # pipeline rings, light (shallow) to dark (deep)
 OTHER_COLOURS = ["#8C564B", "#17BECF", "#BCBD22", "#E377C2", "#7F7F7F", "#1F77B4", "#FF7F0E", "#2CA02C"]
-
-
-# How the peer's memory was shared, by method-name prefix (core/methods.py): legacy IPC has none.
-MECHANISM_PREFIXES = {"pool_": "pool", "vmm_": "vmm", "core_": "cuda.core"}
-MECHANISM_LINES = {  # legacy is solid and thick (method_style); the others thin, each its own dash and marker
+# How the peer's memory was shared (the rows' `mechanism`): legacy IPC is solid and thick (method_style), the
+# others thin, each its own dash and marker; their names as a reader knows them
+MECHANISM_LINES: dict[str, dict] = {
     "pool": dict(linestyle=(0, (4, 2)), marker="x"),
     "vmm": dict(linestyle=(0, (6, 2, 1, 2)), marker="+"),
-    "cuda.core": dict(linestyle=(0, (1, 1.5)), marker="d"),
+    "core": dict(linestyle=(0, (1, 1.5)), marker="d"),
 }
+MECHANISM_NAMES = {"pool": "pool", "vmm": "vmm", "core": "cuda.core"}
 
 
-def mechanism_of(suite: str, method: str) -> str:
-    """How a method's peer memory was shared: pool_ce -> pool, vmm_sm_read -> vmm, ce -> legacy; a pool-suite
-    method without a prefix is a pool method."""
-    for prefix, mech in MECHANISM_PREFIXES.items():
-        if str(method).startswith(prefix):
-            return mech
-    return "pool" if str(suite) == "pool" else "legacy"
+@dataclass(frozen=True)
+class Series:
+    """What one method's line is drawn by: the facts its rows state (results.RowFacts)."""
+
+    method: str
+    engine: str = ""
+    access: str = ""
+    mechanism: str = ""
+    pattern: str = ""
+
+    @property
+    def family(self) -> str:
+        """Its colour: the engine (SM kernels by access), a ping-pong by its engine, a pipeline ring."""
+        if self.pattern == "ring":
+            return "ring"
+        if self.pattern == "pingpong":
+            return f"{self.engine} pingpong"
+        return f"{self.engine} {self.access}" if self.engine in ("sm", "sm_bulk") else self.engine
 
 
-def engine_of(method: str) -> str:
-    """The engine a method uses: pool_ce -> ce, vmm_sm_read -> sm_read, ce_alltoall -> ce, ring_d4_latency -> ring_d4."""
-    m = str(method)
-    for prefix in MECHANISM_PREFIXES:
-        if m.startswith(prefix):
-            m = m[len(prefix):]
-            break
-    for suffix in ("_alltoall", "_latency"):
-        if m.endswith(suffix):
-            m = m[: -len(suffix)]
-    return m
+def series_of(frame) -> dict[tuple[str, str], Series]:
+    """The Series of every (suite, method) of a frame with the fact columns (its first row's facts)."""
+    first = frame.drop_duplicates(["suite", "method"])
+    return {(s, m): Series(m, e, a, mech, p) for s, m, e, a, mech, p in
+            zip(first["suite"], first["method"], first["engine"], first["access"], first["mechanism"],
+                first["pattern"])}
 
 
-def method_style(suite: str, method: str, others: list[str] | None = None) -> dict:
-    """Line style of a method: colour per engine, legacy solid and thick, other sharing mechanisms (pool, vmm,
-    cuda.core) thin with their own dashes and markers, all-to-all dotted. `others` (the sorted list of every
-    unknown engine in the figure) keeps fallback colours stable."""
-    eng = engine_of(method)
-    mech = mechanism_of(suite, method)
-    if eng in ENGINE_COLOURS:
-        colour = ENGINE_COLOURS[eng]
-    elif eng.startswith("ring"):
-        digits = "".join(c for c in eng if c.isdigit())
+def method_style(series: Series, others: list[str] | None = None) -> dict:
+    """Line style of a method: colour per family, legacy solid and thick, the other sharing mechanisms (pool,
+    vmm, cuda.core) thin with their own dashes and markers, all-to-all dotted. `others` (the sorted list of
+    every family without a colour in the figure) keeps fallback colours stable."""
+    fam = series.family
+    if fam in COLOURS:
+        colour = COLOURS[fam]
+    elif fam == "ring":
+        digits = "".join(c for c in series.method if c.isdigit())  # the ring's depth D of ring_dD
         depth = int(digits) if digits else 4
         colour = RING_COLOURS[min(len(RING_COLOURS) - 1, max(0, int(round(math.log2(max(depth, 1)))) - 1))]
     else:
-        others = others or [eng]
-        colour = OTHER_COLOURS[others.index(eng) % len(OTHER_COLOURS)] if eng in others else OTHER_COLOURS[0]
-    if mech != "legacy":
-        return dict(color=colour, linewidth=1.6, alpha=1.0, markersize=4, zorder=4, **MECHANISM_LINES[mech])
-    if str(method).endswith("_alltoall"):
+        others = others or [fam]
+        colour = OTHER_COLOURS[others.index(fam) % len(OTHER_COLOURS)] if fam in others else OTHER_COLOURS[0]
+    if series.mechanism in MECHANISM_LINES:
+        return dict(color=colour, linewidth=1.6, alpha=1.0, markersize=4, zorder=4, **MECHANISM_LINES[series.mechanism])
+    if series.pattern == "alltoall":
         return dict(color=colour, linestyle=":", linewidth=2.0, alpha=0.9, marker="^", markersize=4, zorder=3)
     return dict(color=colour, linestyle="-", linewidth=3.2, alpha=0.55, marker="o", markersize=4, zorder=2)
 
 
-def _known(eng: str) -> bool:
-    return eng in ENGINE_COLOURS or eng.startswith("ring")
+LINE_WORDS = {"pool": "thin dashed ×", "vmm": "thin dash-dot +", "core": "thin dotted ◆"}  # MECHANISM_LINES
+SOLID_WORDS = {"legacy": "legacy IPC", "shm": "host-staged", "mpi": "host-staged", "nccl": "NCCL",
+               "event": "IPC events", "": "other paths"}
+
+
+def legend_title(series) -> str:
+    """What the line styles of these series mean, one line each, only for the styles drawn: legacy IPC solid,
+    each other sharing mechanism its own dash, all-to-all dotted."""
+    series = list(series)
+    mechanisms = {x.mechanism for x in series}
+    solid = dict.fromkeys(SOLID_WORDS.get(x.mechanism, "other paths") for x in series
+                          if x.mechanism not in MECHANISM_LINES and x.pattern != "alltoall")
+    lines = [f"thick solid: {', '.join(sorted(solid, key=list(SOLID_WORDS.values()).index))}"] if solid else []
+    lines += [f"{LINE_WORDS[m]}: {MECHANISM_NAMES[m]}" for m in MECHANISM_LINES if m in mechanisms]
+    lines += ["thick dotted ▲: all-to-all (every pair at once)"] if any(x.pattern == "alltoall" for x in series) else []
+    return "\n".join(lines)
+
+
+def coloured(fam: str) -> bool:
+    return fam in COLOURS or fam == "ring"
 
 
 def _figure(w: float, h: float, left: float = 0.8, right: float = 0.2, bottom: float = 0.6, top: float = 0.45,

@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ipcbench.report.figure_style import (_CHAR_IN, DPI, ENGINE_COLOURS, _figure, _known, _nice_log_ticks, _save,
-                                          MECHANISM_LINES, _size_axis, _title_height, _titles, _wrap, engine_of,
-                                          mechanism_of, method_style)
+from ipcbench.record.table import Frame
+from ipcbench.report.figure_style import (_CHAR_IN, COLOURS, DPI, MECHANISM_LINES, Series, _figure, _nice_log_ticks,
+                                          _save, _size_axis, _title_height, _titles, _wrap, coloured, legend_title,
+                                          method_style, series_of)
 
 def heat_colour_values(m, colour_by=None):
     """What a heatmap cell's colour shows: `colour_by` (aligned to m), else the cell as % of the median cell."""
@@ -27,8 +28,10 @@ def heat_colour_values(m, colour_by=None):
     data = m.to_numpy(dtype=float)
     if colour_by is not None:
         return colour_by.reindex(index=m.index, columns=m.columns).to_numpy(dtype=float)
-    med = np.nanmedian(data) if np.isfinite(data).any() else float("nan")
-    return 100.0 * data / med if med and np.isfinite(med) else np.full_like(data, np.nan)
+    from ipcbench.report.tables import typical_of
+
+    ref = typical_of(data)
+    return 100.0 * data / ref if ref and np.isfinite(ref) else np.full_like(data, np.nan)
 
 
 def heat_norm(colour_values: list, centre: float | None, span: float):
@@ -44,7 +47,7 @@ def heat_norm(colour_values: list, centre: float | None, span: float):
     return Normalize(vmin=mid - span, vmax=mid + span), mid
 
 
-def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name: str, unit: str = "GB/s",
+def heatmap(matrices: list[tuple[str, Frame]], title: str, out_dir: Path, name: str, unit: str = "GB/s",
             fmt: str = "{:.0f}", subtitle: str = "", colour_by: list | None = None, centre: float | None = None,
             span: float = 15.0, cbar_label: str = "% of the median pair") -> str | None:
     """One figure, one panel per (label, src x dst DataFrame of values in `unit`), each cell showing its value
@@ -79,7 +82,7 @@ def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name:
     im = None
     fs = 9 if n <= 4 else (8 if n <= 8 else 6)
     for k, (label, m, data, col) in enumerate(panels):
-        ax = fig.add_axes([(left + k * (side + gap)) / w, bottom / h, side / w, side / h])
+        ax = fig.add_axes(((left + k * (side + gap)) / w, bottom / h, side / w, side / h))
         im = ax.imshow(np.ma.masked_invalid(col), cmap=cmap, norm=norm, aspect="auto")
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
@@ -97,7 +100,8 @@ def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name:
         ax.set_ylabel("source GPU", fontsize=8)
         ax.set_title(f"{label} ({unit})" if label else unit, fontsize=9)
     x = left + len(panels) * side + (len(panels) - 1) * gap + cbar_gap
-    cax = fig.add_axes([x / w, bottom / h, cbar_w / w, side / h])
+    cax = fig.add_axes((x / w, bottom / h, cbar_w / w, side / h))
+    assert im is not None  # there is a panel
     cb = fig.colorbar(im, cax=cax, extend="both")
     cb.set_label(_wrap(cbar_label, side + 0.4, 8), fontsize=8)
     cb.ax.tick_params(labelsize=7)
@@ -106,52 +110,41 @@ def heatmap(matrices: list[tuple[str, object]], title: str, out_dir: Path, name:
 
 
 def _legend_entries(curves) -> list[tuple[str, dict]]:
-    """(legend label, style) per method of the curves, in a stable reading order: engine, legacy before pool."""
-    seen = {}
-    for s, m in zip(curves["suite"].astype(str), curves["method"].astype(str)):
-        seen.setdefault((s, m), None)
-    unknown = sorted({engine_of(m) for _, m in seen if not _known(engine_of(m))})
-    order = list(ENGINE_COLOURS) + ["ring"]
+    """(legend label, style) per method of the curves, in a stable reading order: family, legacy before the
+    other sharing mechanisms."""
+    series = series_of(curves)
+    unknown = sorted({x.family for x in series.values() if not coloured(x.family)})
+    order = list(COLOURS) + ["ring"] + unknown
+    mechanisms = ["legacy", *MECHANISM_LINES]
 
-    def key(sm):
-        s, m = sm
-        e = engine_of(m)
-        base = "ring" if e.startswith("ring") else e
-        return (order.index(base) if base in order else len(order) + unknown.index(e) if e in unknown else 99,
-                e, list(("legacy", *MECHANISM_LINES)).index(mechanism_of(s, m)), m)
+    def key(x: Series):
+        return (order.index(x.family), x.family, mechanisms.index(x.mechanism) if x.mechanism in mechanisms else 0,
+                x.method)
 
-    out = {}
-    for s, m in sorted(seen, key=key):
-        out.setdefault(_series_label(s, m), method_style(s, m, unknown))
+    out: dict[str, dict] = {}
+    for x in sorted(series.values(), key=key):
+        out.setdefault(x.method, method_style(x, unknown))
     return list(out.items())
 
 
-def _series_label(suite: str, method: str) -> str:
-    if mechanism_of(suite, method) == "pool" and not str(method).startswith("pool_"):
-        return f"{method} (pool)"
-    return str(method)
-
-
-def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out_dir: Path, name: str,
+def curves_panels(panels: list[tuple[str, Frame]], title: str, ylabel: str, out_dir: Path, name: str,
                   subtitle: str = "", logy: bool = False, hlines: dict | None = None, ylim0: bool = False,
-                  y: str = "median", yunit: str = "", sharey: bool = True, point_unit: str = "") -> str | None:
+                  y: str = "median", yunit: str = "", sharey: bool = True, point_unit: str = "",
+                  band: tuple[float, str] | None = None) -> str | None:
     """Small multiples: one panel per (panel title, curves) with one line per (suite, method) of the curves
-    (columns suite, method, bytes, `y`); one legend for the figure, beside the panels (never over the data).
-    sharey: one y scale for every panel (else each panel its own, from 0 with ylim0). `hlines`: {panel
-    title: (value, label)} draws a dashed reference line (a link peak, 1× staged). A series of one point (a
-    ping-pong measured at one size) is a large marker labelled with its method and value (`point_unit`)."""
-    import numpy as np
+    (columns suite, method, the fact columns, bytes, `y`); one legend for the figure, beside the panels (never
+    over the data), titled with the line styles it shows. sharey: one y scale for every panel (else each panel
+    its own, from 0 with ylim0). `hlines`: {panel title: (value, label)} draws a dashed reference line (a link
+    peak, 1× staged). `band`: (bytes, label) shades the sizes up to it (those that fit in the L2). A series of
+    one point (a ping-pong measured at one size) is a large marker labelled with its value (`point_unit`)."""
     import pandas as pd
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import NullLocator
 
     panels = [(t, c[c["bytes"] > 0]) for t, c in panels if c is not None and not c.empty]
     panels = [(t, c) for t, c in panels if not c.empty]
     if not panels:
         return None
-    allc = pd.concat([c for _, c in panels])
-    entries = _legend_entries(allc)
-    styles = dict(entries)
+    drawn = pd.concat([c for _, c in panels])
+    entries = _legend_entries(drawn)
     ncol = 1 if len(panels) == 1 else 2
     nrow = math.ceil(len(panels) / ncol)
     spare = nrow * ncol > len(panels)  # the legend goes into the empty cell, else beside the panels
@@ -159,76 +152,89 @@ def curves_panels(panels: list[tuple[str, object]], title: str, ylabel: str, out
     legend_w = 0.0 if spare else 2.0
     w = ncol * pw + legend_w
     th = _title_height(title, subtitle, w)
-    h = nrow * ph + th + 0.35
-    h += 0.25
+    h = nrow * ph + th + 0.6
     fig = _figure(w, h, left=0.95, right=legend_w + 0.25, bottom=0.65, top=th + 0.35, wspace=0.22 if sharey else 0.3,
                   hspace=0.5 / ph * 2.4)
     axes = fig.subplots(nrow, ncol, squeeze=False, sharey=sharey)
     flat = [a for row in axes for a in row]
     vals = []
     for ax, (ptitle, c) in zip(flat, panels):
-        pvals = []
-        for (suite, method), s in c.groupby(["suite", "method"], sort=False, observed=True):
-            s = s.sort_values("bytes")
-            st = dict(styles[_series_label(suite, method)])
-            if len(s) == 1:
-                st["linestyle"] = "none"
-                st["markersize"] = 7
-                st["alpha"] = 1.0
-                v = float(s[y].iloc[0])
-                ax.annotate(f"{method} {v:.3g}{point_unit}", (float(s["bytes"].iloc[0]), v), xytext=(7, 0),
-                            textcoords="offset points", va="center", fontsize=7.5, color=st["color"])
-            ax.plot(s["bytes"], s[y], **st)
-            pvals += [v for v in s[y].to_numpy(dtype=float) if np.isfinite(v)]
-        ref = (hlines or {}).get(ptitle)
-        if ref:
-            ax.axhline(ref[0], color="#888888", linestyle="--", linewidth=1, zorder=1)
-            ax.annotate(ref[1], (0.01, ref[0]), xycoords=("axes fraction", "data"), fontsize=7, color="#555555",
-                        va="bottom")
-            pvals.append(ref[0])
-        if not sharey and ylim0 and pvals:
-            ax.set_ylim(0, max(pvals) * 1.08)
-        vals += pvals
-        _size_axis(ax, c["bytes"])
-        ax.set_title(ptitle, fontsize=9.5)
-        ax.grid(True, alpha=0.3)
-        ax.tick_params(labelsize=8)
-        ax.set_xlabel("message size", fontsize=8.5)
+        vals += _draw_panel(ax, ptitle, c, dict(entries), y, point_unit, (hlines or {}).get(ptitle), band,
+                            ylim0 and not sharey)
     for ax in flat[len(panels):]:
         ax.axis("off")
-    for row in axes:
-        row[0].set_ylabel(ylabel, fontsize=9)
-        row[0].yaxis.set_tick_params(labelleft=True)
-    if not sharey:
-        for ax in flat:
-            ax.set_ylabel(ylabel, fontsize=9)
-    ax0 = flat[0]
-    if logy and vals:
-        lo, hi = min(v for v in vals if v > 0), max(vals)
-        lo, hi = lo / 1.25, hi * 1.25
-        ax0.set_yscale("log")
-        ax0.set_ylim(lo, hi)
-        ticks, labels = _nice_log_ticks(lo, hi, yunit)
-        ax0.set_yticks(ticks, labels)
-        ax0.yaxis.set_minor_locator(NullLocator())
-    elif sharey and ylim0 and vals:
-        ax0.set_ylim(0, max(vals) * 1.08)
+    for ax in (flat if not sharey else [row[0] for row in axes]):
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.yaxis.set_tick_params(labelleft=True)
+    _y_scale(flat[0], vals, logy, ylim0 and sharey, yunit)
+    _legend(fig, flat, panels, entries, legend_title(series_of(drawn).values()), spare,
+            (1 - (legend_w - 0.05) / w, 1 - (th + 0.35) / h))
+    _titles(fig, title, subtitle, w)
+    return _save(fig, out_dir, name)
 
-    points = {_series_label(sm, m) for _, c in panels for (sm, m), g in c.groupby(["suite", "method"], observed=True)
-              if len(g) == 1}
-    lines = {_series_label(sm, m) for _, c in panels for (sm, m), g in c.groupby(["suite", "method"], observed=True)
-             if len(g) > 1}
-    handles = [Line2D([], [], **(dict(st, linestyle="none", markersize=7, alpha=1.0) if lab in points - lines
-                                 else st)) for lab, st in entries]
-    legend = dict(fontsize=8, frameon=False, title="solid: legacy IPC; thin, dashed or\ndotted: pool, vmm, cuda.core", title_fontsize=7.5,
+
+def _draw_panel(ax, ptitle: str, c, styles: dict, y: str, point_unit: str, ref, band, ylim0: bool) -> list[float]:
+    """One panel's lines (a lone point labelled with its value), reference line and band; its y values."""
+    import numpy as np
+
+    pvals = []
+    for (_, method), s in c.groupby(["suite", "method"], sort=False, observed=True):
+        s = s.sort_values("bytes")
+        st = dict(styles[method])
+        if len(s) == 1:
+            st.update(linestyle="none", markersize=7, alpha=1.0)
+            v = float(s[y].iloc[0])
+            ax.annotate(f"{method} {v:.3g}{point_unit}", (float(s["bytes"].iloc[0]), v), xytext=(7, 0),
+                        textcoords="offset points", va="center", fontsize=7.5, color=st["color"])
+        ax.plot(s["bytes"], s[y], **st)
+        pvals += [v for v in s[y].to_numpy(dtype=float) if np.isfinite(v)]
+    if ref:
+        ax.axhline(ref[0], color="#888888", linestyle="--", linewidth=1, zorder=1)
+        ax.annotate(ref[1], (0.01, ref[0]), xycoords=("axes fraction", "data"), fontsize=7, color="#555555",
+                    va="bottom")
+        pvals.append(ref[0])
+    if band and c["bytes"].min() <= band[0]:
+        ax.axvspan(c["bytes"].min(), band[0], color="#eeeeee", zorder=0)
+        ax.annotate(band[1], (0.01, 0.01), xycoords="axes fraction", fontsize=7, color="#555555", va="bottom")
+    if ylim0 and pvals:
+        ax.set_ylim(0, max(pvals) * 1.08)
+    _size_axis(ax, c["bytes"])
+    ax.set_title(ptitle, fontsize=9.5)
+    ax.grid(True, alpha=0.3)
+    ax.tick_params(labelsize=8)
+    ax.set_xlabel("message size", fontsize=8.5)
+    return pvals
+
+
+def _y_scale(ax, vals: list[float], logy: bool, ylim0: bool, yunit: str) -> None:
+    """A log axis with plain tick labels ('5×', '20'), or a shared axis from 0."""
+    from matplotlib.ticker import NullLocator
+
+    if logy and vals:
+        lo, hi = min(v for v in vals if v > 0) / 1.25, max(vals) * 1.25
+        ax.set_yscale("log")
+        ax.set_ylim(lo, hi)
+        ticks, labels = _nice_log_ticks(lo, hi, yunit)
+        ax.set_yticks(ticks, labels)
+        ax.yaxis.set_minor_locator(NullLocator())
+    elif ylim0 and vals:
+        ax.set_ylim(0, max(vals) * 1.08)
+
+
+def _legend(fig, flat, panels, entries, title: str, spare: bool, anchor) -> None:
+    """One legend: in the spare panel, else beside the panels; a method measured at one size only is a marker."""
+    from matplotlib.lines import Line2D
+
+    sizes = [(m, len(g)) for _, c in panels for (_, m), g in c.groupby(["suite", "method"], observed=True)]
+    points = {m for m, n in sizes if n == 1} - {m for m, n in sizes if n > 1}
+    handles = [Line2D([], [], **(dict(st, linestyle="none", markersize=7, alpha=1.0) if lab in points else st))
+               for lab, st in entries]
+    legend = dict(fontsize=8, frameon=False, title=title, title_fontsize=7.5,
                   alignment="left", ncol=2 if spare and len(entries) > 8 else 1)
     if spare:
         flat[-1].legend(handles, [lab for lab, _ in entries], loc="center", **legend)
     else:
-        fig.legend(handles, [lab for lab, _ in entries], loc="upper left",
-                   bbox_to_anchor=(1 - (legend_w - 0.05) / w, 1 - (th + 0.35) / h), **legend)
-    _titles(fig, title, subtitle, w)
-    return _save(fig, out_dir, name)
+        fig.legend(handles, [lab for lab, _ in entries], loc="upper left", bbox_to_anchor=anchor, **legend)
 
 
 def hbars(table, label: str, value: str, group: str, title: str, xlabel: str, out_dir: Path, name: str,
@@ -297,8 +303,9 @@ def hstrip(table, label: str, value: str, title: str, xlabel: str, out_dir: Path
     if table is None or table.empty:
         return None
     labels = list(dict.fromkeys(table[label]))
+    series = series_of(table)
     first = table.drop_duplicates(label).set_index(label)
-    unknown = sorted({engine_of(m) for m in table["method"].astype(str) if not _known(engine_of(m))})
+    unknown = sorted({x.family for x in series.values() if not coloured(x.family)})
     longest = max(len(str(x)) for x in labels)
     left = min(3.4, 0.25 + longest * _CHAR_IN * 8.5)
     w = 9.0
@@ -308,7 +315,7 @@ def hstrip(table, label: str, value: str, title: str, xlabel: str, out_dir: Path
     ax = fig.subplots()
     for i, lab in enumerate(labels):
         v = table.loc[table[label] == lab, value].to_numpy(dtype=float)
-        st = method_style(first.loc[lab, "suite"], first.loc[lab, "method"], unknown)
+        st = method_style(series[(first.loc[lab, "suite"], first.loc[lab, "method"])], unknown)
         jitter = (np.arange(len(v)) % 5 - 2) * 0.06
         ax.scatter(v, i + jitter, s=16, color=st["color"], marker=st["marker"], alpha=0.85, zorder=3,
                    linewidths=1.2)

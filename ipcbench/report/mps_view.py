@@ -9,23 +9,19 @@ largest size (bandwidth) or smallest (latency), median over the host's same-GPU 
 
 from __future__ import annotations
 
-
-def mps_state(meta: dict | None, host: str) -> bool | None:
-    """True / False when every GPU of `host` ran with / without MPS in that run; None when unknown or mixed."""
-    gpus = ((meta or {}).get("mps") or {}).get(host, {}).get("gpus") or {}
-    values = set(gpus.values())
-    return values.pop() if len(values) == 1 else None
+from ipcbench.record.run import Run
+from ipcbench.record.table import Frame
 
 
-def side_by_side(runs) -> list[tuple[str, str, str, object]]:
+def side_by_side(runs: list[Run]) -> list[tuple[str, str, str, Frame]]:
     """[(host, run without MPS, run with MPS, frame)] for every host that has both; the frame has one row per
     same-GPU (suite, method, direction, bytes, unit) with the two medians and what MPS changed."""
     import pandas as pd
 
-    by_host: dict[str, dict[bool, object]] = {}
+    by_host: dict[str, dict[bool, Run]] = {}
     for run in runs:  # the later run of a state wins (runs are in the order given, newest last by name)
         for host in sorted(set(run.frame["host"].astype(str))):
-            state = mps_state(run.meta, host)
+            state = run.meta.mps_state(host)
             if state is not None:
                 by_host.setdefault(host, {})[state] = run
     out = []

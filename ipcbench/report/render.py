@@ -70,7 +70,10 @@ class Figure:
     file: str | None
     terminal: bool = False
     files: bool = True
-    job: object = None  # (figures.py function name, args, kwargs) until drawn
+    job: tuple | None = None  # (figures.py function name, args, kwargs) until drawn
+
+
+Block = Heading | Para | Callout | Table | Figure  # what a document (a list) holds
 
 
 def _md_cell(s: str) -> str:
@@ -202,7 +205,7 @@ def to_html(doc: list, fig_dir: Path, title: str = "ipcbench report") -> str:
                 out.append("<tr>" + "".join(f'<td class="n">{html.escape(clean(c))}</td>' if n else
                                             f"<td>{html.escape(clean(c))}</td>" for c, n in zip(r, num)) + "</tr>")
             out.append("</tbody></table>")
-        elif isinstance(b, Figure):
+        elif isinstance(b, Figure) and b.file:
             data = base64.b64encode((fig_dir / b.file).read_bytes()).decode("ascii")
             out.append(f'<figure><img alt="{html.escape(clean(b.title))}" src="data:image/png;base64,{data}">'
                        f"<figcaption>{_inline(b.title)}</figcaption></figure>")

@@ -1,19 +1,12 @@
 """The statistics of `ipcbench compare` (report/compare.py): Welch's t-test on the log of two rows' sample
 times with the t distribution computed here (regularized incomplete beta; no scipy), each row's sample
-statistics, and which rows are host-timed. Pure math and pandas columns; docs/report.md says how a verdict
-uses them.
+statistics, and which rows need the variation between runs (host-timed, time-sliced). Pure math and pandas
+columns; docs/report.md says how a verdict uses them.
 """
 
 from __future__ import annotations
 
 import math
-
-HOST_TIMED_METHODS = ("mpi_staged",)  # Python in the loop, host clock (suites/staged_mpi.py)
-HOST_TIMED_OP_SUITES = ("handles",)  # kind op rows of these suites: host-timed API calls
-# Methods whose timed path hands off between the two processes' kernels (flags polled by the other side's
-# kernel), and ring_* (pipeline): on one GPU without MPS each hand-off waits for the scheduler's time slice
-HANDOFF_METHODS = ("shm_staged", "sm_pingpong", "event_pingpong")
-
 
 def _betainc(a, b, x):
     """Regularized incomplete beta I_x(a, b), vectorized (numpy arrays of one shape); NaN where undefined.
@@ -133,25 +126,15 @@ def _sample_stats(frame):
     return cnt, np.where(cnt > 0, mean, np.nan), np.where(cnt > 0, m2, np.nan)
 
 
-def slice_timed(frame):
-    """Boolean array: same-GPU rows without MPS (their note says time-sliced) whose time is a hand-off between
-    the two processes' kernels (HANDOFF_METHODS, ring_*): it is the GPU scheduler's time-slice period, which
-    moves between runs far more than the samples of one run say (two H100 runs, minutes apart, of the same
-    shm_staged code: rows from 0.48x to 2.3x of each other, with tight samples). Judged like host-timed rows."""
-    import numpy as np
-
-    if not len(frame):
-        return np.zeros(0, dtype=bool)
-    method = frame["method"].astype(str)
-    same = frame["same_gpu"].astype(str).str.lower() == "true"
-    sliced = frame["note"].fillna("").astype(str).str.contains("time-slice", regex=False)
-    return (same & sliced & (method.isin(HANDOFF_METHODS) | method.str.startswith("ring_"))).to_numpy(dtype=bool)
+def time_sliced(frame):
+    """Boolean array: hand-offs between the two processes' kernels (the rows' `timing`) on one GPU without MPS
+    (`mps` false or not recorded): their time is the GPU scheduler's time-slice period, which moves between
+    runs far more than the samples of one run say (two H100 runs, minutes apart, of the same shm_staged
+    code: rows from 0.48x to 2.3x of each other, with tight samples). Judged like host-timed rows."""
+    return ((frame["timing"] == "handoff") & frame["same_gpu"] & ~frame["mps"].fillna(False)).to_numpy(dtype=bool)
 
 
 def host_timed(frame):
-    """Boolean array: rows timed on the host with Python in the loop (see HOST_TIMED_*)."""
-    import numpy as np
-
-    method, suite, kind = (frame[c].astype(str) for c in ("method", "suite", "kind"))
-    return (method.isin(HOST_TIMED_METHODS) | (suite.isin(HOST_TIMED_OP_SUITES) & (kind == "op"))).to_numpy(
-        dtype=bool) if len(frame) else np.zeros(0, dtype=bool)
+    """Boolean array: rows timed on the host clock with Python in the loop (the rows' `timing`); error-path
+    probes are listed, never judged."""
+    return ((frame["timing"] == "host") & (frame["kind"] != "error")).to_numpy(dtype=bool)

@@ -1,6 +1,6 @@
 """The numbers of the report: pandas tables computed from the rows of one or many runs.
 
-Input is one DataFrame of rows (results_load.load_frame's columns) with two extra columns: `run` naming
+Input is one DataFrame of rows (record/table.py's columns) with two extra columns: `run` naming
 the run each row came from and `scope` (see add_scope): "pair" for a cross-GPU pair, "same GPU" for ranks
 sharing one GPU, "aggregate" for rows that describe no single pair (dst_rank or a GPU index -1). Every
 function returns a DataFrame; nothing here draws or formats. All statistics are over rows, vectorized: a
@@ -15,11 +15,30 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ipcbench.record.meta import Meta
+from ipcbench.results import STAGED_ENGINES
+
 BW_DIRECTIONS = ("push", "pull", "bidir")
 METHOD = ["suite", "method", "direction"]
+FACTS = ["engine", "access", "mechanism", "pattern"]  # what a figure draws a method's line by (figure_style.py)
 SMALL_MAX = 64 * 1024  # latency plot: messages up to 64 KiB
-WEAK_FRACTION = 0.10  # a pair more than 10% below its method's median is a weak link
+WEAK_FRACTION = 0.10  # a pair more than 10% below its method's typical pair is a weak link
 OUTLIER_FRACTION = 0.10  # a host more than 10% below the fleet median is an outlier
+
+
+def typical(grouped):
+    """Per group of pairs (a SeriesGroupBy), aligned to its rows, the typical pair every pair is held against:
+    the median of three or more, the stronger of two (a median of two is their mean, which puts half a weak
+    pair's loss on the healthy one: a pair 47% below the other read "30.9% below the median pair")."""
+    return grouped.transform("median").where(grouped.transform("count") != 2, grouped.transform("max"))
+
+
+def typical_of(values) -> float:
+    """The typical pair of one set of values (a matrix of pairs: NaN cells left out)."""
+    import numpy as np
+
+    v = pd.Series(np.ravel(np.asarray(values, dtype=float))).dropna()
+    return float(typical(v.groupby(np.zeros(len(v)))).iloc[0]) if len(v) else float("nan")
 
 
 def add_scope(df: pd.DataFrame) -> pd.DataFrame:
@@ -39,17 +58,21 @@ def cross_gpu(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["scope"] == "pair"]
 
 
-def at_largest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """The rows at the largest size of each group."""
-    if df.empty:
-        return df
-    return df[df["bytes"] == df.groupby(keys, sort=False)["bytes"].transform("max")]
+def at_largest(df: pd.DataFrame, keys: list[str], end: str = "max") -> pd.DataFrame:
+    """The rows at the largest size of each group (end="min": the smallest)."""
+    return df if df.empty else df[df["bytes"] == df.groupby(keys, sort=False)["bytes"].transform(end)]
 
 
 def at_smallest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    if df.empty:
-        return df
-    return df[df["bytes"] == df.groupby(keys, sort=False)["bytes"].transform("min")]
+    return at_largest(df, keys, "min")
+
+
+def with_facts(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The table with the FACTS of its (suite, method, direction), taken from the rows it was made of (a
+    method's facts are the same on every row of one scope; grouping by them as well would cost a fleet
+    seconds)."""
+    facts = rows[METHOD + FACTS].drop_duplicates(METHOD)
+    return table.merge(facts, on=METHOD, how="left")
 
 
 def method_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -74,7 +97,7 @@ def method_summary(df: pd.DataFrame) -> pd.DataFrame:
     out["pairs"] = out["pairs"].fillna(out["pairs_small"]).fillna(0).astype(int)
     # bandwidth rows are described at their largest size, the others (latency, op) at their smallest
     out.loc[out["bw_median"].isna(), "size_max"] = pd.NA
-    return out.drop(columns="pairs_small").reset_index()
+    return with_facts(out.drop(columns="pairs_small").reset_index(), df)
 
 
 def heatmap_matrix(df: pd.DataFrame) -> pd.DataFrame:
@@ -88,42 +111,33 @@ def heatmap_matrix(df: pd.DataFrame) -> pd.DataFrame:
     return m.reindex(index=gpus, columns=gpus)
 
 
+def _curves(rows: pd.DataFrame, scope: str, value: str) -> pd.DataFrame:
+    """Per run, method and size (> 0: drawn on a log axis), the median, min and max of `value` over the pairs
+    of `scope` (cross-GPU pairs; "same GPU" for a run whose ranks all share GPUs)."""
+    rows = rows[(rows["scope"] == scope) & (rows["bytes"] > 0)]
+    return rows.groupby(["run"] + METHOD + FACTS + ["bytes"], observed=True)[value].agg(
+        ["median", "min", "max"]).reset_index()
+
+
 def size_curves(df: pd.DataFrame, scope: str = "pair") -> pd.DataFrame:
-    """Bandwidth vs size: per run, method and size the median, min and max over the pairs of `scope`
-    (cross-GPU pairs; "same GPU" for a run whose ranks all share GPUs)."""
-    rows = bw_rows(df)
-    rows = rows[rows["scope"] == scope]
-    rows = rows[rows["bytes"] > 0]  # drawn on a log axis
-    g = rows.groupby(["run"] + METHOD + ["bytes"], observed=True)["bw_gbps_median"]
-    return g.agg(["median", "min", "max"]).reset_index()
+    """Bandwidth vs size."""
+    return _curves(bw_rows(df), scope, "bw_gbps_median")
 
 
 def latency_curves(df: pd.DataFrame, scope: str = "pair") -> pd.DataFrame:
-    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows), median over the pairs
-    of `scope` (as size_curves)."""
-    rows = df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] > 0)
-              & (df["bytes"] <= SMALL_MAX)]
-    rows = rows[rows["scope"] == scope]
-    g = rows.groupby(["run"] + METHOD + ["bytes"], observed=True)["time_us_median"]
-    return g.agg(["median", "min", "max"]).reset_index()
+    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows)."""
+    return _curves(df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] <= SMALL_MAX)], scope,
+                   "time_us_median")
 
 
-def is_staged(method: pd.Series) -> pd.Series:
-    return method.astype(str).str.endswith("_staged")
-
-
-def is_nccl(method: pd.Series) -> pd.Series:
-    """The nccl suite's methods (nccl, nccl_pingpong): ncclSend/ncclRecv, a baseline like the staged paths."""
-    return method.astype(str).str.startswith("nccl")
-
-
-# What IPC is compared with: the host-staged paths (the best of them per pair) and NCCL's send/receive.
-BASELINES = {"staged": is_staged, "nccl": is_nccl}
+# What IPC is compared with, by the rows' engine: the host-staged paths (the best of them per pair) and NCCL's
+# send/receive.
+BASELINES = {"staged": lambda rows: rows["engine"].isin(STAGED_ENGINES), "nccl": lambda rows: rows["engine"] == "nccl"}
 
 
 def speedup_rows(df: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
-    """Speedup of every IPC bandwidth row over a baseline: the best host-staged bandwidth (methods named
-    *_staged), or with baseline="nccl" NCCL's (ncclSend/ncclRecv). Rows of either baseline are never IPC.
+    """Speedup of every IPC bandwidth row over a baseline: the best host-staged bandwidth (engines shm and
+    mpi), or with baseline="nccl" NCCL's (ncclSend/ncclRecv). Rows of either baseline are never IPC.
 
     The baseline is the best baseline bandwidth at the same size and for the same pair (same run and host)
     in the same kind of direction (bidir vs one-way); where that pair has no baseline row, the best baseline
@@ -134,11 +148,12 @@ def speedup_rows(df: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
                                                                                          False: "oneway"}))
     any_base = pd.Series(False, index=bw.index)
     for test in BASELINES.values():
-        any_base |= test(bw["method"])
-    base, ipc = bw[BASELINES[baseline](bw["method"])], bw[~any_base]
+        any_base |= test(bw)
+    base, ipc = bw[BASELINES[baseline](bw)], bw[~any_base]
+    cols = ["run", "host", *METHOD, *FACTS, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median", "baseline", "speedup",
+            "basis"]
     if base.empty or ipc.empty:
-        return pd.DataFrame(columns=["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median",
-                                     "baseline", "speedup", "basis"])
+        return pd.DataFrame(columns=cols)
     pair_keys = ["run", "host", "dirclass", "bytes", "src_gpu", "dst_gpu"]
     pair_best = base.groupby(pair_keys, observed=True)["bw_gbps_median"].max().rename("pair_base")
     all_keys = ["run", "host", "dirclass", "bytes"]
@@ -149,8 +164,7 @@ def speedup_rows(df: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
     out["basis"] = out["pair_base"].notna().map({True: "pair", False: "all pairs"})
     out = out[out["baseline"].notna()]
     out["speedup"] = out["bw_gbps_median"] / out["baseline"]
-    return out[["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median", "baseline",
-                "speedup", "basis"]]
+    return out[cols]
 
 
 def speedup_summary(sp: pd.DataFrame) -> pd.DataFrame:
@@ -166,32 +180,21 @@ def speedup_summary(sp: pd.DataFrame) -> pd.DataFrame:
 
 def speedup_curves(sp: pd.DataFrame) -> pd.DataFrame:
     sp = sp[sp["bytes"] > 0]
-    g = sp.groupby(["run"] + METHOD + ["bytes"], observed=True)["speedup"]
+    g = sp.groupby(["run"] + METHOD + FACTS + ["bytes"], observed=True)["speedup"]
     return g.median().reset_index()
 
 
 def handle_costs(df: pd.DataFrame) -> pd.DataFrame:
     """Handle/import costs (direction op): per run, method and same_gpu, the median time over rows."""
     rows = df[(df["direction"] == "op") & df["time_us_median"].notna()]
-    g = rows.groupby(["run", "suite", "method", "same_gpu"], observed=True)["time_us_median"]
+    g = rows.groupby(["run", "suite", "method", "kind", "same_gpu"], observed=True)["time_us_median"]
     return g.agg(time_us="median", rows="size").reset_index()
 
 
-def link_table(metas: dict[str, dict]) -> pd.DataFrame:
+def link_table(metas: dict[str, Meta]) -> pd.DataFrame:
     """NVML links of every run's meta.json: run, host, src_gpu, dst_gpu, kind, peak_gbps (both orders)."""
-    recs = []
-    for run, meta in metas.items():
-        topo = (meta or {}).get("topology") or {}
-        if not isinstance(topo, dict):
-            continue
-        for host, t in topo.items():
-            for link in (t or {}).get("links") or []:
-                try:
-                    s, d, peak = int(link["src_gpu"]), int(link["dst_gpu"]), float(link["peak_gbps"])
-                except (KeyError, TypeError, ValueError):
-                    continue
-                if peak > 0:
-                    recs.append((run, host, s, d, str(link.get("kind", "")), peak))
+    recs = [(run, ln.host, ln.src_gpu, ln.dst_gpu, ln.kind, ln.peak_gbps)
+            for run, meta in metas.items() for ln in meta.links if ln.peak_gbps]
     links = pd.DataFrame(recs, columns=["run", "host", "src_gpu", "dst_gpu", "link_kind", "peak_gbps"])
     rev = links.rename(columns={"src_gpu": "dst_gpu", "dst_gpu": "src_gpu"})
     links = pd.concat([links, rev], ignore_index=True).drop_duplicates(["run", "host", "src_gpu", "dst_gpu"])
@@ -202,15 +205,15 @@ def peak_rows(df: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
     """Every cross-GPU bandwidth row at its method's largest size with its link's peak (bidir: twice the
     one-way peak) and the percentage reached."""
     big = at_largest(cross_gpu(bw_rows(df)), ["run", "host"] + METHOD)
+    cols = ["run", "host", *METHOD, *FACTS, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median", "link_kind", "peak_gbps",
+            "pct"]
     if big.empty or links.empty:
-        return pd.DataFrame(columns=["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median",
-                                     "link_kind", "peak_gbps", "pct"])
+        return pd.DataFrame(columns=cols)
     out = big.merge(links.astype({"run": str, "host": str}).assign(
         run=lambda d: d["run"].astype(big["run"].dtype)), on=["run", "host", "src_gpu", "dst_gpu"], how="inner")
     out["peak_gbps"] = out["peak_gbps"] * out["direction"].eq("bidir").map({True: 2.0, False: 1.0})
     out["pct"] = 100.0 * out["bw_gbps_median"] / out["peak_gbps"]
-    return out[["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median", "link_kind",
-                "peak_gbps", "pct"]]
+    return out[cols]
 
 
 def peak_by_pair(pk: pd.DataFrame) -> pd.DataFrame:
@@ -228,15 +231,15 @@ def peak_by_method(pk: pd.DataFrame) -> pd.DataFrame:
 
 
 def weak_links(df: pd.DataFrame, fraction: float = WEAK_FRACTION) -> pd.DataFrame:
-    """Cross-GPU pairs whose bandwidth at the largest size is more than `fraction` below the median of
+    """Cross-GPU pairs whose bandwidth at the largest size is more than `fraction` below the typical pair of
     their method (same run, host, suite, method, direction and size)."""
     keys = ["run", "host"] + METHOD
     big = at_largest(cross_gpu(bw_rows(df)), keys)
-    med = big.groupby(keys + ["bytes"], observed=True)["bw_gbps_median"].transform("median")
-    mask = big["bw_gbps_median"] < (1.0 - fraction) * med
-    # Assign the filtered medians: a whole Series assigned to an empty frame would become its index.
-    weak = big[mask].assign(method_median=med[mask])
-    weak = weak.assign(below_pct=100.0 * (1.0 - weak["bw_gbps_median"] / weak["method_median"]))
+    ref = typical(big.groupby(keys + ["bytes"], observed=True)["bw_gbps_median"])
+    mask = big["bw_gbps_median"] < (1.0 - fraction) * ref
+    # Assign the filtered values: a whole Series assigned to an empty frame would become its index.
+    weak = big[mask].assign(method_typical=ref[mask])
+    weak = weak.assign(below_pct=100.0 * (1.0 - weak["bw_gbps_median"] / weak["method_typical"]))
     return weak.sort_values("below_pct", ascending=False)
 
 
@@ -250,14 +253,14 @@ def unverified_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[~df["verified"] & (df["kind"] != "error")]
 
 
-def impossible_rows(df: pd.DataFrame, metas: dict[str, dict]) -> pd.DataFrame:
+def impossible_rows(df: pd.DataFrame, metas: dict[str, Meta]) -> pd.DataFrame:
     """Rows above a physical ceiling of their run's meta.json (ceilings.py: link peak, memory bandwidth of
     a same-GPU copy, a GPU's NVLink aggregate for all-to-all flows), with `check`, `ceiling_gbps`,
     `value_gbps` and `reason`; runs without the numbers in meta.json are not checked."""
     from ipcbench.report.ceilings import COLUMNS
     from ipcbench.report.ceilings import impossible_rows as above_ceiling
 
-    parts = [above_ceiling(g, metas.get(str(run))) for run, g in df.groupby("run", observed=True, sort=False)]
+    parts = [above_ceiling(g, metas[str(run)]) for run, g in df.groupby("run", observed=True, sort=False)]
     parts = [p for p in parts if not p.empty]
     if not parts:
         return df.iloc[0:0].assign(**{c: pd.Series(dtype=object) for c in COLUMNS})
@@ -312,19 +315,18 @@ def pair_rows(df: pd.DataFrame) -> pd.DataFrame:
     size, the median over the rank pairs that share that GPU pair (several ranks per GPU). All-to-all rows
     (flows measured all at once, not one pair's path) are left out."""
     bw = cross_gpu(bw_rows(df))
-    bw = bw[bw["direction"].isin(ONEWAY) & ~bw["method"].astype(str).str.endswith("_alltoall")]
+    bw = bw[bw["direction"].isin(ONEWAY) & (bw["pattern"] != "alltoall")]
     keys = ["run", "host", *METHOD, "src_gpu", "dst_gpu", "bytes"]
-    return bw.groupby(keys, observed=True, sort=False)["bw_gbps_median"].median().reset_index()
+    return with_facts(bw.groupby(keys, observed=True, sort=False)["bw_gbps_median"].median().reset_index(), bw)
 
 
-def best_paths(df: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFrame:
+def best_paths(pr: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run, host and GPU pair, the fastest one-way method at the pair's largest size, with its link's
-    peak and % of it (when meta.json has the link table) and how far it is below the median pair of its run
-    (`below_pct`, negative when above). Columns: run, host, src_gpu, dst_gpu, suite, method, direction,
-    bytes, bw, peak_gbps, link_kind, pct, run_median, below_pct."""
-    cols = ["run", "host", "src_gpu", "dst_gpu", *METHOD, "bytes", "bw", "peak_gbps", "link_kind", "pct",
-            "run_median", "below_pct"]
-    pr = pair_rows(df)
+    peak and % of it (when meta.json has the link table) and how far it is below the typical pair of its run
+    (`below_pct`, negative when above; `typical`). Columns: run, host, src_gpu, dst_gpu, suite, method,
+    direction, bytes, bw, peak_gbps, link_kind, pct, typical_bw, below_pct."""
+    cols = ["run", "host", "src_gpu", "dst_gpu", *METHOD, *FACTS, "bytes", "bw", "peak_gbps", "link_kind", "pct",
+            "typical_bw", "below_pct"]
     if pr.empty:
         return pd.DataFrame(columns=cols)
     pkeys = ["run", "host", "src_gpu", "dst_gpu"]
@@ -337,16 +339,15 @@ def best_paths(df: pd.DataFrame, links: pd.DataFrame | None = None) -> pd.DataFr
     else:
         best = best.assign(peak_gbps=float("nan"), link_kind="")
     best["pct"] = 100.0 * best["bw"] / best["peak_gbps"]
-    best["run_median"] = best.groupby("run", observed=True)["bw"].transform("median")
-    best["below_pct"] = 100.0 * (1.0 - best["bw"] / best["run_median"])
+    best["typical_bw"] = typical(best.groupby("run", observed=True)["bw"])
+    best["below_pct"] = 100.0 * (1.0 - best["bw"] / best["typical_bw"])
     return best.sort_values(pkeys).reset_index(drop=True)[cols]
 
 
-def best_staged(df: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
+def best_staged(pr: pd.DataFrame, baseline: str = "staged") -> pd.DataFrame:
     """Per run, the best host-staged one-way method at the largest size (median over pairs), or with
-    baseline="nccl" NCCL's (BASELINES): run, suite, method, direction, bytes, bw."""
-    pr = pair_rows(df)
-    pr = pr[BASELINES[baseline](pr["method"])]
+    baseline="nccl" NCCL's (BASELINES): run, suite, method, direction, bytes, bw. `pr`: pair_rows."""
+    pr = pr[BASELINES[baseline](pr)]
     if pr.empty:
         return pd.DataFrame(columns=["run", *METHOD, "bytes", "bw"])
     pr = pr[pr["bytes"] == pr.groupby("run", observed=True)["bytes"].transform("max")]
@@ -362,7 +363,7 @@ def speedup_glance(sp: pd.DataFrame) -> pd.DataFrame:
     direction, bytes, bw, speedup, speedup_min, speedup_max, pairs, small_bytes, small_speedup."""
     cols = ["run", *METHOD, "bytes", "bw", "speedup", "speedup_min", "speedup_max", "pairs", "small_bytes",
             "small_speedup"]
-    one = sp[sp["direction"].isin(ONEWAY) & ~sp["method"].astype(str).str.endswith("_alltoall")]
+    one = sp[sp["direction"].isin(ONEWAY) & (sp["pattern"] != "alltoall")]
     if one.empty:
         return pd.DataFrame(columns=cols)
     keys = ["run", *METHOD]
@@ -383,9 +384,9 @@ def latency_glance(df: pd.DataFrame) -> pd.DataFrame:
     small = (df["suite"] == "latency") | ((df["suite"] == "nccl") & (df["direction"] == "oneway"))
     rows = cross_gpu(df[small & df["time_us_median"].notna()])
     if rows.empty:
-        return pd.DataFrame(columns=["run", "method", "bytes", "median", "min", "max", "pairs"])
+        return pd.DataFrame(columns=["run", "method", "engine", "bytes", "median", "min", "max", "pairs"])
     small = at_smallest(rows, ["run", "method"])
-    g = small.groupby(["run", "method"], observed=True)
+    g = small.groupby(["run", "method", "engine"], observed=True)
     out = g.agg(bytes=("bytes", "min"), median=("time_us_median", "median"), min=("time_us_median", "min"),
                 max=("time_us_median", "max"), pairs=("time_us_median", "size"))
     return out.reset_index().sort_values(["run", "median"]).reset_index(drop=True)

@@ -1,9 +1,11 @@
-"""`--dry-run`: the plan (nodes, ranks, pairs, sizes, measurements, estimated time); no GPU work.
+"""`--dry-run`: the plan (nodes, ranks, pairs, sizes, measurements, estimated time) and what it assumes; no
+GPU work.
 
 The estimate follows the sampling rule, the pair mode and the serial steps' pair coverage: per measurement
 about two samples' worth of --min-time plus a fixed cost, weighted by each step's cost, fitted to measured
 suite wall times; a round of disjoint pairs costs one measurement, a serial step pays only the pairs its
-coverage keeps (run/walk.groups_of).
+coverage keeps (run/walk.groups_of). The pair mode follows the node's links: NVML's, or --topology's for a
+node that is not this machine (a login node plans for a compute node); without either, pairs one at a time.
 """
 
 from __future__ import annotations
@@ -57,11 +59,26 @@ def describe(plan: dict) -> str:
         k = len(s["pairs"])
         how = (f"  in {len(s['rounds'])} rounds" if s.get("rounds") else
                f"  {k} pair{'s' if k != 1 else ''} one at a time{', a ring' if s.get('ring') else ''}" if k else "")
-        lines.append(f"    {s['suite']:8s} {s['label']:24s} {s['measurements']:5d} measurement{'s' if s['measurements'] != 1 else ''}"
-                     f"{how}")
+        plural = "s" if s["measurements"] != 1 else ""
+        lines.append(f"    {s['suite']:8s} {s['label']:24s} {s['measurements']:5d} measurement{plural}{how}")
     lines.append(f"  measurements per node: {n}")
-    lines.append(f"  estimated duration: {plan['estimated_s']:.0f} s")
+    lines.append(f"  estimated duration: {plan['estimated_s']:.0f} s, assuming:")
+    lines += [f"    - {a}" for a in plan["assumptions"]]
     return "\n".join(lines)
+
+
+def assumptions(gpu_source: str, topology: str, mode) -> list[str]:
+    """What the plan and its estimate take for granted, said with them."""
+    from ipcbench.config import TOPOLOGIES
+
+    plan_for = f"--topology {'|'.join(TOPOLOGIES)} plans for a node of that kind"
+    links = {"NVML": "the GPU pairs are linked as NVML reports here",
+             "unknown": f"the links are unknown (no NVML here), so pairs are measured one at a time: {plan_for}"}
+    return [f"GPUs: {gpu_source}", links.get(topology, f"every GPU pair is linked by {topology[len('--topology '):]} "
+                                                      f"({topology}, not this machine)"),
+            f"pairs: {mode.mode} ({mode.reason}); serial steps: {mode.serial.describe()}",
+            f"{SAMPLES_PER_MEASUREMENT:g} samples' worth of --min-time and {FIXED_PER_MEASUREMENT_S * 1e3:g} ms per "
+            f"measurement, {STARTUP_S:g} s to start: fitted to the suite wall times of 2 x H200 runs"]
 
 
 def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
@@ -70,9 +87,11 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     from ipcbench.run.walk import agree_pair_mode, groups_of, measured, pairs_of
 
     local = assumed_ranks or world.local_size
-    info = world.comm.allgather((world.host, local, nvml_gpu_count()))
+    info = world.comm.allgather((world.host, local, None if cfg.topology else nvml_gpu_count()))
     gpus_here = info[world.rank][2] or local
-    mode = agree_pair_mode(world, cfg.pairs, -(-local // min(local, gpus_here)), nvml_link_kinds(), local,
+    kinds = [cfg.topology] * (local * (local - 1)) if cfg.topology else nvml_link_kinds()
+    topology = f"--topology {cfg.topology}" if cfg.topology else "NVML" if kinds else "unknown"
+    mode = agree_pair_mode(world, cfg.pairs, -(-local // min(local, gpus_here)), kinds, local,
                            cfg.serial_pairs, cfg.quick)
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
@@ -81,15 +100,17 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": assumed_ranks or world.size,
             "ranks_per_node": {h: n for h, (n, _) in per_node.items()}, "gpus_per_node": gpus,
             "gpu_source": "NVML" if all(g is not None for _, g in per_node.values()) else "assumed one per rank",
+            "topology": topology,
             "pairs": local * (local - 1), "pair_mode": mode.as_dict(),
             "suites": list(cfg.suites), "sizes": list(cfg.sizes), "sampling": cfg.rule.describe(),
             "steps": [{"suite": s.suite, "label": s.label, "measurements": measured(s, mode),
-                       "pairs": [list(p) for p in pairs_of(s, mode)] if not s.concurrent else [],
+                       "pairs": [list(p) for p in pairs_of(s, mode)] if not s.all_ranks else [],
                        "ring": s.serial and mode.serial.ring,
                        "rounds": [[list(p) for p in g] for g in groups_of(s, mode)] if mode.concurrent and s.rounds_ok
                        else None} for s in steps],
             "measurements": sum(measured(s, mode) for s in steps),
             "estimated_s": round(estimate_seconds(steps, cfg.rule, mode), 1)}
+    plan["assumptions"] = assumptions(plan["gpu_source"], topology, mode)
     if cfg.json_plan:
         print(json.dumps(plan), flush=True)
     else:

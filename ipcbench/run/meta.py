@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ipcbench import __version__
+from ipcbench.results import SCHEMA_VERSION
 
 
 def clean(text: str) -> str:
@@ -124,6 +125,7 @@ def source_digest() -> str:
 def base_meta(run_id: str, argv: list[str]) -> dict:
     return {
         "run_id": run_id,
+        "schema_version": SCHEMA_VERSION,  # the results.csv columns this run writes (results.py)
         "ipcbench_version": __version__,
         "git_commit": git_commit(),
         "source_digest": source_digest(),

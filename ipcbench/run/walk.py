@@ -38,7 +38,7 @@ def pairs_of(step, mode) -> list:
 
 def measured(step, mode) -> int:
     """How many measurements (pair x size) a step takes in this run: what the progress counts."""
-    return len(step.sizes) * (1 if step.concurrent else len(pairs_of(step, mode)))
+    return len(step.sizes) * (1 if step.all_ranks else len(pairs_of(step, mode)))
 
 
 def groups_of(step, mode) -> list:
@@ -46,7 +46,7 @@ def groups_of(step, mode) -> list:
     once: rounds of disjoint pairs (core/schedule.py) where the run and the step allow, else one pair each."""
     from ipcbench.core.schedule import pair_rounds
 
-    if step.concurrent:
+    if step.all_ranks:
         return [None]
     if mode.concurrent and step.rounds_ok:
         return pair_rounds(step.pairs)
@@ -59,6 +59,7 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
     engine walked in rounds, on the node leader; [] elsewhere)."""
     from ipcbench.core.rows import join_note
     from ipcbench.run.console import Progress
+    from ipcbench.suites.registry import describe_rows
 
     world = ctx.world
     totals: dict[str, float] = {}
@@ -91,6 +92,8 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
                 if len(group) > 1:
                     for r in rows:
                         r.note = join_note(r.note, f"measured in a round of {len(group)} disjoint pairs")
+            ranks = len(ctx.gpu_of)  # a step of every rank at once (the all-to-all) measures every ordered pair
+            describe_rows(rows, ctx.mps, len(group) if group is not None else ranks * (ranks - 1))
             mine_all.extend(rows)
             sink.add(rows, f"the rows of step '{step.label}'")
             n = len(step.sizes) * (1 if group is None else len(group))

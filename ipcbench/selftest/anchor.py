@@ -81,8 +81,9 @@ def combine(placements: list[Anchor]) -> Anchor:
     gbps = [a.gbps for a in placements]
     mid = sorted(placements, key=lambda a: a.gbps)[len(placements) // 2]
     spread = median_noise(gbps) if len(gbps) > 1 else 0.0
-    return Anchor(gbps=mid.gbps, noise=max(max(a.noise for a in placements), spread), reps=sum(a.reps for a in placements),
-                  transfers=mid.transfers, mismatches=sum(a.mismatches for a in placements))
+    return Anchor(gbps=mid.gbps, noise=max(max(a.noise for a in placements), spread),
+                  reps=sum(a.reps for a in placements), transfers=mid.transfers,
+                  mismatches=sum(a.mismatches for a in placements))
 
 
 def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
@@ -113,8 +114,9 @@ def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
         src, dst = remote, mine
     stream = gpu.bulk_stream() if key.engine == "sm_bulk" else gpu.stream
     try:
-        return {(key, n): combine([measure_one(gpu, key.engine, stream, src + p * PLACEMENT_STEP, dst + p * PLACEMENT_STEP,
-                                               n, seed=(n * 2654435761 + 7 * i + p) & 0xFFFFFFFF)
+        step = PLACEMENT_STEP
+        return {(key, n): combine([measure_one(gpu, key.engine, stream, src + p * step, dst + p * step, n,
+                                               seed=(n * 2654435761 + 7 * i + p) & 0xFFFFFFFF)
                                    for p in range(PLACEMENTS)])
                 for i, n in enumerate(sizes)}
     finally:

@@ -150,7 +150,8 @@ def run(cfg, names: list[str], tolerance: float, cross: str) -> int:
         elif bad:
             worst = sorted(bad, key=lambda c: -abs(c.diff or 0))[:5]
             print(f"ipcbench: selftest FAILED: {len(bad)} of {len(checks)} rows differ from their anchor, e.g. "
-                  + "; ".join(f"{c.method} {c.direction} {c.src_rank}->{c.dst_rank} {c.bytes} B: {c.why}" for c in worst),
+                  + "; ".join(f"{c.method} {c.direction} {c.src_rank}->{c.dst_rank} {c.bytes} B: {c.why}"
+                              for c in worst),
                   file=sys.stderr)
             judged = 1
         else:

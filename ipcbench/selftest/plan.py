@@ -89,7 +89,8 @@ class AnchorKey:
         return self.dst_gpu if self.style == "pull" else self.src_gpu
 
     def describe(self) -> str:
-        where = f"on GPU {self.src_gpu}" if self.style == "local" else f"{self.style} GPU {self.src_gpu} -> {self.dst_gpu}"
+        where = (f"on GPU {self.src_gpu}" if self.style == "local"
+                 else f"{self.style} GPU {self.src_gpu} -> {self.dst_gpu}")
         return f"{self.engine} {where} (rank {self.driver})"
 
 

@@ -54,6 +54,11 @@ def gpu_windows_ms(marks_by_rank: list[list[tuple[int, int]]], gpu_of: list[int]
     return out
 
 
+def alltoall_name(method) -> str:
+    """The method name of a method's all-to-all rows."""
+    return f"{method.name}_alltoall"
+
+
 def measure_alltoall(ctx, method, sizes: list[int], suite: str = "copy") -> list:
     """All node-local ranks call this together; each returns the rows of the flows it sources."""
     from dataclasses import replace
@@ -70,7 +75,7 @@ def measure_alltoall(ctx, method, sizes: list[int], suite: str = "copy") -> list
     streams = ctx.state.get("a2a_streams")
     if streams is None:
         streams = ctx.state["a2a_streams"] = {p: gpu.new_stream() for p in peers}
-    label = f"{suite}/{method.name}_alltoall"
+    label = f"{suite}/{alltoall_name(method)}"
     rows = []
     for nbytes in sizes:
         built = {}
@@ -121,6 +126,6 @@ def measure_alltoall(ctx, method, sizes: list[int], suite: str = "copy") -> list
         everyone_bad = w.node_allgather(bad_from, "all-to-all verification results")
         per_us = [ms * 1e3 / count for ms in my_gpu_ms]
         for p in peers:
-            rows.append(make_row(ctx, suite, f"{method.name}_alltoall", "push", me, p, nbytes, per_us, count,
+            rows.append(make_row(ctx, suite, alltoall_name(method), "push", me, p, nbytes, per_us, count,
                                  nbytes, got.checks, everyone_bad[p].get(me, 0), note=NOTE))
     return rows

@@ -4,7 +4,7 @@ pairs of the node at once (all-to-all, from 4 MiB, with three or more ranks)."""
 from __future__ import annotations
 
 from ipcbench.suites.registry import Step, SuiteSpec
-from ipcbench.suites.transfer import method_steps
+from ipcbench.suites.transfer import facts_of, method_facts, method_steps
 
 ALLTOALL_MIN_BYTES = 4 << 20
 
@@ -20,7 +20,7 @@ def alltoall_steps(method_name: str, n: int, sizes: list[int]) -> list[Step]:
 
         return measure_alltoall(ctx, METHODS[method_name], sizes, "copy")
 
-    return [Step("copy", f"{method_name} all-to-all", [], big, run, concurrent=True, needs=("legacy",),
+    return [Step("copy", f"{method_name} all-to-all", [], big, run, all_ranks=True, needs=("legacy",),
                  cost=float(n))]
 
 
@@ -28,5 +28,13 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     return method_steps("copy", ["ce"], n, sizes) + alltoall_steps("ce", n, sizes)
 
 
+def _rows():
+    from ipcbench.core.methods import METHODS
+    from ipcbench.suites.alltoall import alltoall_name
+
+    return {**method_facts(["ce"]),
+            alltoall_name(METHODS["ce"]): facts_of(METHODS["ce"], pattern="alltoall", timing="window")}
+
+
 SUITE = SuiteSpec("copy", "copy engine (cudaMemcpyAsync) into and out of a peer's legacy-IPC buffer: push, "
-                  "pull, bidir, and all pairs at once", steps)
+                  "pull, bidir, and all pairs at once", steps, _rows())

@@ -5,7 +5,7 @@ kernels/bulk.cu, core/bulk.py; skipped with the reason on GPUs below compute cap
 from __future__ import annotations
 
 from ipcbench.suites.registry import SuiteSpec
-from ipcbench.suites.transfer import method_steps
+from ipcbench.suites.transfer import method_facts, method_steps
 
 METHOD_NAMES = ["sm_read", "sm_write", "sm_bulk_read", "sm_bulk_write"]
 
@@ -15,4 +15,5 @@ def steps(n: int, sizes: list[int]):
 
 
 SUITE = SuiteSpec("kernel", "SM kernels reading (sm_read) and writing (sm_write) a peer's memory over P2P, and "
-                            "the same with Hopper's bulk copies (sm_bulk_read, sm_bulk_write)", steps)
+                            "the same with Hopper's bulk copies (sm_bulk_read, sm_bulk_write)", steps,
+                  method_facts(METHOD_NAMES))

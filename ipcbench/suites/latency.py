@@ -232,5 +232,15 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
             pingpong(event_pingpong, "event pingpong")]
 
 
+def _rows() -> dict:
+    from ipcbench.results import RowFacts
+    from ipcbench.suites.staged import ROWS as STAGED
+    from ipcbench.suites.transfer import method_facts
+
+    return {**method_facts(["ce", "sm_write", "sm_read"]), **STAGED,
+            "sm_pingpong": RowFacts("sm", "legacy", pattern="pingpong", timing="handoff", access="write"),
+            "event_pingpong": RowFacts("event", "event", pattern="pingpong", timing="handoff")}
+
+
 SUITE = SuiteSpec("latency", "small messages (4 B - 64 KiB) one way by ce/sm and the host paths, a device-side "
-                  "P2P flag ping-pong, and interprocess-event ping-pong", steps)
+                  "P2P flag ping-pong, and interprocess-event ping-pong", steps, _rows())

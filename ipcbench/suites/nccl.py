@@ -138,6 +138,13 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
             Step("nccl", "nccl pingpong", unordered_pairs(n), [PINGPONG_BYTES], pingpong, needs=NEEDS, cost=3.0)]
 
 
+def _rows() -> dict:
+    from ipcbench.results import RowFacts
+    from ipcbench.suites.transfer import method_facts
+
+    return {**method_facts(["nccl"]), "nccl_pingpong": RowFacts("nccl", "nccl", pattern="pingpong", timing="handoff")}
+
+
 SUITE = SuiteSpec("nccl", "ncclSend/ncclRecv between the two ranks of a pair (a communicator per GPU pair): "
                   "push and bidir over the sizes, one way and a ping-pong on small messages; the baseline "
-                  "the report divides IPC by (needs NCCL: pip install -e '.[nccl]')", steps)
+                  "the report divides IPC by (needs NCCL: pip install -e '.[nccl]')", steps, _rows())

@@ -276,6 +276,15 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     return out
 
 
+def _rows() -> dict:
+    """The producer's SM kernel writes each chunk into the consumer's memory (legacy IPC); the time is the
+    hand-off of chunks between the two processes' kernels."""
+    from ipcbench.results import RowFacts
+
+    ring = RowFacts("sm", "legacy", pattern="ring", timing="handoff", access="write")
+    return {name: ring for d in DEPTHS for name in (f"ring_d{d}", f"ring_d{d}_latency")}
+
+
 SUITE = SuiteSpec("pipeline", "producer/consumer stage: chunks through a ring in the consumer's GPU memory, "
                 "signalled by device-side flags, every chunk verified; sustained GB/s and per-chunk latency",
-                steps)
+                steps, _rows())

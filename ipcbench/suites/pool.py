@@ -5,12 +5,15 @@ over a Unix socket, ipc/pool.py), and the copy engine on buffers shared through 
 from __future__ import annotations
 
 from ipcbench.suites.registry import SuiteSpec
-from ipcbench.suites.transfer import method_steps
+from ipcbench.suites.transfer import method_facts, method_steps
+
+METHOD_NAMES = ["pool_ce", "pool_sm_read", "pool_sm_write", "core_ce"]
 
 
 def steps(n: int, sizes: list[int]):
-    return method_steps("pool", ["pool_ce", "pool_sm_read", "pool_sm_write", "core_ce"], n, sizes)
+    return method_steps("pool", METHOD_NAMES, n, sizes)
 
 
 SUITE = SuiteSpec("pool", "the copy and kernel methods on pointers imported from peers' IPC memory pools "
-                  "(POSIX fds over a Unix socket), and the copy engine on buffers shared through cuda.core", steps)
+                  "(POSIX fds over a Unix socket), and the copy engine on buffers shared through cuda.core", steps,
+                  method_facts(METHOD_NAMES))

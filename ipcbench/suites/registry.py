@@ -9,8 +9,10 @@ suites import `Step` from here, this module imports suites by name). See docs/ar
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ipcbench.results import RowFacts
 
 # The suites, in the order `all` runs them and the report lists them.
 ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "vmm", "staged", "nccl", "latency", "handles", "pipeline")
@@ -21,15 +23,16 @@ class Step:
     """One thing measured over the node's pair schedule.
 
     For each pair the two ranks of the pair call `run(ctx, src, dst, sizes)` while the other ranks wait
-    (a pair step), or every rank of the node calls `run(ctx, sizes)` together (a concurrent step).
+    (a pair step), or every rank of the node calls `run(ctx, sizes)` together (an all-ranks step: the
+    all-to-all; not to be confused with a run's pairs measured at once, core/schedule.PairMode.concurrent).
     """
 
     suite: str
     label: str
-    pairs: list[tuple[int, int]]  # node-local (src, dst); [] for a concurrent step
+    pairs: list[tuple[int, int]]  # node-local (src, dst); [] for an all-ranks step
     sizes: list[int]
     run: Callable
-    concurrent: bool = False
+    all_ranks: bool = False  # every rank of the node runs it together (run(ctx, sizes))
     needs: tuple[str, ...] = ()  # buffer kinds (ipc/sharers.KINDS) and libraries (sharers.LIBRARIES: "nccl") it needs
     cost: float = 1.0  # relative cost of one measurement, for the ETA
     # May its pairs be measured in rounds of disjoint pairs (core/schedule.py) when the run allows? Only
@@ -50,12 +53,12 @@ class Step:
     @property
     def serial(self) -> bool:
         """Never walked in rounds: measured one pair at a time, over the pairs --serial-pairs leaves it."""
-        return not self.concurrent and not self.rounds_ok
+        return not self.all_ranks and not self.rounds_ok
 
     @property
     def measurements(self) -> int:
         """Over every pair of the step; what a run measures after its --serial-pairs is run/walk.measured."""
-        return len(self.sizes) * (1 if self.concurrent else len(self.pairs))
+        return len(self.sizes) * (1 if self.all_ranks else len(self.pairs))
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ class SuiteSpec:
     name: str
     about: str
     steps: Callable[[int, list[int]], list[Step]]  # (node-local ranks, sizes) -> steps
+    # every method its rows name -> what those rows are (engine, sharing mechanism, pattern, timing): the one
+    # declaration that rows are described by when written (describe_rows) and when an older run is read
+    rows: Mapping[str, RowFacts] = field(default_factory=dict)
 
 
 class UnknownSuite(KeyError):
@@ -78,6 +84,18 @@ def spec(name: str) -> SuiteSpec:
     if s.name != name:
         raise RuntimeError(f"ipcbench.suites.{name} declares suite {s.name!r}")
     return s
+
+
+def row_facts(suite: str, method: str) -> RowFacts | None:
+    """What the rows of (suite, method) are, as the suite declares them; None for a name no suite writes."""
+    return spec(suite).rows.get(method) if suite in ORDER else None
+
+
+def describe_rows(rows: list, mps: bool, round_pairs: int) -> None:
+    """Give each row its facts (results.described) before it is written: its method's, this node's MPS
+    state, and how many pairs were measured at the same time (1: alone)."""
+    for r in rows:
+        r.describe(row_facts(r.suite, r.method), mps, round_pairs)
 
 
 def resolve(names: list[str]) -> list[str]:

@@ -5,7 +5,21 @@ memory shared other than by legacy IPC is a twin step (registry.Step.twin)."""
 from __future__ import annotations
 
 from ipcbench.core.world import ordered_pairs, unordered_pairs
+from ipcbench.results import ACCESS, RowFacts
 from ipcbench.suites.registry import Step
+
+
+def facts_of(method, **kw) -> RowFacts:
+    """The facts of a method's rows from the method table: its engine, its buffer kind as the sharing
+    mechanism (a two-sided engine, NCCL, shares through its own library), its style as its access."""
+    mechanism = method.engine if method.two_sided else method.buffers
+    return RowFacts(engine=method.engine, mechanism=mechanism, access=ACCESS[method.style], **kw)
+
+
+def method_facts(names: list[str]) -> dict[str, RowFacts]:
+    from ipcbench.core.methods import METHODS
+
+    return {name: facts_of(METHODS[name]) for name in names}
 
 
 def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) -> list[Step]:

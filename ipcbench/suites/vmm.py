@@ -6,12 +6,15 @@ writes no rows and says why."""
 from __future__ import annotations
 
 from ipcbench.suites.registry import SuiteSpec
-from ipcbench.suites.transfer import method_steps
+from ipcbench.suites.transfer import method_facts, method_steps
+
+METHOD_NAMES = ["vmm_ce", "vmm_sm_read", "vmm_sm_write"]
 
 
 def steps(n: int, sizes: list[int]):
-    return method_steps("vmm", ["vmm_ce", "vmm_sm_read", "vmm_sm_write"], n, sizes)
+    return method_steps("vmm", METHOD_NAMES, n, sizes)
 
 
 SUITE = SuiteSpec("vmm", "the copy and kernel methods on peers' cuMemCreate allocations (VMM: POSIX fd over a "
-                  "Unix socket, cuMemImportFromShareableHandle, cuMemMap)", steps)
+                  "Unix socket, cuMemImportFromShareableHandle, cuMemMap)", steps,
+                  method_facts(METHOD_NAMES))

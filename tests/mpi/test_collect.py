@@ -7,7 +7,7 @@ from mpi4py import MPI
 
 from ipcbench.run.collect import RowSink
 from ipcbench.results import ResultsWriter, Row
-from ipcbench.results_load import read_rows
+from ipcbench.record.table import read_rows
 from ipcbench.core.world import World
 
 comm = MPI.COMM_WORLD

@@ -13,7 +13,7 @@ from mpi4py import MPI
 from ipcbench.core.schedule import PairMode, SerialPairs
 from ipcbench.core.world import World
 from ipcbench.results import ResultsWriter, Row
-from ipcbench.results_load import read_rows
+from ipcbench.record.table import read_rows
 from ipcbench.run.collect import RowSink
 from ipcbench.run.walk import walk
 from ipcbench.suites.registry import Step
@@ -33,7 +33,8 @@ def _row(world, src, dst, nbytes, bw):
 def _setup(world):
     d = comm.bcast(tempfile.mkdtemp(prefix="ipcbench-walk-") if comm.rank == 0 else None, root=0)
     writer = ResultsWriter(d) if comm.rank == 0 else None
-    ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, unavailable={}, calls=[])
+    ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, unavailable={}, calls=[],
+                          gpu_of=list(range(world.local_size)), mps=False)
     ctx.has = lambda need: need in ctx.buffers  # core/context.Ctx.has, for buffer kinds
     return ctx, RowSink(world, writer, d), writer
 
@@ -77,6 +78,8 @@ def test_rounds_run_every_pair_once_and_at_once():
         writer.close()
         got = sorted((r.src_rank, r.dst_rank, r.bytes) for r in read_rows(writer.path))
         assert got == sorted((a, b, s) for a in range(n) for b in range(n) if a != b for s in (1024, 4096))
+        # every row says it was measured in a round of n/2 pairs, and without MPS
+        assert {(r.round_pairs, r.mps) for r in read_rows(writer.path)} == {(n // 2, False)}
         if n > 2:
             (check,) = checks
             assert all(f"round of {n // 2} disjoint pairs" in r.note for r in rows)
@@ -115,6 +118,7 @@ def test_sequential_walk_runs_one_pair_at_a_time():
         writer.close()
         assert len(read_rows(writer.path)) == n * (n - 1) * 2
         assert not any("round" in r.note for r in rows)
+        assert {r.round_pairs for r in read_rows(writer.path)} == {1}  # each pair alone
     comm.Barrier()
 
 

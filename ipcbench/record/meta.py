@@ -1,0 +1,212 @@
+"""A run's meta.json, read once into typed fields: what report, compare and the ceilings need of it.
+
+meta.json grew over the project's life, so every field is optional: a field that is missing or not of its
+type reads as unknown (None, empty), never as an error; only a file that is not JSON, or not an object,
+is a ResultsError (file:line). run/runner.py and run/meta.py write it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ipcbench.errors import ResultsError
+from ipcbench.results import META_NAME
+
+
+@dataclass(frozen=True)
+class GpuRecord:
+    """One GPU of a host as meta.json lists it (NVML and CUDA at the start of the run)."""
+
+    index: int
+    name: str = "?"
+    uuid: str | None = None
+    cc: str | None = None
+    sm_count: int | None = None
+    memory_bytes: int | None = None
+    l2_bytes: int | None = None
+    mem_bw_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Link:
+    """One GPU pair of a host's NVML link table: its kind (nvlink, nvswitch, pcie) and one-way peak."""
+
+    host: str
+    src_gpu: int
+    dst_gpu: int
+    kind: str
+    peak_gbps: float | None
+    nvlink_count: int | None = None
+    nvlink_version: str | None = None
+    per_link_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Meta:
+    found: bool = False
+    raw: dict = field(default_factory=dict)
+    run_id: str | None = None
+    start: str | None = None
+    status: str | None = None
+    command: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    gpus: dict[str, list[GpuRecord]] = field(default_factory=dict)
+    links: list[Link] = field(default_factory=list)
+    active_links: dict[tuple[str, int], int] = field(default_factory=dict)  # NVLinks up per (host, GPU)
+    mps: dict[tuple[str, int], bool] = field(default_factory=dict)  # ran under MPS, per (host, GPU)
+    n_ranks: int | None = None
+    ranks_per_gpu: int | None = None
+    options: dict = field(default_factory=dict)
+    sampling: dict = field(default_factory=dict)
+    sizes: list[int] = field(default_factory=list)
+    pair_mode: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)
+    suites: list[str] | None = None
+    schema_version: int = 1
+
+    # ---------------------------------------------------------------------------------- derived views
+
+    @property
+    def serial_ring(self) -> bool:
+        """The serial steps measured a ring of pairs (--serial-pairs), not every pair."""
+        sp = self.pair_mode.get("serial_pairs")
+        return isinstance(sp, dict) and sp.get("coverage") == "ring"
+
+    @property
+    def ipcbench_version(self) -> str | None:
+        return _text(self.raw.get("ipcbench_version") or self.versions.get("ipcbench"))
+
+    def link_peaks(self) -> dict[tuple[str, int, int], float]:
+        """{(host, src_gpu, dst_gpu): one-way peak GB/s}, both orders (a link listed one way holds both)."""
+        out: dict[tuple[str, int, int], float] = {}
+        for ln in self.links:
+            if ln.peak_gbps:
+                out[(ln.host, ln.src_gpu, ln.dst_gpu)] = ln.peak_gbps
+        for (h, s, d), peak in list(out.items()):
+            out.setdefault((h, d, s), peak)
+        return out
+
+    def nvlink_aggregate(self) -> dict[tuple[str, int], tuple[float, int, float]]:
+        """{(host, GPU): (one-way NVLink aggregate GB/s, active links, GB/s per link)}."""
+        rate: dict[tuple[str, int], float] = {}
+        for ln in self.links:
+            if ln.per_link_gbps:
+                rate.setdefault((ln.host, ln.src_gpu), ln.per_link_gbps)
+        return {k: (n * rate[k], n, rate[k]) for k, n in self.active_links.items() if n and k in rate}
+
+    def gpu(self, host: str, index: int) -> GpuRecord | None:
+        return next((g for g in self.gpus.get(host, []) if g.index == index), None)
+
+    def uuids(self) -> dict[tuple[str, int], str]:
+        return {(h, g.index): g.uuid for h, gs in self.gpus.items() for g in gs if g.uuid}
+
+    def gpu_models(self) -> str | None:
+        """"2 × NVIDIA H200" over every host (None without a GPU list)."""
+        c = Counter(g.name for gs in self.gpus.values() for g in gs)
+        return ", ".join(f"{n} × {name}" for name, n in sorted(c.items())) or None
+
+    def mps_state(self, host: str) -> bool | None:
+        """True / False when every GPU of `host` ran with / without MPS; None when unknown or mixed."""
+        states = {v for (h, _), v in self.mps.items() if h == host}
+        return states.pop() if len(states) == 1 else None
+
+
+def read_meta(run_dir: str | os.PathLike) -> Meta:
+    """The run's meta.json (Meta(found=False) when there is none); ResultsError (file:line) when it is not
+    a JSON object."""
+    path = Path(run_dir) / META_NAME
+    if not path.exists():
+        return Meta()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot open ({e.strerror or e})") from None
+    if not isinstance(raw, dict):
+        raise ResultsError(f"{path}:1: not a JSON object")
+    return parse_meta(raw)
+
+
+def parse_meta(raw: dict) -> Meta:
+    """A meta.json object as a Meta: each field typed, or unknown where it is missing or malformed."""
+    options = _dict(raw.get("options"))
+    ranks = raw.get("ranks") if isinstance(raw.get("ranks"), list) else None
+    return Meta(
+        found=True, raw=raw, run_id=_text(raw.get("run_id")), start=_text(raw.get("start")),
+        status=_text(raw.get("status")), command=[str(c) for c in _list(raw.get("command"))],
+        hosts=[str(h) for h in _list(raw.get("hosts"))], gpus=_gpus(raw.get("gpus")),
+        links=_links(raw.get("topology")), active_links=_active(raw.get("topology")), mps=_mps(raw.get("mps")),
+        n_ranks=len(ranks) if ranks is not None else None,
+        ranks_per_gpu=_ranks_per_gpu(raw.get("ranks_per_gpu"), ranks), options=options,
+        sampling=_dict(options.get("sampling")), sizes=[int(s) for s in _list(raw.get("sizes")) if isinstance(s, int)],
+        pair_mode=_dict(raw.get("pair_mode")),
+        versions=_dict(raw.get("versions")),
+        suites=[str(s) for s in raw["suites"]] if isinstance(raw.get("suites"), list) else None,
+        schema_version=raw["schema_version"] if isinstance(raw.get("schema_version"), int) else 1)
+
+
+def _text(v) -> str | None:
+    return None if v is None else str(v)
+
+
+def _dict(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
+
+
+def _int(v) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _num(v) -> float | None:
+    """A positive finite number, else None."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if x == x and 0 < x < float("inf") else None
+
+
+def _gpus(v) -> dict[str, list[GpuRecord]]:
+    return {str(host): [GpuRecord(i, str(g.get("name", "?")), _text(g.get("uuid")) or None, _text(g.get("cc")),
+                                  _int(g.get("sm_count")), _int(g.get("memory_bytes")), _int(_num(g.get("l2_bytes"))),
+                                  _num(g.get("mem_bw_gbps")))
+                        for g in _list(lst) if isinstance(g, dict) and (i := _int(g.get("index"))) is not None]
+            for host, lst in _dict(v).items()}
+
+
+def _links(topology) -> list[Link]:
+    return [Link(str(host), s, d, str(ln.get("kind") or ""), _num(ln.get("peak_gbps")), _int(ln.get("nvlink_count")),
+                 _text(ln.get("nvlink_version")), _num(ln.get("per_link_gbps")))
+            for host, t in _dict(topology).items() for ln in _list(_dict(t).get("links")) if isinstance(ln, dict)
+            and (s := _int(ln.get("src_gpu"))) is not None and (d := _int(ln.get("dst_gpu"))) is not None]
+
+
+def _active(topology) -> dict[tuple[str, int], int]:
+    return {(str(host), i): int(n) for host, t in _dict(topology).items()
+            for i, g in enumerate(_list(_dict(t).get("per_gpu"))) if (n := _num(_dict(g).get("active"))) is not None}
+
+
+def _mps(v) -> dict[tuple[str, int], bool]:
+    return {(str(host), i): state for host, m in _dict(v).items() for gpu, state in _dict(_dict(m).get("gpus")).items()
+            if isinstance(state, bool) and (i := _int(gpu)) is not None}
+
+
+def _ranks_per_gpu(value, ranks: list | None) -> int | None:
+    """meta.json's ranks_per_gpu, or (older runs) counted from its ranks; None when unknown."""
+    if isinstance(value, int) and value > 0:
+        return value
+    if ranks and all(isinstance(r, dict) and "gpu" in r for r in ranks):
+        return max(Counter((str(r.get("host")), r.get("gpu")) for r in ranks).values())
+    return None

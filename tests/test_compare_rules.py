@@ -1,0 +1,117 @@
+"""The rules of `ipcbench compare` that the rest of the suite would let go unnoticed, each pinned by a case
+whose verdict changes when the rule is broken: Welch's degrees of freedom, the test's direction agreeing with
+the medians', the floor of the pooled between-run variance at the row's own. Expected p-values were computed
+once with scipy 1.17.1 (scipy.stats.ttest_ind(log(BASE), log(NEW), equal_var=False)), outside the project,
+and written here; scipy is not a dependency."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import synth  # noqa: E402
+from ipcbench.report import compare, significance  # noqa: E402
+
+SIZES = [4096, 1 << 20, 64 << 20]
+ROW = dict(suite="copy", method="ce", direction="push", src_gpu=0, dst_gpu=1, bytes=4096)  # ~10 µs a copy
+
+
+def another_run(src: Path, dst: Path) -> Path:
+    """A copy of a run under a run id of its own: another run with the same rows."""
+    shutil.copytree(src, dst)
+    meta = json.loads((dst / "meta.json").read_text())
+    (dst / "meta.json").write_text(json.dumps({**meta, "run_id": dst.name, "start": dst.name}))
+    return dst
+
+
+def index_of(run: Path, **want) -> int:
+    header, records = synth.read_csv(run)
+    hits = [i for i, r in enumerate(records) if all(r[header.index(k)] == str(v) for k, v in want.items())]
+    assert len(hits) == 1, want
+    return hits[0]
+
+
+def judged(bases: list[Path], new: Path, alpha: float, **want):
+    runs = [compare.load(p) for p in [*bases, new]]
+    t = compare.compare(runs[:-1], runs[-1], alpha=alpha).table
+    for k, v in want.items():
+        t = t[t[k].astype(str) == str(v)]
+    assert len(t) == 1, want
+    return t.iloc[0]
+
+
+@pytest.fixture
+def pair_of_runs(tmp_path):
+    base = synth.make_run(tmp_path, run_id="base", suites=["copy", "staged"], sizes=SIZES, same_gpu=False)
+    return base, another_run(base, tmp_path / "new")
+
+
+def test_welch_uses_welchs_degrees_of_freedom():
+    """BASE: 3 noisy samples; NEW: 15 tight ones, 30% slower. Welch's df is 2.0003 (scipy): p = 0.16579; the
+    pooled n1 + n2 - 2 = 16 would give 0.04818 for the same t."""
+    a = np.log([10.0, 12.5, 8.4])
+    b = np.log([13.0, 13.1, 12.9, 13.05, 12.95, 13.02, 12.98, 13.01, 12.99, 13.03, 12.97, 13.0, 13.04, 12.96, 13.0])
+
+    def stats(x):
+        return np.array(float(len(x))), np.array(x.mean()), np.array(((x - x.mean()) ** 2).sum())
+
+    p, diff = significance.welch(*stats(a), *stats(b))
+    assert float(p) == pytest.approx(0.1657904906516384, rel=1e-6)
+    assert float(diff) == pytest.approx(b.mean() - a.mean())
+
+
+def test_a_change_not_significant_by_welch_stays_unchanged(pair_of_runs):
+    """The same samples in a row of BASE and NEW, at alpha 0.05: Welch says not significant (p 0.166), so the
+    30% slower row is unchanged; with n1 + n2 - 2 degrees of freedom it would be a regression (p 0.048)."""
+    base, new = pair_of_runs
+    synth.set_samples(base, index_of(base, **ROW), [10.0, 12.5, 8.4])
+    synth.set_samples(new, index_of(new, **ROW), [13.0, 13.1, 12.9, 13.05, 12.95, 13.02, 12.98, 13.01, 12.99, 13.03,
+                                                  12.97, 13.0, 13.04, 12.96, 13.0])
+    row = judged([base], new, 0.05, **ROW)
+    assert row["p"] == pytest.approx(0.1657904906516384, rel=1e-6)
+    assert (row["verdict"], row["note"]) == ("unchanged", "not significant")
+
+
+def test_the_tests_direction_must_agree_with_the_medians(pair_of_runs):
+    """NEW's median is 10% faster (9.0 against 10.0 µs) but its log mean is slower: 7 of its 15 samples took
+    20 µs. Welch is significant at 0.05 (p 0.02496, scipy) in the direction of slower; the medians say faster.
+    The two disagree, so the row is unchanged, "not significant"; without the check it would be an improvement."""
+    base, new = pair_of_runs
+    synth.set_samples(base, index_of(base, **ROW), [10.0, 10.01, 9.99, 10.02, 9.98])
+    synth.set_samples(new, index_of(new, **ROW), [9.0] * 8 + [20.0] * 7)
+    row = judged([base], new, 0.05, **ROW)
+    assert row["p"] == pytest.approx(0.024960875214780943, rel=1e-6)
+    assert row["change"] == pytest.approx(10.0 / 9.0 - 1, abs=1e-4)  # GB/s up 11%: the median is faster
+    assert (row["verdict"], row["note"]) == ("unchanged", "not significant")
+
+
+def test_the_pooled_between_run_variance_never_goes_below_the_rows_own(tmp_path):
+    """Three BASE runs; the host-timed mpi_staged push rows vary 0.2% between them, except one that varies 30%.
+    NEW has that row 50% slower, beyond the BASE runs' spread (30%). Against the variance pooled over its 36
+    rows (0.00064) it would be a regression (t 10.9); against its own (0.0228), the floor, t is 1.82 on 72
+    degrees of freedom: not significant at 0.01."""
+    base = synth.make_run(tmp_path, run_id="b1", suites=["copy", "staged"], sizes=SIZES, same_gpu=False)
+    b2, b3, new = (another_run(base, tmp_path / n) for n in ("b2", "b3", "new"))
+    host = dict(suite="staged", method="mpi_staged", direction="push")
+
+    def is_host(r):
+        return all(r[k] == v for k, v in host.items())
+
+    synth.scale_rows(b2, is_host, 1.002)
+    synth.scale_rows(b3, is_host, 0.998)
+    target = dict(host, src_gpu=0, dst_gpu=1, bytes=64 << 20)
+    synth.scale_rows(b2, [index_of(b2, **target)], 1 / 1.3 / 1.002)  # this row 30% slower in b2
+    synth.scale_rows(new, [index_of(new, **target)], 1 / 1.5)
+    row = judged([base, b2, b3], new, 0.01, **target)
+    geomean = (1 / 1.3 * 0.998) ** (1 / 3)  # the reference: the BASE runs' geometric mean
+    assert row["test"] == "runs" and row["change"] == pytest.approx(1 / 1.5 / geomean - 1, abs=1e-4)
+    assert row["spread"] == pytest.approx(0.3, abs=1e-3)
+    assert 0.05 < row["p"] < 0.1, row["p"]  # t 1.82, 72 degrees of freedom: 0.073
+    assert (row["verdict"], row["note"]) == ("unchanged", "not significant")
