@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ipcbench.core.bulk import BulkShape
 from ipcbench.core.sampler import SamplingRule
 from ipcbench.core.schedule import SERIAL_PAIRS  # noqa: F401 (the CLI's choices)
+from ipcbench.core.sm_copy import CopyShape
 from ipcbench.errors import UsageError
 from ipcbench.sizes import SizeError, fmt_size, parse_sizes
 
@@ -33,30 +34,6 @@ QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=4, max_samples=6, noise=
 
 
 @dataclass(frozen=True)
-class CopyShape:
-    """Launch shape of the SM copy kernel: blocks per SM, threads per block, 16-byte loads in flight."""
-
-    # 8 blocks/SM x 512 threads x 4 loads in flight was the best of 7 shapes on an H200 pair at 256 MiB
-    # (sm_read 375.0, sm_write 370.6 GB/s; 4x512x8: 373.8 / 370.1; 1x1024x12: 373.9 / 371.0).
-    blocks_per_sm: int = 8
-    threads: int = 512
-    unroll: int = 4
-
-    @classmethod
-    def parse(cls, text: str) -> "CopyShape":
-        try:
-            b, t, u = (int(x) for x in text.lower().split("x"))
-        except ValueError:
-            raise ValueError(f"{text!r} is not BxTxU (e.g. 1x1024x12)") from None
-        if not (1 <= b <= 32 and t in (128, 256, 512, 1024) and u in (1, 2, 4, 8, 12, 16)):
-            raise ValueError(f"{text!r}: B in 1..32, T in 128/256/512/1024, U in 1/2/4/8/12/16")
-        return cls(b, t, u)
-
-    def __str__(self) -> str:
-        return f"{self.blocks_per_sm}x{self.threads}x{self.unroll}"
-
-
-@dataclass(frozen=True)
 class RunConfig:
     suites: tuple[str, ...]
     sizes: tuple[int, ...]
@@ -71,7 +48,7 @@ class RunConfig:
     quick: bool = False
     pairs: str = "auto"
     serial_pairs: str = "auto"
-    copy_shape: CopyShape = field(default_factory=CopyShape)
+    copy_shape: CopyShape = field(default_factory=CopyShape)  # the SM copy kernel's (core/sm_copy.py)
     bulk_shape: BulkShape = field(default_factory=BulkShape)  # the sm_bulk kernel's (core/bulk.py)
     argv: tuple[str, ...] = ()
     sizes_given: bool = False  # --sizes was given: every step measures every size (no thinned twins)

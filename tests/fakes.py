@@ -229,7 +229,7 @@ class FakeGpu:
         self.green_stream = None
         self.loaded: set = set()  # what has had its first use (FakeStream.submit)
         self.bulk_shape = bulk_shape or BulkShape()
-        from ipcbench.config import CopyShape
+        from ipcbench.core.sm_copy import CopyShape
 
         self.copy_shape = CopyShape()
         self.factor = 1.0

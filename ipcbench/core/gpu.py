@@ -15,9 +15,9 @@ import numpy as np
 import cupy
 from cupy.cuda import runtime
 
-from ipcbench.config import CopyShape
 from ipcbench.core import bulk
 from ipcbench.core.poll import wait_until
+from ipcbench.core.sm_copy import CopyShape
 from ipcbench.errors import GpuError
 
 GATE_TIMEOUT_S = 10.0
