@@ -22,6 +22,7 @@ Directions (from the point of view of the ordered pair src -> dst):
 from __future__ import annotations
 
 import copy
+import importlib
 from dataclasses import dataclass
 
 # Stream operations (copies, kernel launches, graph nodes) queued behind one gate: the most transfers of one
@@ -108,23 +109,27 @@ class BulkEngine:
                 gpu.launch_bulk_copy(src, dst, nbytes, 1, stream)
 
 
-class NcclEngine:
-    """ncclSend/ncclRecv (ipc/nccl.py): two-sided, a send on one rank meets its receive on the other, so
-    both ranks drive and each enqueues through a transfer bound to the pair's communicator (Method.bind)."""
+class PairEngine:
+    """An engine whose transfers are two-sided (NCCL: a send on one rank meets its receive on the other), so
+    both ranks drive and each enqueues through a transfer bound to the pair (Method.bind). The engine's
+    module, ipcbench.ipc.<module>, makes that transfer (`pair_transfer(ctx, me, peer)`): found by name, as
+    ipc/sharers.py finds a buffer kind's module, so core imports no ipc module (ipc/nccl.py imports core)."""
 
-    name = "nccl"
     two_sided = True
 
-    def bind(self, ctx, me: int, peer: int):
-        from ipcbench.ipc.nccl import pair_transfer
+    def __init__(self, name: str, module: str):
+        self.name, self.module = name, module
 
-        return pair_transfer(ctx, me, peer)
+    def bind(self, ctx, me: int, peer: int):
+        """Collective over the pair: both ranks of the pair call this, in the same order (the pair's
+        first call makes its communicator: ipc/nccl.pair_for)."""
+        return importlib.import_module(f"ipcbench.ipc.{self.module}").pair_transfer(ctx, me, peer)
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
-        raise TypeError("an NCCL transfer needs its pair: enqueue through Method.bind(ctx, me, peer)")
+        raise TypeError(f"a {self.name} transfer needs its pair: enqueue through Method.bind(ctx, me, peer)")
 
 
-ENGINES = {"ce": CopyEngine(), "sm": SmEngine(), "sm_bulk": BulkEngine(), "nccl": NcclEngine()}
+ENGINES = {"ce": CopyEngine(), "sm": SmEngine(), "sm_bulk": BulkEngine(), "nccl": PairEngine("nccl", "nccl")}
 # Engines that are kernels on the SMs: from gpu.loop_in_kernel_bytes one launch per sample (core/pair.py's
 # longer samples), and two processes' kernels on one GPU are time-sliced without MPS.
 KERNEL_ENGINES = ("sm", "sm_bulk")
@@ -172,7 +177,7 @@ class Method:
 
     def batch(self, gpu, src: int, dst: int, nbytes: int, count: int, stream=None) -> "StreamBatch":
         """`count` transfers enqueued on the stream behind each gate (StreamBatch), on the engine's own
-        stream where it has one (a bulk copy confined to N SMs: core/gpu.Gpu.confined_stream)."""
+        stream where it has one (a bulk copy confined to N SMs: core/gpu.Gpu.bulk_stream)."""
         engine = ENGINES[self.engine]
         if stream is None and hasattr(engine, "stream"):
             stream = engine.stream(gpu)

@@ -31,6 +31,7 @@ import gc
 import time
 import warnings
 
+from ipcbench.core.methods import GraphBatch, StreamBatch
 from ipcbench.errors import MeasureError
 
 NCCL_TAG = 41  # MPI tag of the pair's NCCL setup and capture agreement
@@ -204,8 +205,6 @@ class NcclTransfer:
         enqueued directly (core/methods.StreamBatch). Collective over the pair: both ranks build the same
         batches in the same order (core/pair.py agrees every count), and a capture that fails on either rank
         after the agreement ends both with an error."""
-        from ipcbench.core.methods import GraphBatch, StreamBatch
-
         p = self.pair
         if p.graphs:
             err = None
