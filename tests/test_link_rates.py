@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipcbench.core.link_rates import CONVENTION, NVLINK, NVML_ENUM, PCIE, link_rates, rates_of_entry
+from ipcbench.core.link_rates import CONVENTION, LINK_KINDS, NVLINK, NVML_ENUM, PCIE, link_rates, rates_of_entry
 
 # Per link per direction, GB/s: (quoted data rate = peak, signalling rate = ceiling).
 # P100 1.0: 160 GB/s both ways over 4 links; 8 lanes x 20 Gb/s (no NVML reading known: ceiling = peak).
@@ -72,6 +72,7 @@ def test_unknowns_give_no_rates():
               link_rates("pcie", 0, None, 5, None), link_rates("pcie", 0, None, 9, 16)):
         assert (r.peak_gbps, r.ceiling_gbps) == (None, None)
     assert link_rates("bogus", 18, "4.0").kind == "unknown"
+    assert {link_rates(k, 18, "4.0", 5, 16).kind for k in (*LINK_KINDS, "bogus")} == set(LINK_KINDS)
     assert link_rates("nvlink", 4, None).peak_basis == "NVLink generation unknown"
 
 

@@ -311,7 +311,7 @@ def test_the_suite_plans_four_steps_after_staged():
     assert all(s.needs == ("legacy", "nccl") for s in steps)
     assert [s.rounds_ok for s in steps] == [True, True, True, False]
     assert [len(s.pairs) for s in steps] == [6, 3, 6, 3] and steps[3].sizes == [4]
-    assert "nccl" in sharers.LIBRARIES and "nccl" not in sharers.KINDS
+    assert "nccl" in sharers.LIBRARIES and "nccl" not in sharers.BUFFER_KINDS
 
 
 def rows_of(path):

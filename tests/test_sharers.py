@@ -34,7 +34,7 @@ def fake_kinds(monkeypatch):
             made.append(self.name)
             return self.name
 
-    monkeypatch.setattr(sharers, "KINDS",
+    monkeypatch.setattr(sharers, "BUFFER_KINDS",
                         {n: Kind(n, n, None if n == "legacy" else "support") for n in ("legacy", "pool")})
 
     class FakeBufferSet:
@@ -69,7 +69,7 @@ def test_a_kind_one_rank_lacks_is_unavailable_with_that_ranks_reason(fake_kinds)
 def test_every_method_buffer_kind_is_in_the_table():
     from ipcbench.core.methods import METHODS
 
-    real = {k for k in sharers.KINDS}
+    real = {k for k in sharers.BUFFER_KINDS}
     assert {m.buffers for m in METHODS.values()} <= real
     assert {"legacy", "pool", "core"} <= real
 

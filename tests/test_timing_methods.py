@@ -35,10 +35,10 @@ def test_plan_segments():
 
 def test_method_table_is_consistent():
     from ipcbench.core.methods import ENGINES
-    from ipcbench.ipc.sharers import KINDS
+    from ipcbench.ipc.sharers import BUFFER_KINDS
 
     for name, m in METHODS.items():
-        assert m.name == name and m.engine in ENGINES and m.buffers in KINDS
+        assert m.name == name and m.engine in ENGINES and m.buffers in BUFFER_KINDS
         assert m.style in m.directions and set(m.directions) <= {"push", "pull", "bidir"}
     # the legacy methods measure both ways at once; the cuda.core copy only proves the path (push, pull)
     assert all("bidir" in m.directions for m in METHODS.values() if m.buffers == "legacy")

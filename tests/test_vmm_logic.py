@@ -16,7 +16,7 @@ from ipcbench.errors import ShareError
 from ipcbench.ipc import vmm
 from ipcbench.ipc.buffers import BufferSet
 from ipcbench.ipc.legacy import LegacyIpc
-from ipcbench.ipc.sharers import KINDS
+from ipcbench.ipc.sharers import BUFFER_KINDS
 from ipcbench.run.collect import RowSink
 from ipcbench.run.walk import walk
 from ipcbench.suites import handles
@@ -60,7 +60,7 @@ def test_vmm_suite_plan():
 
 
 def test_vmm_is_a_buffer_kind_with_a_support_check():
-    kind = KINDS["vmm"]
+    kind = BUFFER_KINDS["vmm"]
     assert (kind.module, kind.support) == ("vmm", "vmm_support")
     assert vmm.sharer and vmm.VmmIpc.name == "vmm"
     for method in ("alloc", "export", "allgather_exports", "open", "close_all", "free", "shutdown"):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CONVENTION = 2  # recorded with every link entry (`rate_convention`); entries without it predate this module
-KINDS = ("nvlink", "nvswitch", "pcie", "unknown")
+LINK_KINDS = ("nvlink", "nvswitch", "pcie", "unknown")  # what a GPU pair is linked by (core/topology.py)
 
 
 @dataclass(frozen=True)

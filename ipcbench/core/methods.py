@@ -148,7 +148,7 @@ class Method:
     name: str
     engine: str
     style: str  # the one-way direction this method drives: "push" (P2P write) or "pull" (P2P read)
-    buffers: str  # a buffer kind of ipc/sharers.KINDS: "legacy", "pool", "vmm", "core"
+    buffers: str  # a buffer kind of ipc/sharers.BUFFER_KINDS: "legacy", "pool", "vmm", "core"
     directions: tuple[str, ...]
     about: str
 

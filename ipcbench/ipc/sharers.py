@@ -36,7 +36,7 @@ class SharerKind(Need):
         return importlib.import_module(f"ipcbench.ipc.{self.module}").sharer(gpu, world)
 
 
-KINDS: dict[str, SharerKind] = {k.name: k for k in (
+BUFFER_KINDS: dict[str, SharerKind] = {k.name: k for k in (
     SharerKind("legacy", "legacy"),
     SharerKind("pool", "pool", "pool_support"),
     SharerKind("vmm", "vmm", "vmm_support"),
@@ -96,7 +96,7 @@ def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:
     (collective over the node: every rank calls this with the same kinds)."""
     from ipcbench.ipc.buffers import BufferSet
 
-    for name, kind in KINDS.items():
+    for name, kind in BUFFER_KINDS.items():
         if name not in kinds:
             continue
         if node_has(ctx, kind, f"a rank of this node cannot share {name} memory"):

@@ -62,9 +62,9 @@ def slot_bytes(steps, sizes) -> int:
 
 
 def _check_memory(world, gpu, sizes, steps) -> None:
-    from ipcbench.ipc.sharers import KINDS
+    from ipcbench.ipc.sharers import BUFFER_KINDS
 
-    kinds = {k for s in steps for k in s.needs if k in KINDS} or {"legacy"}  # buffer kinds, not libraries
+    kinds = {k for s in steps for k in s.needs if k in BUFFER_KINDS} or {"legacy"}  # buffer kinds, not libraries
     slot = -(-slot_bytes(steps, sizes) // 4096) * 4096
     need = len(kinds) * slot * (1 + world.local_size) + (64 << 20)
     sharing = world.node_allgather(gpu.index, "GPU sharing check").count(gpu.index)

@@ -28,7 +28,7 @@ from ipcbench.core.methods import METHODS
 DEFAULT_SIZES = "4K,64K,1M,64M,128M,256M,384M,512M,768M,1G"
 # The methods checked: every method of these engines that has a one-way direction (NCCL is two-sided: no
 # one-process anchor does what a send and its receive do).
-ENGINES = ("ce", "sm", "sm_bulk")
+CHECKED_ENGINES = ("ce", "sm", "sm_bulk")
 CROSS = ("ring", "all")
 TOLERANCE = 0.02  # beyond both noises: the issue's bound, and what a user may expect an instrument to hold
 SUITE_OF_BUFFERS = {"legacy": None, "pool": "pool", "vmm": "vmm", "core": "pool"}  # the suite a method's rows go to
@@ -36,7 +36,7 @@ SUITE_OF_BUFFERS = {"legacy": None, "pool": "pool", "vmm": "vmm", "core": "pool"
 
 def methods() -> list[str]:
     """The methods the selftest checks, in the method table's order."""
-    return [m.name for m in METHODS.values() if m.engine in ENGINES and set(m.directions) & {"push", "pull"}]
+    return [m.name for m in METHODS.values() if m.engine in CHECKED_ENGINES and set(m.directions) & {"push", "pull"}]
 
 
 def suite_of(method: str) -> str:
@@ -117,4 +117,5 @@ def anchor_jobs(gpu_of: list[int], node_ranks: list[int], same: list[tuple[int, 
             for a, b in same + cross:
                 key = anchor_key(name, d, node_ranks[a], node_ranks[b], gpu_of[a], gpu_of[b])
                 keys.add((a if d == "push" else b, key))
-    return sorted(keys, key=lambda j: (ENGINES.index(j[1].engine), j[1].style, j[1].src_gpu, j[1].dst_gpu, j[0]))
+    return sorted(keys, key=lambda j: (CHECKED_ENGINES.index(j[1].engine), j[1].style, j[1].src_gpu, j[1].dst_gpu,
+                                       j[0]))

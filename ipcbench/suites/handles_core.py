@@ -97,7 +97,6 @@ CORE_COSTS = ShareCosts(
     importer_rows=("core_import_pool", "core_import_buffer"), tags=(41, 42), supported=_supported,
     export_once=_export_once, import_once=_import_once, awaits="release the buffer",
     note=lambda ctx, nbytes: "data checked through the imported buffer", open=_open, close=_close)
-METHODS = CORE_COSTS.exporter_rows + CORE_COSTS.importer_rows
 
 
 def measure_core_handles(ctx, src: int, dst: int, sizes: list[int]):

@@ -33,7 +33,9 @@ class Step:
     sizes: list[int]
     run: Callable
     all_ranks: bool = False  # every rank of the node runs it together (run(ctx, sizes))
-    needs: tuple[str, ...] = ()  # buffer kinds (ipc/sharers.KINDS) and libraries (sharers.LIBRARIES: "nccl") it needs
+    # buffer kinds (ipc/sharers.BUFFER_KINDS), libraries (sharers.LIBRARIES: "nccl") and GPU features
+    # (sharers.GPU_FEATURES: "bulk_copy") it needs
+    needs: tuple[str, ...] = ()
     cost: float = 1.0  # relative cost of one measurement, for the ETA
     # May its pairs be measured in rounds of disjoint pairs (core/schedule.py) when the run allows? Only
     # GPU-to-GPU transfers: host paths share the host's memory and CPUs, handle costs the driver's locks.
