@@ -42,7 +42,8 @@ class BulkShape:
     over 132 SMs that is about 12 MiB, far above what a 478 GB/s link needs to cover a few microseconds of
     latency (about 1-2 MiB), while two CTAs per SM keep issuing when one waits on its barrier. 16 KiB
     pieces (not 32 or 64) keep copies of a few MiB spread over every CTA. The choice is to be confirmed
-    by the sweep in the README (several --sm-bulk values at 256 MiB on a Hopper pair).
+    by a sweep of several --sm-bulk values at 256 MiB on a Hopper pair (tests/bench_bulk_sweep.py;
+    docs/suites.md, docs/measurement.md).
     """
 
     blocks_per_sm: int = 2

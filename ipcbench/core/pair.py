@@ -150,6 +150,12 @@ def per_transfer_us(direction: str, one_clock: bool, mine, theirs, n: int) -> fl
     return max(mine[0], theirs[0]) * 1e3 / n
 
 
+def measurement_label(suite: str, method: str, direction: str) -> str:
+    """The label of one pair's sweep of a method in one direction: it keys the calibration hints
+    (Ctx.calibrate, with the pair) and seeds the data patterns (stats.seed_for)."""
+    return f"{suite}/{method}/{direction}"
+
+
 def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, sizes: list[int],
                  row_direction: str | None = None, kind: str = "", note: str = "") -> list[Row]:
     """Run one pair's size sweep. Both ranks of the pair call this; `src` returns the rows.
@@ -165,7 +171,7 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
     both = len(r.drivers) == 2  # both ranks enqueue: their gates open together, their counts agree
     bufs = ctx.buffers[method.buffers]
     style = method.style if direction == "bidir" else direction
-    label = f"{suite}/{method.name}/{direction}"
+    label = measurement_label(suite, method.name, direction)
     one_clock = direction == "bidir" and ctx.same_gpu(src, dst)
     peer_world = ctx.world_rank(r.peer)
     transfer = method.bind(ctx, me, r.peer) if r.driving else None

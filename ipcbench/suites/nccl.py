@@ -49,7 +49,7 @@ def measure(ctx, direction: str, src: int, dst: int, sizes: list[int], latency: 
     """nccl push/bidir over `sizes` (core/pair.measure_pair, two-sided), or with `latency` the one-way rows
     of the latency sizes. Both ranks of the pair call this; src returns the rows."""
     from ipcbench.core.methods import METHODS
-    from ipcbench.core.pair import measure_pair
+    from ipcbench.core.pair import measure_pair, measurement_label
     from ipcbench.core.rows import join_note
     from ipcbench.ipc.nccl import pair_for
 
@@ -58,9 +58,9 @@ def measure(ctx, direction: str, src: int, dst: int, sizes: list[int], latency: 
     me = ctx.world.local_rank
     about = pair_for(ctx, me, dst if me == src else src).describe()
     if latency:
-        # The push step's rows share this label ("nccl/nccl/push"): its hint, from the largest push size scaled
-        # down to a few bytes, would start calibration at max_count / 4 transfers. Both ranks drop it alike.
-        ctx.hints.pop(("nccl/nccl/push", src, dst), None)
+        # The push step's rows share this label: its hint, from the largest push size scaled down to a few
+        # bytes, would start calibration at max_count / 4 transfers. Both ranks drop it alike.
+        ctx.hints.pop((measurement_label("nccl", "nccl", "push"), src, dst), None)
         return measure_pair(ctx, "nccl", METHODS["nccl"], "push", src, dst, sizes, row_direction="oneway",
                             kind="latency", note=join_note(ONEWAY_NOTE, about))
     return measure_pair(ctx, "nccl", METHODS["nccl"], direction, src, dst, sizes, note=about)

@@ -59,6 +59,7 @@ def sweep_staged(ctx, method: str, src: int, dst: int, sizes: list[int], suite: 
                  direction: str = "push", kind: str = "", note: str = "") -> list:
     """Both ranks of the pair call this; the source rank returns the rows. Opens the method's pipe for
     the pair, calibrates and samples every size through core/sampler.py, closes the pipe (also on error)."""
+    from ipcbench.core.pair import measurement_label
     from ipcbench.core.rows import join_note, make_row
     from ipcbench.core.sampler import take_samples
     from ipcbench.core.stats import poison_seed, seed_for
@@ -78,7 +79,7 @@ def sweep_staged(ctx, method: str, src: int, dst: int, sizes: list[int], suite: 
     me = w.local_rank
     peer = dst if me == src else src
     pipe = Pipe(ctx, "src" if me == src else "dst", peer, chunk, slots, max(sizes))
-    label = f"{suite}/{method}/push"
+    label = measurement_label(suite, method, "push")  # the one-way latency rows too
     rows = []
     try:
         pipe.open(max(sizes))
