@@ -392,3 +392,30 @@ def test_one_way_does_not_calibrate_from_the_push_steps_hint(fake_nccl, monkeypa
     node.run(lambda ctx: (suite.measure(ctx, "push", 0, 1, [65536]),
                           suite.measure(ctx, "push", 0, 1, [4], latency=True)))
     assert len(hints) == 4 and all(h is None for h in hints)  # 2 ranks x (push, one-way), no hint either time
+
+
+def test_a_run_releases_the_communicators_before_the_buffers_their_calls_touched(fake_job, tmp_path,  # noqa: F811
+                                                                                 monkeypatch):
+    """The context's releases (Ctx.add_cleanup) run last added first: every rank destroys its communicators
+    (added at the pair's first measurement) before the shared buffers (added at setup) go."""
+    import threading
+
+    from fakes import FakeNcclComm
+    from ipcbench.ipc.buffers import BufferSet
+
+    lib = FakeNccl()
+    monkeypatch.setattr(ncclmod, "load", lambda: lib)
+    order: dict[int, list[str]] = {}
+
+    def spy(what, real):
+        def call(self, *a):
+            order.setdefault(threading.get_ident(), []).append(what)
+            return real(self, *a)
+        return call
+
+    monkeypatch.setattr(FakeNcclComm, "destroy", spy("communicator", FakeNcclComm.destroy))
+    monkeypatch.setattr(BufferSet, "destroy", spy("buffers", BufferSet.destroy))
+    statuses, node = fake_job(cfg(tmp_path / "run", suites=("nccl",), argv=("nccl",), quiet=True))
+    assert statuses == [0, 0] and len(order) == 2
+    assert all(seq == ["communicator", "buffers"] for seq in order.values())
+    assert all(c.destroyed for c in lib.comms) and node.memory.live() == set()

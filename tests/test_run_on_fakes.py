@@ -235,3 +235,34 @@ def test_node_topology_from_cuda_and_nvml(monkeypatch):
     t = runner._node_topology()
     assert t == {"p2p_matrix": [[1, 1, 1], [1, 1, 0], [1, 0, 1]], "nvml": True, "links": [],
                  "buses": ["bus0", "bus1", "bus2"]}
+
+
+def test_the_context_runs_each_release_once_the_last_added_first():
+    from ipcbench.core.context import Ctx
+
+    ctx = Ctx(world=None, gpu=None, buffers={}, rule=None, verify=True, run_id="x", gpu_of=[], node_ranks=[])
+    done: list[str] = []
+    for name in ("buffers", "events", "communicators"):
+        ctx.add_cleanup(lambda name=name: done.append(name))
+    ctx.clean_up()
+    ctx.clean_up()
+    assert done == ["communicators", "events", "buffers"]
+
+
+def test_interprocess_events_are_released_with_the_context(monkeypatch):
+    """latency's event ping-pong makes its interprocess events once per run (ctx.state) and hands their
+    release to the context: after clean_up no event is left, owned or opened."""
+    from ipcbench.suites import latency
+
+    node = FakeNode()
+    drv = FakeCudaIpc(node).install(monkeypatch)
+
+    def rank(ctx):
+        peer = 1 - ctx.world.local_rank
+        first = latency._event_pair(ctx, peer)
+        assert latency._event_pair(ctx, peer) == first  # cached: one pair of events per peer
+        ctx.world.node_barrier("both opened")
+        ctx.clean_up()
+
+    node.run(rank)
+    assert len(drv.events) == 2 and all(getattr(e, "destroyed", False) for e in drv.events.values())

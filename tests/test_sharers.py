@@ -48,18 +48,24 @@ def fake_kinds(monkeypatch):
     return made
 
 
+def _ctx(world):
+    """What setup_buffers reads and writes of a context (core/context.Ctx)."""
+    ctx = SimpleNamespace(gpu=SimpleNamespace(index=0), world=world, buffers={}, unavailable={}, cleanups=[])
+    ctx.add_cleanup = ctx.cleanups.append
+    return ctx
+
+
 def test_only_needed_kinds_in_table_order(fake_kinds):
-    ctx = SimpleNamespace(gpu=SimpleNamespace(index=0), world=_Node([(True, None), (True, None)]), buffers={},
-                          unavailable={})
+    ctx = _ctx(_Node([(True, None), (True, None)]))
     sharers.setup_buffers(ctx, {"pool", "legacy"}, 4096)
     assert fake_kinds == ["legacy", "pool"]
     assert ctx.buffers == {"legacy": ("legacy", 4096), "pool": ("pool", 4096)} and ctx.unavailable == {}
+    assert len(ctx.cleanups) == 1  # released together at the end of the run (destroy_buffers)
 
 
 def test_a_kind_one_rank_lacks_is_unavailable_with_that_ranks_reason(fake_kinds):
     why = "GPU 1 pools cannot be exported as POSIX file descriptors"
-    ctx = SimpleNamespace(gpu=SimpleNamespace(index=0), world=_Node([(True, None), (False, why)]), buffers={},
-                          unavailable={})
+    ctx = _ctx(_Node([(True, None), (False, why)]))
     sharers.setup_buffers(ctx, {"pool"}, 4096)
     assert fake_kinds == [] and ctx.buffers == {}
     assert ctx.unavailable == {"pool": why}
@@ -80,7 +86,7 @@ def test_a_kind_without_a_support_check_asks_nobody(monkeypatch):
 
     monkeypatch.setattr(buffers, "BufferSet", type("B", (), {"create": classmethod(lambda c, w, s, n: (s, n))}))
     monkeypatch.setattr(sharers.SharerKind, "create", lambda self, gpu, world: self.name)
-    ctx = SimpleNamespace(gpu=SimpleNamespace(index=0), world=_Node([]), buffers={}, unavailable={})
+    ctx = _ctx(_Node([]))
     sharers.setup_buffers(ctx, {"legacy"}, 4096)
     assert ctx.buffers == {"legacy": ("legacy", 4096)} and ctx.world.asked == []
 

@@ -1,10 +1,11 @@
 """What a rank needs to measure: the world, its GPU, the shared buffers, the sampling rule, the run's
-identity. Built once by run/runner.py after every collective of the setup is done, so reading any field
-never talks to another rank. docs/architecture.md."""
+identity, and what to release at the end of the run. Built once by run/runner.py after every collective of
+the setup is done, so reading any field never talks to another rank. docs/architecture.md."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ipcbench.core.sampler import SamplingRule
 
@@ -29,6 +30,21 @@ class Ctx:
     # Test hook (IPCBENCH_FAULT_CORRUPT=<method>): the receiver overwrites a few words of what it received
     # before the check, so a GPU test can prove that a bad destination gives verified=false and exit 1.
     corrupt: str = ""
+    # what add_cleanup was given, in order: run last first by clean_up at the end of the run
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+    def add_cleanup(self, release: Callable[[], None]) -> None:
+        """Have `release()` run at the end of the run (clean_up): the one way the setup and the suites free
+        what they made for the whole run (the shared buffers, interprocess events, NCCL communicators). A
+        release that talks to other ranks must be added by every rank concerned, in the same order."""
+        self.cleanups.append(release)
+
+    def clean_up(self) -> None:
+        """Collective where the releases are: run every release once, the last added first, so a resource is
+        released before what it was made after and may still use (NCCL's communicators before the shared
+        buffers their last calls touched: the buffers are added at setup, before any suite runs)."""
+        while self.cleanups:
+            self.cleanups.pop()()
 
     def has(self, need: str) -> bool:
         """Whether a step's need (Step.needs: a buffer kind, a library or a GPU feature) is there on this node."""

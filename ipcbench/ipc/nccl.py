@@ -13,8 +13,9 @@ node-wide communicator would need every rank at every init; so each cross-GPU pa
 communicator the first time it is measured (the lower node-local rank makes the unique id, the pair swaps
 it over MPI, both call ncclCommInitRank), then one direct send/receive each way connects the pair: NCCL
 connects peers lazily, and a first P2P call must not happen inside a graph capture. Cached in
-ctx.state["nccl_pairs"] by the unordered pair; close_pairs destroys them at the end of the run in one
-order that every rank shares, so no two ranks wait on each other's different communicator.
+ctx.state["nccl_pairs"] by the unordered pair; close_pairs, the context's release of them (ctx.add_cleanup),
+destroys them at the end of the run in one order that every rank shares, so no two ranks wait on each
+other's different communicator.
 
 Graphs: NCCL's P2P calls can be captured into CUDA graphs (NCCL >= 2.9), but whether a call is captured
 must be the same on both ranks of the pair (NCCL's rule), and what a send or receive that was captured but
@@ -230,8 +231,12 @@ class NcclTransfer:
 
 
 def pair_for(ctx, me: int, peer: int) -> NcclPair:
-    """The communicator of this rank with `peer`, made on first use (both ranks of the pair call this)."""
-    pairs = ctx.state.setdefault("nccl_pairs", {})
+    """The communicator of this rank with `peer`, made on first use (both ranks of the pair call this); the
+    rank's first makes close_pairs its release at the end of the run (ctx.add_cleanup)."""
+    pairs = ctx.state.get("nccl_pairs")
+    if pairs is None:
+        pairs = ctx.state["nccl_pairs"] = {}
+        ctx.add_cleanup(lambda: close_pairs(ctx))
     key = (min(me, peer), max(me, peer))
     if key not in pairs:
         pairs[key] = NcclPair.create(ctx, me, peer)
@@ -244,8 +249,9 @@ def pair_transfer(ctx, me: int, peer: int) -> NcclTransfer:
 
 
 def close_pairs(ctx) -> None:
-    """Destroy this rank's communicators at the end of the run (run/runner.py): graphs holding NCCL work
-    first, then every communicator in ascending pair order (the same on every rank)."""
+    """Destroy this rank's communicators at the end of the run (ctx.clean_up, before the shared buffers their
+    last calls touched): graphs holding NCCL work first, then every communicator in ascending pair order (the
+    same on every rank)."""
     pairs = ctx.state.pop("nccl_pairs", {})
     if not pairs:
         return

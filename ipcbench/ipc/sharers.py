@@ -93,7 +93,8 @@ def setup_libraries(ctx, needs: set[str]) -> None:
 
 def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:
     """Create a BufferSet for every kind in `kinds` that every rank of the node supports, in table order
-    (collective over the node: every rank calls this with the same kinds)."""
+    (collective over the node: every rank calls this with the same kinds); they are released together at
+    the end of the run (ctx.add_cleanup: destroy_buffers)."""
     from ipcbench.ipc.buffers import BufferSet
 
     for name, kind in BUFFER_KINDS.items():
@@ -101,3 +102,12 @@ def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:
             continue
         if node_has(ctx, kind, f"a rank of this node cannot share {name} memory"):
             ctx.buffers[name] = BufferSet.create(ctx.world, kind.create(ctx.gpu, ctx.world), slot_bytes)
+    ctx.add_cleanup(lambda: destroy_buffers(ctx))
+
+
+def destroy_buffers(ctx) -> None:
+    """Collective over the node: every rank's shared buffers, in table order (BufferSet.destroy: peers unmap
+    before owners free)."""
+    for bs in ctx.buffers.values():
+        bs.destroy(ctx.world)
+    ctx.buffers = {}

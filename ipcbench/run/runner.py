@@ -188,17 +188,9 @@ def measure(s: Session):
 
 
 def release(s: Session) -> None:
-    """Free what the suites and the setup hold (collective): interprocess events, NCCL communicators before
-    the buffers their last calls touched, then every rank's shared buffers."""
-    from ipcbench.ipc.nccl import close_pairs
-
-    ctx = s.ctx
-    if "event_ipc" in ctx.state:
-        ctx.state["event_ipc"].close()
-    close_pairs(ctx)
-    for bs in ctx.buffers.values():
-        bs.destroy(s.world)
-    ctx.buffers = {}
+    """Free what the setup and the suites hold (collective): the context's releases, the last added first
+    (core/context.Ctx.clean_up): interprocess events and NCCL communicators before the shared buffers."""
+    s.ctx.clean_up()
 
 
 def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:

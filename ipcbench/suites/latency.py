@@ -101,7 +101,8 @@ def sm_pingpong(ctx, src: int, dst: int, sizes: list[int], iters: int | None = N
 
 
 def _event_pair(ctx, peer: int):
-    """This rank's interprocess event for talking to `peer`, and the peer's, opened here (cached)."""
+    """This rank's interprocess event for talking to `peer`, and the peer's, opened here (cached; destroyed
+    at the end of the run: ctx.add_cleanup)."""
     from ipcbench.ipc.events import EventIpc
 
     cache = ctx.state.setdefault("event_pairs", {})
@@ -109,6 +110,7 @@ def _event_pair(ctx, peer: int):
         ipc = ctx.state.get("event_ipc")
         if ipc is None:
             ipc = ctx.state["event_ipc"] = EventIpc(ctx.gpu, ctx.world.rank)
+            ctx.add_cleanup(ipc.close)
         ev = ipc.create()
         theirs = ctx.world.exchange(ipc.export(ev), peer)
         cache[peer] = (ev, ipc.open(theirs, peer))
