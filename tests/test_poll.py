@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ipcbench.core.poll import FIRST_SLEEP_S, MAX_SLEEP_S, WaitTimeout, wait_until
+from ipcbench.core.poll import FIRST_SLEEP_S, MAX_SLEEP_S, wait_until
+from ipcbench.errors import WorldError
 
 
 class Clock:
@@ -22,14 +23,14 @@ class Clock:
 
 def test_returns_the_first_true_value_without_sleeping():
     c = Clock()
-    assert wait_until(lambda: "ready", 1.0, "x", clock=c.now, sleep=c.sleep) == "ready"
+    assert wait_until(lambda: "ready", 1.0, "x", error=WorldError, clock=c.now, sleep=c.sleep) == "ready"
     assert c.sleeps == []
 
 
 def test_sleep_doubles_up_to_the_cap():
     c = Clock()
     values = iter([0] * 12 + [7])
-    assert wait_until(lambda: next(values), 10.0, "x", clock=c.now, sleep=c.sleep) == 7
+    assert wait_until(lambda: next(values), 10.0, "x", error=WorldError, clock=c.now, sleep=c.sleep) == 7
     assert c.sleeps[0] == FIRST_SLEEP_S and c.sleeps[1] == 2 * FIRST_SLEEP_S
     assert max(c.sleeps) == MAX_SLEEP_S and len(c.sleeps) == 12
     assert all(b == min(2 * a, MAX_SLEEP_S) for a, b in zip(c.sleeps, c.sleeps[1:]))
@@ -37,8 +38,8 @@ def test_sleep_doubles_up_to_the_cap():
 
 def test_timeout_names_what_was_awaited():
     c = Clock()
-    with pytest.raises(WaitTimeout, match=r"timed out after 0.01 s waiting for the peer"):
-        wait_until(lambda: False, 0.01, "the peer", clock=c.now, sleep=c.sleep)
+    with pytest.raises(WorldError, match=r"timed out after 0.01 s waiting for the peer"):
+        wait_until(lambda: False, 0.01, "the peer", error=WorldError, clock=c.now, sleep=c.sleep)
     assert 0.01 <= sum(c.sleeps) <= 0.01 + MAX_SLEEP_S
 
 

@@ -1,7 +1,8 @@
 """The one wait loop: poll a condition with a growing sleep until it holds or a deadline passes.
 
 Every wait on another rank or on the GPU goes through `wait_until`, so that no wait can hang (a dead
-peer becomes an error naming what was awaited) and so that the polling lag is the same everywhere.
+peer becomes the caller's error, one of the project's, naming what was awaited) and so that the polling
+lag is the same everywhere.
 `max_sleep=0` busy-polls (pair barriers that start a timed region: both sides must leave at once).
 """
 
@@ -14,14 +15,11 @@ FIRST_SLEEP_S = 2e-6
 MAX_SLEEP_S = 5e-5  # a sample waits ~5 times (GPU, peers): the lag adds to every sample (0.2 ms: 10% of a run)
 
 
-class WaitTimeout(RuntimeError):
-    """A condition did not hold within its timeout; the message says what was awaited."""
-
-
-def wait_until(done: Callable[[], object], timeout: float, what: str, max_sleep: float = MAX_SLEEP_S,
-               error: type[Exception] = WaitTimeout, clock: Callable[[], float] = time.monotonic,
+def wait_until(done: Callable[[], object], timeout: float, what: str, *, error: type[Exception],
+               max_sleep: float = MAX_SLEEP_S, clock: Callable[[], float] = time.monotonic,
                sleep: Callable[[float], None] = time.sleep):
-    """Return done()'s first true value; raise `error` after `timeout` seconds of false ones."""
+    """Return done()'s first true value; raise `error` (one of the project's, ipcbench/errors.py, naming what
+    was awaited) after `timeout` seconds of false ones."""
     value = done()
     if value:
         return value

@@ -17,8 +17,10 @@ is what makes the all-to-all :meth:`FdExchange.exchange` deadlock-free (all
 ranks send first, then receive).
 
 Every wait is bounded: socket operations use socket timeouts, and MPI
-collectives are issued non-blocking and polled against a deadline.  A wait that
-runs out raises :class:`TimeoutError` naming the rank and what it waited for.
+collectives are issued non-blocking and polled against a deadline (the one wait
+loop, core/poll.wait_until).  A wait that runs out, or a peer that is not
+listening, raises :class:`ipcbench.errors.WorldError` naming the rank and what
+it waited for; a setup that fails raises :class:`FdPassError` (a ShareError).
 
 This module imports no CUDA; it works with any file descriptor.
 ``pidfd_getfd`` is deliberately not used (it fails under Yama
@@ -43,6 +45,9 @@ from typing import Iterable
 
 from mpi4py import MPI
 
+from ipcbench.core.poll import wait_until
+from ipcbench.errors import ShareError, WorldError
+
 __all__ = ["FdExchange", "FdPassError", "socket_base_dir"]
 
 #: Linux ``sizeof(sockaddr_un.sun_path)``; the path plus its NUL must fit.
@@ -62,8 +67,10 @@ _BCAST_SIZE = 4096
 # Indirection so tests can simulate a foreign owner.
 _owner_uid = os.geteuid
 
+_MAX_SLEEP_S = 0.01  # polling an MPI request of the setup or teardown: no timed region waits on it
 
-class FdPassError(RuntimeError):
+
+class FdPassError(ShareError):
     """Setting up or using the fd exchange failed (on this rank or on a peer)."""
 
 
@@ -108,7 +115,7 @@ def _make_private_dir(base: str, name: str, max_local_rank: int) -> str:
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
-        raise FileExistsError(
+        raise FdPassError(
             f"refusing to use pre-existing path {path!r} as the private socket directory"
         ) from None
     try:
@@ -156,20 +163,15 @@ def _recv_with_fds(sock: socket.socket, bufsize: int, fds: list[int], maxfds: in
 
 
 def _wait(req: MPI.Request, deadline: float, comm: MPI.Comm, what: str) -> None:
-    """Poll ``req`` until done or ``deadline`` (time.monotonic) passes."""
-    sleep = 1e-4
-    while not req.Test():
-        if time.monotonic() >= deadline:
-            raise TimeoutError(
-                f"ipcbench.fdpass: local rank {comm.Get_rank()} of {comm.Get_size()} "
-                f"(world rank {MPI.COMM_WORLD.Get_rank()}) timed out waiting for {what}"
-            )
-        time.sleep(sleep)
-        sleep = min(sleep * 2, 0.01)
+    """Poll ``req`` until done (core/poll.wait_until); WorldError once ``deadline`` (time.monotonic) passes."""
+    who = (f"ipcbench.fdpass: local rank {comm.Get_rank()} of {comm.Get_size()}, "
+           f"world rank {MPI.COMM_WORLD.Get_rank()}")
+    wait_until(req.Test, max(deadline - time.monotonic(), 0.0), f"{what} ({who})", max_sleep=_MAX_SLEEP_S,
+               error=WorldError)
 
 
 def _barrier(comm: MPI.Comm, timeout: float, what: str) -> None:
-    """A barrier that gives up after ``timeout`` seconds with a TimeoutError naming ``what``.
+    """A barrier that gives up after ``timeout`` seconds with a WorldError naming ``what``.
 
     On timeout the Ibarrier stays pending on ``comm``; the communicator should not be used
     for further collectives afterwards.
@@ -186,7 +188,7 @@ class FdExchange:
     (default: :func:`socket_base_dir` and ``ipcbench-<jobid-or-pid>-<random>``); the directory
     must not exist yet.
 
-    After a :class:`TimeoutError` the object's state (sequence numbers, pending collectives) is
+    After a :class:`~ipcbench.errors.WorldError` the object's state (sequence numbers, pending collectives) is
     undefined; leave the context and make a new one.
     """
 
@@ -322,7 +324,7 @@ class FdExchange:
         barrier_err: BaseException | None = None
         try:
             _barrier(comm, self.timeout, "all local ranks to leave FdExchange (close their sockets)")
-        except TimeoutError as e:
+        except WorldError as e:
             barrier_err = e
         finally:
             if self.rank == 0 and self.path:
@@ -333,7 +335,7 @@ class FdExchange:
         if barrier_err is None:
             try:
                 _barrier(comm, self.timeout, "local rank 0 to remove the socket directory")
-            except TimeoutError as e:
+            except WorldError as e:
                 barrier_err = e
         if barrier_err is None:
             comm.Free()
@@ -363,12 +365,12 @@ class FdExchange:
             try:
                 s.connect(path)
             except (FileNotFoundError, ConnectionRefusedError) as e:
-                raise ConnectionError(
+                raise WorldError(
                     f"{self._err_prefix()}: local rank {dest} is not listening on {path} "
                     f"(did it leave the FdExchange or fail?): {e}"
                 ) from e
             except socket.timeout:
-                raise TimeoutError(
+                raise WorldError(
                     f"{self._err_prefix()} timed out connecting to local rank {dest} (its backlog is full?)"
                 ) from None
             try:
@@ -379,7 +381,7 @@ class FdExchange:
                     if n < len(hdr):
                         s.sendall(hdr[n:])
             except socket.timeout:
-                raise TimeoutError(f"{self._err_prefix()} timed out sending to local rank {dest}") from None
+                raise WorldError(f"{self._err_prefix()} timed out sending to local rank {dest}") from None
         finally:
             s.close()
 
@@ -387,12 +389,12 @@ class FdExchange:
         """Accept one connection, read its message and file it in the inbox."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(f"{self._err_prefix()} timed out after {self._timeout_used:.3g}s waiting for {what()}")
+            raise WorldError(f"{self._err_prefix()} timed out after {self._timeout_used:.3g}s waiting for {what()}")
         self._listener.settimeout(remaining)
         try:
             conn, _ = self._listener.accept()
         except socket.timeout:
-            raise TimeoutError(
+            raise WorldError(
                 f"{self._err_prefix()} timed out after {self._timeout_used:.3g}s waiting for {what()}"
             ) from None
         fds: list[int] = []
@@ -408,7 +410,7 @@ class FdExchange:
                             break
                         data += chunk
                 except socket.timeout:
-                    raise TimeoutError(
+                    raise WorldError(
                         f"{self._err_prefix()} timed out reading a message (waiting for {what()})"
                     ) from None
             if uid != _owner_uid() or len(data) != _HDR.size:

@@ -48,8 +48,9 @@ GRAPHS_ENV = "IPCBENCH_NCCL_GRAPHS"  # "0": never capture NCCL calls (both ranks
 INSTALL_HINT = "pip install -e '.[nccl]' (the nvidia-nccl-cu13 wheel, which cupy.cuda.nccl loads)"
 
 
-class NcclUnavailable(RuntimeError):
-    """NCCL cannot be used in this process; the message says why."""
+class NcclUnavailable(MeasureError):
+    """NCCL cannot be used in this process; the message says why (the support check says it before a run
+    measures; a measurement that still meets it ends with it)."""
 
 
 def load():
