@@ -121,8 +121,8 @@ class PairEngine:
         self.name, self.module = name, module
 
     def bind(self, ctx, me: int, peer: int):
-        """Collective over the pair: both ranks of the pair call this, in the same order (the pair's
-        first call makes its communicator: ipc/nccl.pair_for)."""
+        """Collective over the pair: both ranks of the pair call this, in the same order (the pair's first call
+        makes its communicator: ipc/nccl.pair_for)."""
         return importlib.import_module(f"ipcbench.ipc.{self.module}").pair_transfer(ctx, me, peer)
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
@@ -171,8 +171,10 @@ class Method:
         return engine.describe(gpu) if hasattr(engine, "describe") else ""
 
     def bind(self, ctx, me: int, peer: int):
-        """What this rank enqueues when measuring with node-local rank `peer` (`nodes`, `enqueue`, `batch`):
-        the method itself, or a two-sided engine's transfer bound to the pair (NCCL: its communicator)."""
+        """Collective over the pair: both ranks of the pair call this, in the same order, where the method is
+        two-sided (PairEngine.bind; a one-sided method answers alone). What this rank enqueues when measuring
+        with node-local rank `peer` (`nodes`, `enqueue`, `batch`): the method itself, or a two-sided engine's
+        transfer bound to the pair (NCCL: its communicator)."""
         return ENGINES[self.engine].bind(ctx, me, peer) if self.two_sided else self
 
     def batch(self, gpu, src: int, dst: int, nbytes: int, count: int, stream=None) -> "StreamBatch":

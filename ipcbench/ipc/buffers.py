@@ -40,8 +40,9 @@ class BufferSet:
 
     @classmethod
     def create(cls, world, sharer, slot_bytes: int) -> "BufferSet":
-        """Allocate, export, exchange descriptors over the node communicator (or the sharer's own
-        `allgather_exports(mine) -> every local rank's descriptors`, where it has one), open every peer's."""
+        """Collective over the node: every rank of the node calls this, in the same order. Allocate, export,
+        exchange descriptors over the node communicator (or the sharer's own `allgather_exports(mine) -> every
+        local rank's descriptors`, where it has one), open every peer's."""
         slot_bytes = -(-slot_bytes // 4096) * 4096
         src = sharer.alloc(slot_bytes)
         inbox = sharer.alloc(slot_bytes * world.local_size)
@@ -68,7 +69,8 @@ class BufferSet:
         return bs
 
     def destroy(self, world) -> None:
-        """Peers unmap first (barrier), then owners free: an owner never frees memory still mapped."""
+        """Collective over the node: every rank of the node calls this, in the same order. Peers unmap first
+        (barrier), then owners free: an owner never frees memory still mapped."""
         self.sharer.close_all()
         try:
             runtime.deviceSynchronize()

@@ -62,7 +62,9 @@ def import_resource(fd: int, owner_gpu: int, my_gpu: int):
 
 
 class CoreIpc:
-    """Sharer over cuda.core IPC-enabled memory resources (see the module docstring)."""
+    """Collective over the node: every rank of the node makes one, in the same order (every rank's GPU and its
+    resource's fd go to every node-local peer). A sharer over cuda.core IPC-enabled memory resources (see the
+    module docstring)."""
 
     name = "core"
 
@@ -159,5 +161,6 @@ class CoreIpc:
 
 
 def sharer(gpu, world) -> CoreIpc:
-    """This rank's cuda.core sharer (ipc/sharers.py): collective over the node (handles are exchanged)."""
+    """Collective over the node: every rank of the node calls this, in the same order (CoreIpc). This rank's
+    cuda.core sharer (ipc/sharers.py)."""
     return CoreIpc(gpu, world)

@@ -180,13 +180,13 @@ def _barrier(comm: MPI.Comm, timeout: float, what: str) -> None:
 
 
 class FdExchange:
-    """Context manager that passes file descriptors between the ranks of one node.
+    """Collective over the node: every rank of ``comm`` enters and leaves it, in the same order. A context
+    manager that passes file descriptors between the ranks of one node.
 
-    ``comm`` is a node-local communicator (e.g. ``MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)``);
-    all its ranks must enter and leave the context together.  ``timeout`` (seconds) bounds every
-    wait.  ``base_dir``/``dir_name`` override where the private directory goes and its name
-    (default: :func:`socket_base_dir` and ``ipcbench-<jobid-or-pid>-<random>``); the directory
-    must not exist yet.
+    ``comm`` is a node-local communicator (e.g. ``MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)``).
+    ``timeout`` (seconds) bounds every wait.  ``base_dir``/``dir_name`` override where the private
+    directory goes and its name (default: :func:`socket_base_dir` and
+    ``ipcbench-<jobid-or-pid>-<random>``); the directory must not exist yet.
 
     After a :class:`~ipcbench.errors.WorldError` the object's state (sequence numbers, pending collectives) is
     undefined; leave the context and make a new one.
@@ -433,11 +433,11 @@ class FdExchange:
     def exchange(
         self, my_fd: int | None, peers: Iterable[int] | None = None, *, timeout: float | None = None
     ) -> dict[int, int]:
-        """All-to-all: send ``my_fd`` to every rank in ``peers`` and receive one fd from each.
+        """Collective over ``peers``: every rank listed calls this with this rank among its peers, in the same
+        order. All-to-all: send ``my_fd`` to every rank in ``peers`` and receive one fd from each.
 
-        ``peers`` defaults to all other local ranks (this rank is ignored if listed); every rank
-        listed must call ``exchange`` with this rank among its peers.  ``my_fd=None`` sends a
-        header without a descriptor.  Returns ``{sender_local_rank: fd}`` for the peers that sent
+        ``peers`` defaults to all other local ranks (this rank is ignored if listed).  ``my_fd=None``
+        sends a header without a descriptor.  Returns ``{sender_local_rank: fd}`` for the peers that sent
         one; the caller owns (and must close) those descriptors.  ``timeout`` overrides the
         object's timeout for this call.
         """

@@ -73,5 +73,5 @@ class LegacyIpc:
 
 
 def sharer(gpu, world) -> LegacyIpc:
-    """This rank's legacy sharer (ipc/sharers.py)."""
+    """This rank's legacy sharer (ipc/sharers.py); not collective (its handles travel in BufferSet.create)."""
     return LegacyIpc(gpu, world.rank)

@@ -126,7 +126,8 @@ class NcclPair:
 
     @classmethod
     def create(cls, ctx, me: int, peer: int) -> "NcclPair":
-        """Both ranks of the pair call this (collective over the pair): unique id, init, first send/receive."""
+        """Collective over the pair: both ranks of the pair call this, in the same order. Unique id, init, first
+        send/receive."""
         lib = load()
         w, gpu = ctx.world, ctx.gpu
         uid = lib.get_unique_id() if me < peer else None
@@ -203,10 +204,10 @@ class NcclTransfer:
                 comm.send(src, nbytes, u8, peer, s)
 
     def batch(self, gpu, src: int | None, dst: int | None, nbytes: int, count: int):
-        """`count` transfers as CUDA graph launches where the pair agreed to capture (NcclPair.create), else
-        enqueued directly (core/methods.StreamBatch). Collective over the pair: both ranks build the same
-        batches in the same order (core/pair.py agrees every count), and a capture that fails on either rank
-        after the agreement ends both with an error."""
+        """Collective over the pair: both ranks of the pair call this, in the same order, with the same counts
+        (core/pair.py agrees every count). `count` transfers as CUDA graph launches where the pair agreed to
+        capture (NcclPair.create), else enqueued directly (core/methods.StreamBatch); a capture that fails on
+        either rank after the agreement ends both with an error."""
         p = self.pair
         if p.graphs:
             err = None
@@ -232,8 +233,10 @@ class NcclTransfer:
 
 
 def pair_for(ctx, me: int, peer: int) -> NcclPair:
-    """The communicator of this rank with `peer`, made on first use (both ranks of the pair call this); the
-    rank's first makes close_pairs its release at the end of the run (ctx.add_cleanup)."""
+    """Collective over the pair: both ranks of the pair call this, in the same order. The communicator of this
+    rank with `peer`, made on first use; the rank's first makes close_pairs its release at the end of the run
+    (ctx.add_cleanup).
+    """
     pairs = ctx.state.get("nccl_pairs")
     if pairs is None:
         pairs = ctx.state["nccl_pairs"] = {}
@@ -245,7 +248,8 @@ def pair_for(ctx, me: int, peer: int) -> NcclPair:
 
 
 def pair_transfer(ctx, me: int, peer: int) -> NcclTransfer:
-    """core/methods.Method.bind for the nccl engine: sends and receives grouped per transfer."""
+    """Collective over the pair: both ranks of the pair call this, in the same order (pair_for).
+    core/methods.Method.bind for the nccl engine: sends and receives grouped per transfer."""
     return pair_for(ctx, me, peer).transfer("group")
 
 

@@ -4,7 +4,7 @@ Each rank creates an IPC-capable pool on its GPU and allocates its buffers from 
 as a POSIX fd, which MPI cannot carry: it goes to every node-local peer over a Unix socket with
 SCM_RIGHTS (fdpass.FdExchange, in a private 0700 directory that node-local rank 0 creates and
 removes). Pointers travel as the 64-byte cudaMemPoolPtrExportData through MPI. Importers set access
-for their own device and import each pointer. Same interface as share.LegacyIpc, so BufferSet and all
+for their own device and import each pointer. Same interface as legacy.LegacyIpc, so BufferSet and all
 the methods run on pool memory unchanged.
 """
 
@@ -99,7 +99,9 @@ def import_pool(fd: int, device: int, rank: int, owner: int):
 
 
 class PoolIpc:
-    """Sharer over IPC memory pools: alloc/export/open/close_all/free like share.LegacyIpc."""
+    """Collective over the node: every rank of the node makes one, in the same order (its pool's fd goes to
+    every node-local peer, theirs come here). A sharer over IPC memory pools: alloc/export/open/close_all/free
+    like legacy.LegacyIpc."""
 
     name = "pool"
 
@@ -176,5 +178,6 @@ class PoolIpc:
 
 
 def sharer(gpu, world) -> PoolIpc:
-    """This rank's pool sharer (ipc/sharers.py): collective over the node (the pools' fds are exchanged)."""
+    """Collective over the node: every rank of the node calls this, in the same order (PoolIpc). This rank's
+    pool sharer (ipc/sharers.py)."""
     return PoolIpc(gpu, world)

@@ -59,9 +59,9 @@ GPU_FEATURES: tuple[str, ...] = (
 
 
 def node_has(ctx, need: Need, otherwise: str) -> bool:
-    """Whether every rank of the node passes `need`'s check (collective over the node); if not, the first
-    reason given (else `otherwise`) goes to ctx.unavailable. A need without a support check (legacy IPC)
-    asks nobody: every rank has it."""
+    """Collective over the node: every rank of the node calls this, in the same order. Whether every rank of the
+    node passes `need`'s check; if not, the first reason given (else `otherwise`) goes to ctx.unavailable. A
+    need without a support check (legacy IPC) asks nobody: every rank has it."""
     if need.support is None:
         return True
     return _node_agrees(ctx, need.name, need.check(ctx.gpu.index), otherwise)
@@ -77,7 +77,8 @@ def _node_agrees(ctx, name: str, mine: tuple[bool, str | None], otherwise: str) 
 
 
 def setup_gpu_features(ctx, needs: set[str]) -> None:
-    """Ask every rank's GPU for every feature in `needs`; those all have go to ctx.features."""
+    """Collective over the node: every rank of the node calls this, in the same order. Ask every rank's GPU for
+    every feature in `needs`; those all have go to ctx.features."""
     for name in GPU_FEATURES:
         if name in needs and _node_agrees(ctx, name, ctx.gpu.feature_support(name),
                                           f"a GPU of this node lacks {name}"):
@@ -85,16 +86,17 @@ def setup_gpu_features(ctx, needs: set[str]) -> None:
 
 
 def setup_libraries(ctx, needs: set[str]) -> None:
-    """Check every library in `needs` on every rank of the node; those all have go to ctx.libraries."""
+    """Collective over the node: every rank of the node calls this, in the same order. Check every library in
+    `needs` on every rank of the node; those all have go to ctx.libraries."""
     for name, lib in LIBRARIES.items():
         if name in needs and node_has(ctx, lib, f"a rank of this node cannot use {name}"):
             ctx.libraries.add(name)
 
 
 def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:
-    """Create a BufferSet for every kind in `kinds` that every rank of the node supports, in table order
-    (collective over the node: every rank calls this with the same kinds); they are released together at
-    the end of the run (ctx.add_cleanup: destroy_buffers)."""
+    """Collective over the node: every rank of the node calls this, in the same order, with the same kinds. A
+    BufferSet for every kind in `kinds` that every rank of the node supports, in table order, released together
+    at the end of the run (ctx.add_cleanup: destroy_buffers)."""
     from ipcbench.ipc.buffers import BufferSet
 
     for name, kind in BUFFER_KINDS.items():
@@ -106,8 +108,8 @@ def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:
 
 
 def destroy_buffers(ctx) -> None:
-    """Collective over the node: every rank's shared buffers, in table order (BufferSet.destroy: peers unmap
-    before owners free)."""
+    """Collective over the node: every rank of the node calls this, in the same order. Every rank's shared
+    buffers, in table order (BufferSet.destroy: peers unmap before owners free)."""
     for bs in ctx.buffers.values():
         bs.destroy(ctx.world)
     ctx.buffers = {}

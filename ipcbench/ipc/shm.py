@@ -27,7 +27,8 @@ HOST_REGISTER_MAPPED = 2  # cudaHostRegisterMapped
 
 
 def agree(world, peer: int, error: str | None, what: str, tag: int = AGREE_TAG) -> None:
-    """Both ranks of a pair learn whether either failed `what`; both raise if one did (no one-sided hang)."""
+    """Collective over the pair: both ranks of the pair call this, in the same order. Both learn whether either
+    failed `what`; both raise if one did (no one-sided hang)."""
     theirs = world.exchange(error, peer, tag)
     if error:
         raise StagedError(f"{what}: {error}")
@@ -36,7 +37,8 @@ def agree(world, peer: int, error: str | None, what: str, tag: int = AGREE_TAG) 
 
 
 def malloc_agreed(ctx, peer: int, nbytes: int, what: str) -> int | None:
-    """gpu.malloc on this rank, agreed with the peer (both raise if either failed)."""
+    """Collective over the pair: both ranks of the pair call this, in the same order. gpu.malloc on this rank,
+    agreed with the peer (both raise if either failed)."""
     ptr, err = None, None
     try:
         ptr = ctx.gpu.malloc(nbytes)
@@ -152,7 +154,8 @@ def _unlink_quietly(path: str) -> None:
 
 def open_pair_segment(world, peer: int, creator: bool, size: int, directory: str = SHM_DIR,
                       tag: int = SHM_TAG) -> ShmSegment:
-    """Create (creator) or attach (the other rank) one segment shared by a pair; unlinked on return.
+    """Collective over the pair: both ranks of the pair call this, in the same order. Create (creator) or attach
+    (the other rank) one segment shared by a pair; unlinked on return.
 
     Two exchanges, made by both ranks whatever happens, so a failure on either side makes both raise:
     1. the creator sends the name (or its error); 2. the other rank answers "mapped" (or its error).

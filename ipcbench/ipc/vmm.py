@@ -239,11 +239,11 @@ class FdExport:
 
 
 def share_fd_exports(world, exports: tuple[FdExport, ...]) -> list[tuple[FdExport, ...]]:
-    """Every node-local rank's exports, indexed by local rank: sizes over MPI, fds over Unix sockets.
+    """Collective over the node: every rank of the node calls this, in the same order, with as many exports.
+    Every node-local rank's exports, indexed by local rank: sizes over MPI, fds over Unix sockets.
 
-    Collective over world.node; every rank passes the same number of exports. Peers' entries hold fds
-    received here (the caller owns and closes them); this rank's own entry holds fd=None (the caller still
-    owns and closes its exported fds)."""
+    Peers' entries hold fds received here (the caller owns and closes them); this rank's own entry holds
+    fd=None (the caller still owns and closes its exported fds)."""
     meta = world.node_allgather(tuple((e.nbytes, e.alignment) for e in exports), what="VMM allocation sizes")
     counts = {len(m) for m in meta}
     if len(counts) != 1:
@@ -320,7 +320,8 @@ class VmmIpc:
         return FdExport(fd, m.nbytes, self.granule)
 
     def allgather_exports(self, mine: tuple[FdExport, ...]) -> list[tuple[FdExport, ...]]:
-        """BufferSet.create's exchange for fd exports: every rank's descriptors, peers' with received fds."""
+        """Collective over the node: every rank of the node calls this, in the same order (share_fd_exports).
+        BufferSet.create's exchange for fd exports: every rank's descriptors, peers' with received fds."""
         try:
             return share_fd_exports(self.world, mine)
         finally:
@@ -374,5 +375,5 @@ class VmmIpc:
 
 
 def sharer(gpu, world) -> VmmIpc:
-    """This rank's VMM sharer (ipc/sharers.py)."""
+    """This rank's VMM sharer (ipc/sharers.py); not collective (its exports travel in allgather_exports)."""
     return VmmIpc(gpu, world)

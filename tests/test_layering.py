@@ -1,0 +1,166 @@
+"""The package's layering, read from its source (ast: nothing of the measuring side is imported here):
+no import circles, imports that point one way between packages, the modules that must import no CUDA or
+MPI at import time, and collective calls that say so. docs/architecture.md."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ipcbench"
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PACKAGE.rglob("*.py")):
+        name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = p
+    return out
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The ipcbench modules `name` imports anywhere in its source (module top or inside a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".")[: len(name.split(".")) - node.level + (path.name == "__init__.py")]
+                base = ".".join(parts + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t not in known and "." in t:
+                t = t.rsplit(".", 1)[0]
+            if t in known and t != name and t.startswith("ipcbench."):
+                found.add(t)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    """Engines and sharers are found by name (core/methods.PairEngine, ipc/sharers.py, suites/registry.py),
+    so no module imports one that imports it back, at the top or inside a function."""
+    assert circles(graph()) == []
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else module
+
+
+# What each package of the measuring side may import besides itself: imports point down, never back up.
+MAY_IMPORT = {
+    "core": {"errors", "results"},
+    "ipc": {"core", "errors"},
+    "suites": {"core", "ipc", "errors", "results", "sizes"},
+    "config": {"core", "errors", "sizes", "suites"},
+    "run": {"ipcbench", "config", "core", "ipc", "suites", "errors", "results", "sizes"},
+    "selftest": {"config", "core", "run", "suites", "errors", "sizes"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_imports_point_one_way(package):
+    above = {(m, t) for m, ts in graph().items() if package_of(m) == package for t in ts
+             if package_of(t) != package and package_of(t) not in MAY_IMPORT[package]}
+    assert above == set()
+
+
+# Modules that `--help`, `report`, `compare`, `--version` and a plan (config -> suites/registry.plan -> every
+# suite module) import: no CUDA, no MPI (importing mpi4py.MPI initialises MPI), no pandas or matplotlib.
+GPU_FREE = """
+import sys
+import ipcbench.cli, ipcbench.config, ipcbench.errors, ipcbench.results, ipcbench.run.meta, ipcbench.sizes
+from ipcbench.suites import registry
+registry.plan(list(registry.ORDER), 8, [4096, 1 << 20])
+for name in registry.ORDER:
+    for method in registry.spec(name).rows:
+        registry.row_facts(name, method)
+import ipcbench.core.bulk, ipcbench.core.link_rates, ipcbench.core.sampler, ipcbench.core.schedule
+import ipcbench.record.run, ipcbench.report.command, ipcbench.report.compare
+heavy = ("cupy", "mpi4py", "cuda.bindings", "cuda.core", "pynvml", "pandas", "matplotlib")
+print(" ".join(m for m in heavy if m in sys.modules))
+"""
+
+
+def test_the_gpu_free_modules_import_no_cuda_mpi_or_pandas():
+    res = subprocess.run([sys.executable, "-c", GPU_FREE], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == []
+
+
+# Calls that every rank of a node, or both ranks of a pair, must make in the same order: each says so first.
+COLLECTIVE = {
+    "ipc/pool.py": ["PoolIpc", "sharer"],
+    "ipc/cucore.py": ["CoreIpc", "sharer"],
+    "ipc/vmm.py": ["share_fd_exports", "VmmIpc.allgather_exports"],
+    "ipc/buffers.py": ["BufferSet.create", "BufferSet.destroy"],
+    "ipc/fdpass.py": ["FdExchange", "FdExchange.exchange"],
+    "ipc/nccl.py": ["NcclPair.create", "NcclTransfer.batch", "pair_for", "pair_transfer"],
+    "ipc/sharers.py": ["node_has", "setup_gpu_features", "setup_libraries", "setup_buffers", "destroy_buffers"],
+    "ipc/shm.py": ["agree", "malloc_agreed", "open_pair_segment"],
+    "core/methods.py": ["Method.bind", "PairEngine.bind"],
+}
+
+
+def docstrings(path: Path) -> dict[str, str]:
+    out = {}
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out[node.name] = ast.get_docstring(node) or ""
+            if isinstance(node, ast.ClassDef):
+                for sub in node.body:
+                    if isinstance(sub, ast.FunctionDef):
+                        out[f"{node.name}.{sub.name}"] = ast.get_docstring(sub) or ""
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(COLLECTIVE))
+def test_collective_calls_say_so_first(path):
+    docs = docstrings(PACKAGE / path)
+    assert [name for name in COLLECTIVE[path] if not docs[name].startswith("Collective over ")] == []
