@@ -161,48 +161,85 @@ def decide(readings: list[dict], host: str = "") -> MpsStatus:
                           f"(CUDA_MPS_PIPE_DIRECTORY)")
         status = bool(on) and not off
         gpus[g] = status
-        # what was read, in one clause per GPU (GPUs with the same clause are merged below)
-        how = sorted({f"{ATTRIBUTE}={int(r['mps_enabled'])}" if r.get("mps_enabled") is not None
-                      else f"attribute unreadable, control pipe {'found' if r.get('control_pipe') else 'absent'}"
-                      for _, r in members})
-        modes = sorted({mode_name(r.get("compute_mode")) for _, r in members})
-        n = len(members)
-        clause = (f"{'MPS' if status else 'no MPS'} ({n} rank{'s' if n != 1 else ''}; {', '.join(how)}; "
-                  f"compute mode {'/'.join(modes)}")
-        if status:
-            clause += f"; pipe {', '.join(sorted({_pipe(r) for _, r in members}))}"
-        clause += ")"
-        clauses.setdefault(clause, []).append(g)
-        # cross-checks: say where the readings do not tell the same story
-        if status and "EXCLUSIVE_PROCESS" not in modes and modes != ["unreadable"]:
-            checks.append(f"GPU {g} is under MPS in compute mode {'/'.join(modes)} (EXCLUSIVE_PROCESS is usual "
-                          f"with MPS; not required)")
-        if not status and "EXCLUSIVE_PROCESS" in modes:
-            checks.append(f"GPU {g} is in compute mode EXCLUSIVE_PROCESS but not under MPS")
-        for i, r in members:
-            enabled = r.get("mps_enabled")
-            if enabled is None:
-                text = (f"{ATTRIBUTE} unreadable ({r.get('error') or 'no reason given'}); MPS inferred from the "
-                        f"control pipe in {_pipe(r)}")
-            elif enabled and not r.get("control_pipe"):
-                text = f"the driver reports MPS but there is no control pipe in {_pipe(r)}"
-            elif not enabled and r.get("control_pipe"):
-                text = (f"an MPS control pipe exists in {_pipe(r)} but the driver reports no MPS (a daemon of "
-                        f"another user, or one that refused this client?)")
-            else:
-                continue
-            said.setdefault(text, []).append(r.get("rank", i))
+        how = _how_read(members)
+        clauses.setdefault(_clause(status, members, how), []).append(g)
+        checks += _mode_checks(g, status, members)
+        for text, rank in _remarks(members):
+            said.setdefault(text, []).append(rank)
         if status and len({_pipe(r) for _, r in members}) > 1:
             checks.append(f"GPU {g}: its ranks use different pipe directories")
-        expects = {r.get("expect") for _, r in members} - {None}
-        for e in sorted(expects):
-            if e not in ("0", "1"):
-                errors.append(f"{EXPECT_ENV}={e}: must be 0 or 1")
-            elif (e == "1") != status and not (on and off):
-                errors.append(f"{EXPECT_ENV}={e} (the job asked for {'MPS' if e == '1' else 'no MPS'}) but GPU {g}"
-                              f"{where} {'does not run' if e == '1' else 'runs'} under MPS "
-                              f"({', '.join(how)}; pipe {', '.join(sorted({_pipe(r) for _, r in members}))})")
+        errors += _expect_errors(g, where, status, bool(on and off), how, members)
     checks += [f"{_ranks(ids)}: {text}" for text, ids in said.items()]
+    return MpsStatus(gpus=gpus, source=" + ".join(sources), note=_note(by_gpu, gpus, clauses, checks),
+                     error=errors[0] if errors else None, readings=list(readings))
+
+
+def _how_read(members: list[tuple[int, dict]]) -> list[str]:
+    """What was read of one GPU's ranks: the attribute's values, or that it was unreadable and the pipe."""
+    return sorted({f"{ATTRIBUTE}={int(r['mps_enabled'])}" if r.get("mps_enabled") is not None
+                   else f"attribute unreadable, control pipe {'found' if r.get('control_pipe') else 'absent'}"
+                   for _, r in members})
+
+
+def _clause(status: bool, members: list[tuple[int, dict]], how: list[str]) -> str:
+    """What was found on one GPU, in one clause (GPUs with the same clause are merged in the note)."""
+    modes = sorted({mode_name(r.get("compute_mode")) for _, r in members})
+    n = len(members)
+    clause = (f"{'MPS' if status else 'no MPS'} ({n} rank{'s' if n != 1 else ''}; {', '.join(how)}; "
+              f"compute mode {'/'.join(modes)}")
+    if status:
+        clause += f"; pipe {', '.join(sorted({_pipe(r) for _, r in members}))}"
+    return clause + ")"
+
+
+def _mode_checks(g: int, status: bool, members: list[tuple[int, dict]]) -> list[str]:
+    """Where the compute mode does not tell the same story as the MPS status."""
+    modes = sorted({mode_name(r.get("compute_mode")) for _, r in members})
+    if status and "EXCLUSIVE_PROCESS" not in modes and modes != ["unreadable"]:
+        return [f"GPU {g} is under MPS in compute mode {'/'.join(modes)} (EXCLUSIVE_PROCESS is usual with MPS; "
+                f"not required)"]
+    if not status and "EXCLUSIVE_PROCESS" in modes:
+        return [f"GPU {g} is in compute mode EXCLUSIVE_PROCESS but not under MPS"]
+    return []
+
+
+def _remarks(members: list[tuple[int, dict]]) -> list[tuple[str, int]]:
+    """(remark, rank) where one rank's readings do not tell the same story: an unreadable attribute, a driver
+    and a control pipe that disagree."""
+    out = []
+    for i, r in members:
+        enabled = r.get("mps_enabled")
+        if enabled is None:
+            text = (f"{ATTRIBUTE} unreadable ({r.get('error') or 'no reason given'}); MPS inferred from the "
+                    f"control pipe in {_pipe(r)}")
+        elif enabled and not r.get("control_pipe"):
+            text = f"the driver reports MPS but there is no control pipe in {_pipe(r)}"
+        elif not enabled and r.get("control_pipe"):
+            text = (f"an MPS control pipe exists in {_pipe(r)} but the driver reports no MPS (a daemon of "
+                    f"another user, or one that refused this client?)")
+        else:
+            continue
+        out.append((text, r.get("rank", i)))
+    return out
+
+
+def _expect_errors(g: int, where: str, status: bool, disagree: bool, how: list[str],
+                   members: list[tuple[int, dict]]) -> list[str]:
+    """IPCBENCH_EXPECT_MPS against what one GPU runs: a value that is not 0 or 1, or a status it did not ask
+    for (not said again where the GPU's ranks disagree among themselves)."""
+    errors = []
+    for e in sorted({r.get("expect") for _, r in members} - {None}):
+        if e not in ("0", "1"):
+            errors.append(f"{EXPECT_ENV}={e}: must be 0 or 1")
+        elif (e == "1") != status and not disagree:
+            errors.append(f"{EXPECT_ENV}={e} (the job asked for {'MPS' if e == '1' else 'no MPS'}) but GPU {g}"
+                          f"{where} {'does not run' if e == '1' else 'runs'} under MPS "
+                          f"({', '.join(how)}; pipe {', '.join(sorted({_pipe(r) for _, r in members}))})")
+    return errors
+
+
+def _note(by_gpu: dict, gpus: dict[int, bool], clauses: dict[str, list[int]], checks: list[str]) -> str:
+    """The one line: a clause per group of GPUs, what it means for same-GPU kernels, then the checks."""
     shared = [g for g, m in by_gpu.items() if len(m) > 1]
     parts = [f"{_gpu_list(gs)}: {c}" for c, gs in clauses.items()]
     if not shared:
@@ -211,9 +248,7 @@ def decide(readings: list[dict], host: str = "") -> MpsStatus:
         parts.append("same-GPU kernels run concurrently")
     elif not any(gpus[g] for g in shared):
         parts.append("same-GPU kernels are time-sliced")
-    note = "; ".join(parts + checks)
-    return MpsStatus(gpus=gpus, source=" + ".join(sources), note=note, error=errors[0] if errors else None,
-                     readings=list(readings))
+    return "; ".join(parts + checks)
 
 
 def summary(meta_mps: dict) -> str:

@@ -21,6 +21,7 @@ from ipcbench.core.methods import KERNEL_ENGINES, on_sms, per_segment, plan_segm
 from ipcbench.core.rows import join_note, make_row
 from ipcbench.core.sampler import take_samples
 from ipcbench.core.stats import poison_seed, seed_for
+from ipcbench.core.timing import one_window_ms, time_batch
 from ipcbench.results import Row
 
 END_TAG = 10  # the end-of-sample exchange
@@ -108,8 +109,6 @@ def lockstep_timed(ctx, peer: int, make, sync):
     """timed(count) for calibrating a two-sided transfer: both ranks run the larger of their two counts,
     released together, and both see the longer side's time, so both calibrations take the same path and
     every send meets its receive."""
-    from ipcbench.core.timing import time_batch
-
     w = ctx.world
 
     def timed(count: int):
@@ -144,8 +143,6 @@ def per_transfer_us(direction: str, one_clock: bool, mine, theirs, n: int) -> fl
     if direction != "bidir":
         return max(t for t in (mine[0], theirs[0]) if t is not None) * 1e3 / n
     if one_clock:
-        from ipcbench.core.timing import one_window_ms
-
         return one_window_ms(mine[1], theirs[1]) * 1e3 / n
     return max(mine[0], theirs[0]) * 1e3 / n
 
@@ -158,90 +155,123 @@ def measurement_label(suite: str, method: str, direction: str) -> str:
 
 def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, sizes: list[int],
                  row_direction: str | None = None, kind: str = "", note: str = "") -> list[Row]:
-    """Run one pair's size sweep. Both ranks of the pair call this; `src` returns the rows.
+    """Run one pair's size sweep. Collective over the pair: both ranks of the pair call this; `src` returns the
+    rows. Per size, in this order on both ranks: the driver(s) calibrate, both agree on the transfers per
+    sample, sample (PairSweep.sampler), swap what they checked; then src writes the row.
 
     `row_direction`/`kind`/`note` label the rows (the latency suite reports one-way times as `oneway`).
     """
-    from ipcbench.core.timing import time_batch
-
-    w, gpu = ctx.world, ctx.gpu
-    me = w.local_rank
-    two_sided = method.two_sided
-    r = roles_for(direction, src, dst, me, two_sided)
-    both = len(r.drivers) == 2  # both ranks enqueue: their gates open together, their counts agree
-    bufs = ctx.buffers[method.buffers]
-    style = method.style if direction == "bidir" else direction
-    label = measurement_label(suite, method.name, direction)
-    one_clock = direction == "bidir" and ctx.same_gpu(src, dst)
-    peer_world = ctx.world_rank(r.peer)
-    transfer = method.bind(ctx, me, r.peer) if r.driving else None
-    sync = None
-    if two_sided:
-        sync = open_together(w, r.peer)
-    elif both:
-        sync = lambda: w.pair_barrier(r.peer, tag=SYNC_TAG)  # noqa: E731
-    engine_note = method.describe(gpu) if me == src else ""  # how the kernel ran, for src's rows
+    w = ctx.world
+    sweep = PairSweep(ctx, suite, method, direction, src, dst)
+    peer = sweep.roles.peer
     rows = []
     for nbytes in sizes:
-        batch = None
-        if r.driving:
-            ends = two_sided_endpoints(bufs, r) if two_sided else endpoints(bufs, style, me, r.peer)
-            make = batch_maker(gpu, transfer, *ends, nbytes)
-            if two_sided:
-                timed = lockstep_timed(ctx, r.peer, make, sync)
-            else:
-                def timed(c):
-                    b = make(c)
-                    return time_batch(gpu, b), b.count
-
-            # A sample is one gated segment: at most per_segment transfers, however short they are.
-            count = ctx.calibrate((label, src, dst), nbytes, timed,
-                                  sample_factor(method, nbytes, gpu, ctx.rule.min_time_s),
-                                  max_count=per_segment(transfer.nodes))
-            if both:
-                count = max(count, w.exchange(count, r.peer))
-            batch = make(count)
+        batch = sweep.calibrated_batch(nbytes)
         n = batch.count if batch else 0
-        n = max(n, w.exchange(n, r.peer))  # both ranks know the transfers per sample
+        n = max(n, w.exchange(n, peer))  # both ranks know the transfers per sample
+        got = take_samples(ctx.rule, n, sweep.sampler(nbytes, batch, n))
+        facts = batch.facts if batch else {}  # what the driver's warm-up learnt (core/methods.Method.warm)
+        their_checks, their_bad, their_facts = w.exchange((got.checks, got.mismatches, facts), peer)
+        if w.local_rank != src:
+            continue
+        rows.append(sweep.row(nbytes, got, n, batch, (their_checks, their_bad), facts or their_facts,
+                              row_direction, kind, note))
+    return rows
+
+
+class PairSweep:
+    """One pair's sweep of a method in one direction as this rank sees it: its roles, the transfer it
+    enqueues (bound to the pair: collective over the pair for a two-sided method, Method.bind), how both
+    gates open, the measurement's label; `calibrated_batch`, `sampler` and `row` are the steps of one size."""
+
+    def __init__(self, ctx, suite: str, method, direction: str, src: int, dst: int):
+        w, gpu = ctx.world, ctx.gpu
+        self.ctx, self.method, self.direction, self.src, self.dst = ctx, method, direction, src, dst
+        self.me = me = w.local_rank
+        self.two_sided = method.two_sided
+        self.roles = r = roles_for(direction, src, dst, me, self.two_sided)
+        self.both = len(r.drivers) == 2  # both ranks enqueue: their gates open together, their counts agree
+        self.bufs = ctx.buffers[method.buffers]
+        self.style = method.style if direction == "bidir" else direction
+        self.label = measurement_label(suite, method.name, direction)
+        self.suite = suite
+        self.one_clock = direction == "bidir" and ctx.same_gpu(src, dst)
+        self.peer_world = ctx.world_rank(r.peer)
+        self.transfer = method.bind(ctx, me, r.peer) if r.driving else None
+        self.sync = None
+        if self.two_sided:
+            self.sync = open_together(w, r.peer)
+        elif self.both:
+            self.sync = lambda: w.pair_barrier(r.peer, tag=SYNC_TAG)
+        self.engine_note = method.describe(gpu) if me == src else ""  # how the kernel ran, for src's rows
+
+    def calibrated_batch(self, nbytes: int):
+        """The batch this rank enqueues for `nbytes`, calibrated (a two-sided pair in lockstep, and where both
+        ranks drive, at the larger of their counts); None on a rank that does not drive."""
+        ctx, gpu, r, w = self.ctx, self.ctx.gpu, self.roles, self.ctx.world
+        if not r.driving:
+            return None
+        ends = two_sided_endpoints(self.bufs, r) if self.two_sided else endpoints(self.bufs, self.style, self.me,
+                                                                                  r.peer)
+        make = batch_maker(gpu, self.transfer, *ends, nbytes)
+        if self.two_sided:
+            timed = lockstep_timed(ctx, r.peer, make, self.sync)
+        else:
+            def timed(c):
+                b = make(c)
+                return time_batch(gpu, b), b.count
+
+        # A sample is one gated segment: at most per_segment transfers, however short they are.
+        count = ctx.calibrate((self.label, self.src, self.dst), nbytes, timed,
+                              sample_factor(self.method, nbytes, gpu, ctx.rule.min_time_s),
+                              max_count=per_segment(self.transfer.nodes))
+        if self.both:
+            count = max(count, w.exchange(count, r.peer))
+        return make(count)
+
+    def sampler(self, nbytes: int, batch, n: int):
+        """sample(s) for take_samples: fill the source, poison the destination, pair barrier, the timed batch,
+        swap the times (the end-of-sample barrier), verify what landed here -> (µs per transfer, checks, bad)."""
+        ctx, gpu, r, w, bufs = self.ctx, self.ctx.gpu, self.roles, self.ctx.world, self.bufs
+        label, one_clock = self.label, self.one_clock
 
         def sample(s: int):
-            if me in r.sources:
+            if self.me in r.sources:
                 gpu.fill(bufs.src, nbytes, seed_for(w.rank, nbytes, s, label))
             if r.receiving:
-                gpu.fill(bufs.inbox_slot(r.peer), nbytes, poison_seed(seed_for(peer_world, nbytes, s, label)))
+                gpu.fill(bufs.inbox_slot(r.peer), nbytes, poison_seed(seed_for(self.peer_world, nbytes, s, label)))
             gpu.wait(what="fill/poison")
             w.pair_barrier(r.peer)
             mine = (None, None)
             if r.driving:
-                res = time_batch(gpu, batch, sync, stamps=one_clock)
+                res = time_batch(gpu, batch, self.sync, stamps=one_clock)
                 mine = res if one_clock else (res, None)
             theirs = w.exchange(mine, r.peer, tag=END_TAG)
-            t = per_transfer_us(direction, one_clock, mine, theirs, n)
+            t = per_transfer_us(self.direction, one_clock, mine, theirs, n)
             checks = bad = 0
             if r.receiving and ctx.verify:
-                if ctx.corrupt == method.name:
+                if ctx.corrupt == self.method.name:
                     gpu.corrupt(bufs.inbox_slot(r.peer), nbytes)
-                bad = gpu.verify(bufs.inbox_slot(r.peer), nbytes, seed_for(peer_world, nbytes, s, label))
+                bad = gpu.verify(bufs.inbox_slot(r.peer), nbytes, seed_for(self.peer_world, nbytes, s, label))
                 checks = 1
             return t, checks, bad
 
-        got = take_samples(ctx.rule, n, sample)
-        facts = batch.facts if batch else {}  # what the driver's warm-up learnt (core/methods.Method.warm)
-        their_checks, their_bad, their_facts = w.exchange((got.checks, got.mismatches, facts), r.peer)
-        facts = facts or their_facts
-        if me != src:
-            continue
+        return sample
+
+    def row(self, nbytes: int, got, n: int, batch, theirs: tuple[int, int], facts: dict,
+            row_direction: str | None, kind: str, note: str) -> Row:
+        """src's row of one size from both ranks' samples and checks (`theirs`: the peer's checks, mismatches)."""
+        ctx, method, direction, src, dst = self.ctx, self.method, self.direction, self.src, self.dst
         receivers = 2 if direction == "bidir" else 1
-        text = join_note(note, engine_note, batch.note if batch else "")
-        if one_clock:
+        text = join_note(note, self.engine_note, batch.note if batch else "")
+        if self.one_clock:
             kernels = ""
             if on_sms(method.engine, same_gpu=True):
                 kernels = ("; the two processes' kernels are time-sliced (no MPS)" if ctx.time_sliced(src, dst)
                            else "; the two processes' kernels run concurrently (MPS)")
             text = join_note(text, "same GPU: both processes' transfers timed over one window on the GPU clock"
                              + kernels)
-        rows.append(make_row(ctx, suite, method.name, row_direction or direction, src, dst, nbytes,
-                             got.per_transfer_us, n, nbytes * receivers if kind != "latency" else None,
-                             got.checks + their_checks, got.mismatches + their_bad, note=text, kind=kind,
-                             required=receivers * len(got.per_transfer_us), sms_used=facts.get("sms_used")))
-    return rows
+        return make_row(ctx, self.suite, method.name, row_direction or direction, src, dst, nbytes,
+                        got.per_transfer_us, n, nbytes * receivers if kind != "latency" else None,
+                        got.checks + theirs[0], got.mismatches + theirs[1], note=text, kind=kind,
+                        required=receivers * len(got.per_transfer_us), sms_used=facts.get("sms_used"))

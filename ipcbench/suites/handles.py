@@ -42,11 +42,17 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 
-
+from ipcbench.core.rows import make_row
 from ipcbench.core.stats import seed_for
-from ipcbench.suites.registry import Step, SuiteSpec
 from ipcbench.core.world import ordered_pairs
+from ipcbench.errors import ShareError
+from ipcbench.results import RowFacts
+from ipcbench.suites.handles_core import CORE_COSTS, measure_core_handles
+from ipcbench.suites.handles_pool import POOL_COSTS, measure_pool_handles
+from ipcbench.suites.handles_vmm import VMM_COSTS, measure_vmm_handles
+from ipcbench.suites.registry import Step, SuiteSpec
 
 MIN_SAMPLES = 5  # host-timed API calls: the first repetitions pay cold-start costs
 TAG_HANDLE, TAG_ACK, TAG_ERR, TAG_QUERIED = 21, 22, 23, 24
@@ -75,112 +81,142 @@ def _short(msg: str, limit: int = 160) -> str:
 
 
 def _share_error(rank: int, call: str, e: Exception):
-    from ipcbench.errors import ShareError
-
     return ShareError(f"rank {rank}: {call} failed: {e}")
 
 
 # ---- memory handles ----------------------------------------------------------------------------
 def measure_mem_handles(ctx, src: int, dst: int, sizes: list[int]):
-    from cupy.cuda import runtime
-
-    from ipcbench.core.rows import make_row
-
-    w, gpu = ctx.world, ctx.gpu
+    """Both ranks of the pair call this; src returns the rows. Per size class, `n` repetitions on a fresh
+    buffer each: the exporter's (`_export_mem_handle`) against the importer's (`_open_mem_handle`)."""
+    w = ctx.world
     me = w.local_rank
     n = max(MIN_SAMPLES, ctx.rule.min_samples)
     rows = []
     for nbytes in sizes:
         label = "handles/mem"
-        get_us, open1_us, open2_us, close_us = [], [], [], []
-        bad, checks, notes = 0, 0, []
+        get_us: list[float] = []
+        opened = _Opened()
         for s in range(n):
             if me == src:
-                seed = seed_for(w.rank, nbytes, s, label)
-                ptr = gpu.malloc(nbytes)
-                try:
-                    gpu.fill(ptr, nbytes, seed)
-                    gpu.wait(what="fill before export")
-                    t0 = time.perf_counter_ns()
-                    try:
-                        h = runtime.ipcGetMemHandle(ptr)
-                    except runtime.CUDARuntimeError as e:
-                        h = None
-                        err = str(_share_error(w.rank, f"cudaIpcGetMemHandle(0x{ptr:x})", e))
-                    t1 = time.perf_counter_ns()
-                    w.send((bytes(h) if h is not None else None, seed), dst, tag=TAG_HANDLE)
-                    if h is None:
-                        from ipcbench.errors import ShareError
-
-                        raise ShareError(err)
-                    get_us.append(_us(t0, t1))
-                    ack = w.recv(dst, tag=TAG_ACK, what=f"rank {ctx.world_rank(dst)} to close the IPC mapping")
-                finally:
-                    gpu.free(ptr)
-                if isinstance(ack, str):
-                    from ipcbench.errors import ShareError
-
-                    raise ShareError(f"(reported by the importer) {ack}")
+                get_us.append(_export_mem_handle(ctx, dst, nbytes, s, label))
             else:
-                h, seed = w.recv(src, tag=TAG_HANDLE, what=f"an IPC handle from rank {ctx.world_rank(src)}")
-                if h is None:
-                    raise _share_error(ctx.world_rank(src), "cudaIpcGetMemHandle", "see that rank's error")
-                ack = True
-                try:
-                    flags = runtime.cudaIpcMemLazyEnablePeerAccess
-                    t0 = time.perf_counter_ns()
-                    p1 = runtime.ipcOpenMemHandle(h, flags)
-                    t1 = time.perf_counter_ns()
-                    open1_us.append(_us(t0, t1))
-                    p2 = None
-                    try:
-                        t0 = time.perf_counter_ns()
-                        p2 = runtime.ipcOpenMemHandle(h, flags)
-                        t1 = time.perf_counter_ns()
-                        open2_us.append(_us(t0, t1))
-                        if p2 != p1 and s == 0:
-                            notes.append("repeat open gave a second mapping")
-                    except runtime.CUDARuntimeError as e:
-                        if s == 0:
-                            notes.append(f"repeat open refused: {_short(e, 80)}")
-                    if ctx.verify:
-                        bad += gpu.verify(p1, nbytes, seed)
-                        checks += 1
-                    if p2 is not None:
-                        runtime.ipcCloseMemHandle(p2)  # undo the repeated open (untimed)
-                    t0 = time.perf_counter_ns()
-                    try:
-                        runtime.ipcCloseMemHandle(p1)
-                    except runtime.CUDARuntimeError as e:
-                        if p2 != p1:
-                            raise
-                        # The driver did not count the repeated open: the first close already unmapped.
-                        if s == 0:
-                            notes.append(f"second close refused ({_short(e, 60)}): opens not reference-counted")
-                    t1 = time.perf_counter_ns()
-                    close_us.append(_us(t0, t1))
-                except runtime.CUDARuntimeError as e:
-                    ack = str(_share_error(w.rank, f"cudaIpcOpenMemHandle/cudaIpcCloseMemHandle (owner rank "
-                                                   f"{ctx.world_rank(src)})", e))
-                w.send(ack, src, tag=TAG_ACK)
-                if isinstance(ack, str):
-                    from ipcbench.errors import ShareError
-
-                    raise ShareError(ack)
-        theirs = w.exchange((open1_us, open2_us, close_us, bad, checks, notes) if me == dst else None,
-                            dst if me == src else src, tag=TAG_ACK + 10)
+                _open_mem_handle(ctx, src, nbytes, s, opened)
+        theirs = w.exchange(opened.as_tuple() if me == dst else None, dst if me == src else src, tag=TAG_ACK + 10)
         if me != src:
             continue
-        open1_us, open2_us, close_us, bad, checks, notes = theirs
-        # Every repetition's buffer was checked through the importer's first mapping, so each row of the
-        # repetition (get, open, repeat open, close) carries that check.
-        note = "; ".join(["data checked through the first mapping", *notes])
-        for method, vals in (("ipc_get_mem_handle", get_us), ("ipc_open_mem_handle_first", open1_us),
-                             ("ipc_open_mem_handle_repeat", open2_us), ("ipc_close_mem_handle", close_us)):
-            if vals:
-                rows.append(make_row(ctx, "handles", method, "op", src, dst, nbytes, vals, 1, None, checks, bad,
-                                     note=note, kind="op", required=n))
+        rows += _mem_handle_rows(ctx, src, dst, nbytes, n, get_us, _Opened(*theirs))
     return rows
+
+
+def _export_mem_handle(ctx, dst: int, nbytes: int, s: int, label: str) -> float:
+    """The exporter's repetition `s`: a fresh buffer filled with the seeded pattern, cudaIpcGetMemHandle timed,
+    the handle sent, the importer's acknowledgement awaited, the buffer freed. -> the get's µs."""
+    from cupy.cuda import runtime
+
+    w, gpu = ctx.world, ctx.gpu
+    seed = seed_for(w.rank, nbytes, s, label)
+    ptr = gpu.malloc(nbytes)
+    try:
+        gpu.fill(ptr, nbytes, seed)
+        gpu.wait(what="fill before export")
+        t0 = time.perf_counter_ns()
+        try:
+            h = runtime.ipcGetMemHandle(ptr)
+        except runtime.CUDARuntimeError as e:
+            h = None
+            err = str(_share_error(w.rank, f"cudaIpcGetMemHandle(0x{ptr:x})", e))
+        t1 = time.perf_counter_ns()
+        w.send((bytes(h) if h is not None else None, seed), dst, tag=TAG_HANDLE)
+        if h is None:
+            raise ShareError(err)
+        get_us = _us(t0, t1)
+        ack = w.recv(dst, tag=TAG_ACK, what=f"rank {ctx.world_rank(dst)} to close the IPC mapping")
+    finally:
+        gpu.free(ptr)
+    if isinstance(ack, str):
+        raise ShareError(f"(reported by the importer) {ack}")
+    return get_us
+
+
+@dataclass
+class _Opened:
+    """The importer's side of one size class: per repetition the first open, the repeated open and the close
+    (µs), the data checked through the first mapping, what the driver did that is worth a note."""
+
+    first_us: list[float] = field(default_factory=list)
+    repeat_us: list[float] = field(default_factory=list)
+    close_us: list[float] = field(default_factory=list)
+    bad: int = 0
+    checks: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def as_tuple(self) -> tuple:
+        return self.first_us, self.repeat_us, self.close_us, self.bad, self.checks, self.notes
+
+
+def _open_mem_handle(ctx, src: int, nbytes: int, s: int, opened: _Opened) -> None:
+    """The importer's repetition `s`: the first cudaIpcOpenMemHandle of the exporter's handle and a repeated
+    one timed, the data verified through the first mapping, the close that unmaps timed; the acknowledgement
+    (or the error, which both ranks raise) sent back."""
+    from cupy.cuda import runtime
+
+    w, gpu = ctx.world, ctx.gpu
+    h, seed = w.recv(src, tag=TAG_HANDLE, what=f"an IPC handle from rank {ctx.world_rank(src)}")
+    if h is None:
+        raise _share_error(ctx.world_rank(src), "cudaIpcGetMemHandle", "see that rank's error")
+    ack = True
+    try:
+        flags = runtime.cudaIpcMemLazyEnablePeerAccess
+        t0 = time.perf_counter_ns()
+        p1 = runtime.ipcOpenMemHandle(h, flags)
+        t1 = time.perf_counter_ns()
+        opened.first_us.append(_us(t0, t1))
+        p2 = None
+        try:
+            t0 = time.perf_counter_ns()
+            p2 = runtime.ipcOpenMemHandle(h, flags)
+            t1 = time.perf_counter_ns()
+            opened.repeat_us.append(_us(t0, t1))
+            if p2 != p1 and s == 0:
+                opened.notes.append("repeat open gave a second mapping")
+        except runtime.CUDARuntimeError as e:
+            if s == 0:
+                opened.notes.append(f"repeat open refused: {_short(e, 80)}")
+        if ctx.verify:
+            opened.bad += gpu.verify(p1, nbytes, seed)
+            opened.checks += 1
+        if p2 is not None:
+            runtime.ipcCloseMemHandle(p2)  # undo the repeated open (untimed)
+        t0 = time.perf_counter_ns()
+        try:
+            runtime.ipcCloseMemHandle(p1)
+        except runtime.CUDARuntimeError as e:
+            if p2 != p1:
+                raise
+            # The driver did not count the repeated open: the first close already unmapped.
+            if s == 0:
+                opened.notes.append(f"second close refused ({_short(e, 60)}): opens not reference-counted")
+        t1 = time.perf_counter_ns()
+        opened.close_us.append(_us(t0, t1))
+    except runtime.CUDARuntimeError as e:
+        ack = str(_share_error(w.rank, f"cudaIpcOpenMemHandle/cudaIpcCloseMemHandle (owner rank "
+                                       f"{ctx.world_rank(src)})", e))
+    w.send(ack, src, tag=TAG_ACK)
+    if isinstance(ack, str):
+        raise ShareError(ack)
+
+
+def _mem_handle_rows(ctx, src: int, dst: int, nbytes: int, n: int, get_us: list[float], opened: _Opened):
+    """src's rows of one size class: the exporter's gets, the importer's opens and closes."""
+    # Every repetition's buffer was checked through the importer's first mapping, so each row of the
+    # repetition (get, open, repeat open, close) carries that check.
+    note = "; ".join(["data checked through the first mapping", *opened.notes])
+    return [make_row(ctx, "handles", method, "op", src, dst, nbytes, vals, 1, None, opened.checks, opened.bad,
+                     note=note, kind="op", required=n)
+            for method, vals in (("ipc_get_mem_handle", get_us), ("ipc_open_mem_handle_first", opened.first_us),
+                                 ("ipc_open_mem_handle_repeat", opened.repeat_us),
+                                 ("ipc_close_mem_handle", opened.close_us))
+            if vals]
 
 
 # ---- event handles -----------------------------------------------------------------------------
@@ -198,9 +234,6 @@ def measure_event_handles(ctx, src: int, dst: int, sizes: list[int]):
     importer must see the imported event NOT complete, then complete once the exporter opens the gate
     and the importer's stream has waited on it (the event tracks the exporter's stream)."""
     from cupy.cuda import runtime
-
-    from ipcbench.core.rows import make_row
-    from ipcbench.errors import ShareError
 
     w, gpu = ctx.world, ctx.gpu
     me = w.local_rank
@@ -266,8 +299,6 @@ def _clear(msg: str, rank: int, call: str) -> bool:
 
 def _expect_error(what, rank: int, call: str) -> tuple[bool, str]:
     """Run `what()`; (True, message) if it raised a clear ShareError, else (False, what happened)."""
-    from ipcbench.errors import ShareError
-
     try:
         result = what()
     except ShareError as e:
@@ -279,7 +310,6 @@ def _expect_error(what, rank: int, call: str) -> tuple[bool, str]:
 
 
 def _error_row(ctx, src, dst, method, ok: bool, note: str, t_us: float):
-    from ipcbench.core.rows import make_row
 
     # An error-path probe: `kind` error, never `verified`; the note says whether the message was clear.
     verdict = "clear error" if ok else "NOT a clear error"
@@ -384,26 +414,11 @@ def measure_errors(ctx, src: int, dst: int, sizes: list[int]):
 def steps(n: int, sizes: list[int]) -> list[Step]:
     pairs = ordered_pairs(n)
     classes = size_classes(sizes)
-    def pool_handles(ctx, src, dst, sizes):
-        from ipcbench.suites.handles_pool import measure_pool_handles
-
-        return measure_pool_handles(ctx, src, dst, sizes)
-
-    def core_handles(ctx, src, dst, sizes):
-        from ipcbench.suites.handles_core import measure_core_handles
-
-        return measure_core_handles(ctx, src, dst, sizes)
-
-    def vmm_handles(ctx, src, dst, sizes):
-        from ipcbench.suites.handles_vmm import measure_vmm_handles
-
-        return measure_vmm_handles(ctx, src, dst, sizes)
-
     out = [Step("handles", "memory handles", pairs, classes, measure_mem_handles, needs=(), cost=1.0),
            Step("handles", "event handles", pairs, [0], measure_event_handles, needs=(), cost=1.0),
-           Step("handles", "pool handles", pairs, classes, pool_handles, needs=(), cost=1.5),
-           Step("handles", "cuda.core handles", pairs, classes, core_handles, needs=(), cost=1.5),
-           Step("handles", "vmm handles", pairs, classes, vmm_handles, needs=(), cost=1.5)]
+           Step("handles", "pool handles", pairs, classes, measure_pool_handles, needs=(), cost=1.5),
+           Step("handles", "cuda.core handles", pairs, classes, measure_core_handles, needs=(), cost=1.5),
+           Step("handles", "vmm handles", pairs, classes, measure_vmm_handles, needs=(), cost=1.5)]
     ep = error_pairs(n)
     if ep:
         out.append(Step("handles", "error paths", ep, [2 << 20], measure_errors, needs=(), cost=40.0))
@@ -412,11 +427,6 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
 
 def _rows() -> dict:
     """Every row is a host API call timed on the host clock; its mechanism is what it shares."""
-    from ipcbench.results import RowFacts
-    from ipcbench.suites.handles_core import CORE_COSTS
-    from ipcbench.suites.handles_pool import POOL_COSTS
-    from ipcbench.suites.handles_vmm import VMM_COSTS
-
     by_mechanism = {
         "legacy": ("ipc_get_mem_handle", "ipc_open_mem_handle_first", "ipc_open_mem_handle_repeat",
                    "ipc_close_mem_handle", "err_open_freed_handle", "err_open_exited_owner_handle",
