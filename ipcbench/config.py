@@ -16,6 +16,7 @@ from ipcbench.core.schedule import SERIAL_PAIRS  # noqa: F401 (the CLI's choices
 from ipcbench.core.sm_copy import CopyShape
 from ipcbench.errors import UsageError
 from ipcbench.sizes import SizeError, fmt_size, parse_sizes
+from ipcbench.suites.registry import UnknownSuite, plan, resolve
 
 DEFAULT_SIZES = "4K:256M"
 # --quick is a fleet check: every pair and method at the two ends of the default sweep (the per-transfer
@@ -61,8 +62,6 @@ class RunConfig:
 
     def steps(self, n_local: int) -> list:
         """The plan of this run for n_local ranks per node (suites/registry.plan)."""
-        from ipcbench.suites.registry import plan
-
         return plan(list(self.suites), n_local, list(self.sizes), self.quick, self.thin_twins)
 
     def options_meta(self) -> dict:
@@ -77,8 +76,6 @@ class RunConfig:
 
 def build_config(ns) -> RunConfig:
     """Validate an argparse namespace of the bench command; UsageError names the option and why."""
-    from ipcbench.suites.registry import UnknownSuite, resolve
-
     try:
         suites = tuple(resolve(ns.suites))
     except UnknownSuite as e:

@@ -1,12 +1,17 @@
 """`ipcbench info`: one process, no MPI. IPC readiness (readiness.py), GPUs, NVML topology, P2P matrix, IPC
 feature checks, MPS, versions. Without a GPU it says what it can of the host (namespaces, /dev/shm,
-ptrace) and exits 2: IPC itself cannot be checked."""
+ptrace) and exits 2: IPC itself cannot be checked. So CuPy (core/gpu.py) and cuda.bindings (ipc/vmm.py)
+are imported inside the functions that ask the GPU, where a failed import is an answer, not a crash."""
 
 from __future__ import annotations
 
 import json
 import sys
 
+from ipcbench import readiness
+from ipcbench.core import mps, topology
+from ipcbench.readiness import Item
+from ipcbench.run import meta as run_meta
 from ipcbench.sizes import fmt_size
 
 
@@ -96,16 +101,12 @@ def _vmm_line(index: int, f: dict) -> str:
 def _mps(index: int) -> dict:
     """Does this process's context on GPU `index` run under MPS (core/mps.py)? What a rank started with
     the same environment would see: status, how it was known, and the raw readings."""
-    from ipcbench.core import mps
-
     reading = mps.read(index)
     enabled, source = mps.rank_status(reading)
     return {"enabled": enabled, "source": source, "reading": reading}
 
 
 def _mps_line(index: int, m: dict) -> str:
-    from ipcbench.core import mps
-
     r = m.get("reading", {})
     how = (f"{mps.ATTRIBUTE}={int(r['mps_enabled'])}" if r.get("mps_enabled") is not None
            else f"attribute unreadable: {r.get('error')}; inferred from the control pipe")
@@ -119,10 +120,7 @@ def _mps_line(index: int, m: dict) -> str:
 def collect(host: list | None = None) -> dict:
     """Everything `info` reports, as data: the readiness items (host ones given or read here, then MIG,
     fabric handles and P2P per GPU), GPUs with their features and MPS, the P2P matrix, NVML's links."""
-    from ipcbench import readiness
     from ipcbench.core import gpu as gpumod
-    from ipcbench.core.topology import gpu_links, nvml_mig_modes
-    from ipcbench.run.meta import cuda_versions, library_versions
 
     host = readiness.host_items() if host is None else host
     n = gpumod.device_count()
@@ -136,19 +134,17 @@ def collect(host: list | None = None) -> dict:
         g["mps"] = _mps(g["index"])  # after the probes: this process has a context on the GPU
     p2p = [[1 if i == j else int(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
     buses = [g["pci_bus_id"] for g in gpus]
-    links = gpu_links(buses)
-    mig = nvml_mig_modes(buses) or [None] * n
+    links = topology.gpu_links(buses)
+    mig = topology.nvml_mig_modes(buses) or [None] * n
     items = [*host, *(readiness.mig_item(g["index"], m) for g, m in zip(gpus, mig)),
              *(readiness.fabric_item(g["index"], g["features"].get("fabric_handles"),
                                      g["features"].get("fabric_permitted")) for g in gpus),
              *readiness.p2p_items(p2p)]
     return {"readiness": [i.as_dict() for i in items], "gpus": gpus, "p2p_matrix": p2p, "topology": links,
-            "versions": {**cuda_versions(), **library_versions()}}
+            "versions": {**run_meta.cuda_versions(), **run_meta.library_versions()}}
 
 
 def _readiness_lines(items: list[dict], names: tuple[str, ...] | None = None) -> list[str]:
-    from ipcbench.readiness import Item
-
     return [Item(**i).line() for i in items if names is None or i["name"] in names]
 
 
@@ -159,8 +155,6 @@ READINESS_NAMES = ("pid_namespace", "ipc_namespace", "dev_shm", "ptrace_scope", 
 
 def _no_gpu(args, why: str) -> int:
     """No GPU: the host's readiness items (stdout, or the JSON with `error`), then why on stderr; exit 2."""
-    from ipcbench import readiness
-
     host = [i.as_dict() for i in readiness.host_items()]
     if args.json:
         print(json.dumps({"gpus": [], "readiness": host, "error": why}, indent=2, default=str))

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from ipcbench.ipc.shm import SHM_DIR
 from ipcbench.sizes import fmt_size
+from ipcbench.suites.staged_plan import shm_segment_bytes, staged_params
 
 # include/linux/proc_ns.h: the initial (host's) namespaces have fixed inode numbers.
 HOST_NS_INODE = {"pid": 0xEFFFFFFC, "ipc": 0xEFFFFFFF}
@@ -88,8 +89,6 @@ def ipc_namespace_item(proc: str | None = None) -> Item:
 
 def dev_shm_item(shm_dir: str = SHM_DIR, env: dict | None = None, usage=shutil.disk_usage) -> Item:
     """/dev/shm's size and free space against the segment one shm_staged pair maps (suites/staged_plan)."""
-    from ipcbench.suites.staged_plan import shm_segment_bytes, staged_params
-
     try:
         need = shm_segment_bytes(env)
         p = staged_params(env)

@@ -110,8 +110,9 @@ def test_imports_point_one_way(package):
     assert above == set()
 
 
-# Modules that `--help`, `report`, `compare`, `--version` and a plan (config -> suites/registry.plan -> every
-# suite module) import: no CUDA, no MPI (importing mpi4py.MPI initialises MPI), no pandas or matplotlib.
+# Modules that `--help`, `report`, `compare`, `--version`, a dry run (through run/runner.py), and `info` and
+# `selftest` before their GPU work import, and a plan (config -> suites/registry.plan -> every suite module):
+# no CUDA, no MPI (importing mpi4py.MPI initialises MPI), no pandas or matplotlib.
 GPU_FREE = """
 import sys
 import ipcbench.cli, ipcbench.config, ipcbench.errors, ipcbench.results, ipcbench.run.meta, ipcbench.sizes
@@ -121,6 +122,7 @@ for name in registry.ORDER:
     for method in registry.spec(name).rows:
         registry.row_facts(name, method)
 import ipcbench.core.bulk, ipcbench.core.link_rates, ipcbench.core.sampler, ipcbench.core.schedule
+import ipcbench.info, ipcbench.run.dryrun, ipcbench.run.runner, ipcbench.selftest.command
 import ipcbench.record.run, ipcbench.report.command, ipcbench.report.compare
 heavy = ("cupy", "mpi4py", "cuda.bindings", "cuda.core", "pynvml", "pandas", "matplotlib")
 print(" ".join(m for m in heavy if m in sys.modules))
@@ -131,6 +133,24 @@ def test_the_gpu_free_modules_import_no_cuda_mpi_or_pandas():
     res = subprocess.run([sys.executable, "-c", GPU_FREE], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == []
+
+
+EVERY_MODULE = """
+import importlib, pkgutil, sys
+import ipcbench
+for m in pkgutil.walk_packages(ipcbench.__path__, "ipcbench."):
+    if m.name != "ipcbench.__main__":  # runs the command line
+        importlib.import_module(m.name)
+print("mpi4py" in sys.modules)
+"""
+
+
+def test_importing_a_module_never_initialises_mpi():
+    """Only the functions that talk MPI import mpi4py (core/world.py, ipc/fdpass.py, ...): importing a module,
+    as the tests, `ipcbench info` and the plan do, never starts MPI."""
+    res = subprocess.run([sys.executable, "-c", EVERY_MODULE], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False"]
 
 
 # Calls that every rank of a node, or both ranks of a pair, must make in the same order: each says so first.

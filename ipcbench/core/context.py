@@ -4,9 +4,10 @@ the setup is done, so reading any field never talks to another rank. docs/archit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ipcbench.core import sampler
 from ipcbench.core.sampler import SamplingRule
 
 
@@ -64,16 +65,12 @@ class Ctx:
         """sampler.calibrate with a hint from the previous size of the same (label, pair); remembers.
         `sample_factor` makes this measurement's samples that many times longer than --min-time; `max_count`
         caps the transfers of one sample (below the rule's own cap)."""
-        from dataclasses import replace
-
-        from ipcbench.core.sampler import calibrate, scale_hint
-
         prev = self.hints.get(key)
-        hint = scale_hint(prev[1], prev[0], nbytes) if prev else None
+        hint = sampler.scale_hint(prev[1], prev[0], nbytes) if prev else None
         rule = self.rule if sample_factor == 1.0 else replace(self.rule,
                                                               min_time_s=self.rule.min_time_s * sample_factor)
         if max_count is not None and max_count < rule.max_count:
             rule = replace(rule, max_count=max_count)
-        count, per_ms = calibrate(rule, timed, hint)
+        count, per_ms = sampler.calibrate(rule, timed, hint)
         self.hints[key] = (nbytes, per_ms)
         return count

@@ -2,7 +2,8 @@
 
 Everything that launches a kernel or owns device memory goes through here, so that the rest of the
 code deals in raw device pointers (ints) and never in framework arrays. This module imports CuPy at
-import time: cli.py and the report never import it (docs/architecture.md).
+import time: cli.py and the report never import it (docs/architecture.md). cuda.bindings is optional here
+(the UUID fallback, green contexts): imported where it is used, its absence an answer, not an error.
 """
 
 from __future__ import annotations

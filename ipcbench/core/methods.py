@@ -25,6 +25,8 @@ import copy
 import importlib
 from dataclasses import dataclass
 
+from ipcbench.core import bulk
+
 # Stream operations (copies, kernel launches, graph nodes) queued behind one gate: the most transfers of one
 # sample (a sample is one gated segment: core/pair.py caps calibration at `per_segment`). Far more than this
 # (5,120 small peer copies, seen on an H200 pair) fills the channel's push buffer: the host blocks inside the
@@ -89,8 +91,6 @@ class BulkEngine:
     gpu_needs = ("bulk_copy",)
 
     def describe(self, gpu) -> str:
-        from ipcbench.core import bulk
-
         return bulk.describe(gpu.bulk_shape, gpu.sm_count, gpu.bulk_placement())
 
     def stream(self, gpu):

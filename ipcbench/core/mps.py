@@ -17,6 +17,9 @@ Two halves, so that the decision is testable without a GPU:
   saying what was found (and where the readings disagree), and an error when the run must not go on:
   ranks that share a GPU but do not agree (one an MPS client, one not), or a status that is not the one
   IPCBENCH_EXPECT_MPS asked for. Pure; the runner applies it on every rank alike (run/runner.py).
+
+`read` never raises, so its CUDA imports (cuda.bindings, CuPy's runtime) are inside its tries: a process
+without either, or without a driver, gets readings that say why.
 """
 
 from __future__ import annotations

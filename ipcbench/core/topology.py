@@ -8,7 +8,8 @@ on the switch); otherwise `pcie`. Where NVML cannot name a far end that is none 
 driver or binding without the call, or a reading of "unknown"), a pair that might reach a switch through
 it is `unknown`, never a guess, and `kind_reason` says why: a health gate must not judge it, and the pair
 mode treats it as not proven disjoint. Rates: core/link_rates.py. No NVML (or no GPU) -> an empty table,
-never an error: the report leaves out the % of peak.
+never an error: the report leaves out the % of peak. So pynvml is imported in `_nvml`, inside the callers'
+tries: a missing module is one more way of having no NVML.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 IPC is node-local, so everything that pairs ranks works on the node communicator; the world
 communicator is only for gathering results and metadata. Every blocking wait here polls with a
 deadline so that a dead or stuck rank turns into an error message instead of a hang.
+
+mpi4py is imported inside the methods that use it: importing mpi4py.MPI initialises MPI, and the CLI and
+the suites' plans import this module's pure helpers (launcher_rank, ordered_pairs) before any rank may.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import socket
 import zlib
 from dataclasses import dataclass, field
 from itertools import permutations, combinations
+
+import numpy as np
 
 from ipcbench.core.poll import wait_until
 from ipcbench.errors import WorldError
@@ -168,7 +173,6 @@ class World:
     def tight_exchange(self, value: int, peer: int, what: str) -> int:
         """Swap one int with a node-local peer, busy-polling (no sleeps), so that both leave within MPI
         latency: the barrier right before a timed region whose two sides must start together."""
-        import numpy as np
         from mpi4py import MPI
 
         sbuf = np.array([value], dtype=np.int64)

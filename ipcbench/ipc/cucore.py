@@ -10,7 +10,8 @@ what a cuda.core user gets; underneath it is the same driver path as ipc/pool.py
 should match the pool's (and legacy IPC's).
 
 Same sharer interface as ipc/legacy.py (alloc/export/open/close_all/free/shutdown): BufferSet and the
-methods run on it unchanged. docs/architecture.md.
+methods run on it unchanged. docs/architecture.md. cuda.core (and, under it, the cuda.bindings of
+ipc/pool.py) is optional: imported where it is used, so that `core_support` can answer without it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pickle
 import time
 
 from ipcbench.errors import ShareError
+from ipcbench.ipc.fdpass import FdExchange
 
 
 def core_support(device: int) -> tuple[bool, str | None]:
@@ -70,8 +72,6 @@ class CoreIpc:
 
     def __init__(self, gpu, world):
         from cuda.core import Device
-
-        from ipcbench.ipc.fdpass import FdExchange
 
         self.rank = world.rank
         self.gpu_index = gpu.index

@@ -22,7 +22,9 @@ loop, core/poll.wait_until).  A wait that runs out, or a peer that is not
 listening, raises :class:`ipcbench.errors.WorldError` naming the rank and what
 it waited for; a setup that fails raises :class:`FdPassError` (a ShareError).
 
-This module imports no CUDA; it works with any file descriptor.
+This module imports no CUDA; it works with any file descriptor. It imports mpi4py only inside the
+functions that talk MPI (importing mpi4py.MPI initialises MPI, and the sharers that pass fds are imported
+by code that must not: the tests, `ipcbench info`).
 ``pidfd_getfd`` is deliberately not used (it fails under Yama
 ``ptrace_scope=1``).
 """
@@ -41,12 +43,13 @@ import struct
 import time
 from array import array
 from collections import deque
-from typing import Iterable
-
-from mpi4py import MPI
+from typing import TYPE_CHECKING, Iterable
 
 from ipcbench.core.poll import wait_until
 from ipcbench.errors import ShareError, WorldError
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
 
 __all__ = ["FdExchange", "FdPassError", "socket_base_dir"]
 
@@ -164,6 +167,8 @@ def _recv_with_fds(sock: socket.socket, bufsize: int, fds: list[int], maxfds: in
 
 def _wait(req: MPI.Request, deadline: float, comm: MPI.Comm, what: str) -> None:
     """Poll ``req`` until done (core/poll.wait_until); WorldError once ``deadline`` (time.monotonic) passes."""
+    from mpi4py import MPI
+
     who = (f"ipcbench.fdpass: local rank {comm.Get_rank()} of {comm.Get_size()}, "
            f"world rank {MPI.COMM_WORLD.Get_rank()}")
     wait_until(req.Test, max(deadline - time.monotonic(), 0.0), f"{what} ({who})", max_sleep=_MAX_SLEEP_S,
@@ -236,6 +241,8 @@ class FdExchange:
         return self
 
     def _setup(self, deadline: float) -> None:
+        from mpi4py import MPI
+
         comm = self._comm
         buf = bytearray(_BCAST_SIZE)
         err: BaseException | None = None
@@ -354,6 +361,8 @@ class FdExchange:
         return r
 
     def _err_prefix(self) -> str:
+        from mpi4py import MPI
+
         return f"ipcbench.fdpass: local rank {self.rank} (world rank {MPI.COMM_WORLD.Get_rank()})"
 
     def _send(self, dest: int, kind: int, tag: int, fd: int | None, deadline: float) -> None:

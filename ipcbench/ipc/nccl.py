@@ -29,6 +29,7 @@ of NCCL calls that still fails after both agreed is an error on both ranks, not 
 from __future__ import annotations
 
 import gc
+import os
 import time
 import warnings
 
@@ -54,7 +55,8 @@ class NcclUnavailable(MeasureError):
 
 
 def load():
-    """cupy.cuda.nccl with libnccl loaded (NcclUnavailable otherwise). Tests replace this with a fake."""
+    """cupy.cuda.nccl with libnccl loaded (NcclUnavailable otherwise), imported here: NCCL is optional, and a
+    failed import is the answer. Tests replace this with a fake."""
     try:
         with warnings.catch_warnings():  # CuPy warns at import when libnccl is missing: the reason is ours to say
             warnings.simplefilter("ignore")
@@ -91,8 +93,6 @@ def capture_check(gpu, version: int, src: int, dst: int) -> str | None:
     """Why this rank should not capture NCCL calls into CUDA graphs, or None: an NCCL without P2P capture,
     IPCBENCH_NCCL_GRAPHS=0, or a work stream that cannot capture (tried with a 4-byte copy from `src` to
     `dst` that is captured and dropped, never launched: no NCCL call is captured to find out)."""
-    import os
-
     if version < MIN_GRAPH_VERSION:
         return f"NCCL {version_text(version)} cannot capture P2P calls"
     if os.environ.get(GRAPHS_ENV, "1") == "0":

@@ -14,9 +14,11 @@ import ctypes
 import os
 import time
 
+from cuda.bindings import driver
 from cuda.bindings import runtime as rt
 
 from ipcbench.errors import ShareError
+from ipcbench.ipc.fdpass import FdExchange
 
 _HT = rt.cudaMemAllocationHandleType.cudaMemHandleTypePosixFileDescriptor
 
@@ -78,8 +80,6 @@ def create_pool(device: int, rank: int):
     props.location.id = device
     pool = check(rt.cudaMemPoolCreate(props), "cudaMemPoolCreate", rank)
     # Keep freed memory in the pool: the run reuses it, and trimming would make timings noisy.
-    from cuda.bindings import driver
-
     threshold = driver.cuuint64_t(0xFFFFFFFFFFFFFFFF)
     check(rt.cudaMemPoolSetAttribute(pool, rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold, threshold),
           "cudaMemPoolSetAttribute(ReleaseThreshold)", rank)
@@ -106,8 +106,6 @@ class PoolIpc:
     name = "pool"
 
     def __init__(self, gpu, world):
-        from ipcbench.ipc.fdpass import FdExchange
-
         self.gpu = gpu
         self.world = world
         self.rank = world.rank

@@ -6,7 +6,9 @@ A kind whose check fails on any rank of a node is recorded in `ctx.unavailable` 
 its steps write no rows but say why (run/walk.py). A step may also need a library it measures through
 (`LIBRARIES`: NCCL), or a feature of the GPU itself (`GPU_FEATURES`: Hopper's bulk copies), checked the
 same way and recorded in `ctx.libraries` / `ctx.features` or `ctx.unavailable`, so walk has one skip path
-for all. docs/architecture.md."""
+for all. docs/architecture.md. No CUDA at import (the kinds' modules and BufferSet are imported when a run
+sets them up): the runner imports this table, and a dry run goes through the runner on machines without
+a GPU."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 The creator makes a 0600 file in /dev/shm, the peer maps it, and the creator unlinks the name as soon
 as the peer has it, so nothing is left behind even if a rank dies later. Both ranks pin it with
 cudaHostRegister(Portable|Mapped). Every step is agreed by both ranks (`agree`), so a failure on either
-side makes both raise instead of leaving one waiting.
+side makes both raise instead of leaving one waiting. CuPy is imported only where memory is pinned: the
+staged suite's modules import this one, and suite modules import no CUDA at module import.
 """
 
 from __future__ import annotations

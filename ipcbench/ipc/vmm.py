@@ -21,6 +21,7 @@ from cuda.bindings import driver
 from cuda.bindings import runtime as rt
 
 from ipcbench.errors import ShareError
+from ipcbench.ipc.fdpass import FdExchange
 
 _A = driver.CUdevice_attribute
 _FD = driver.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -249,8 +250,6 @@ def share_fd_exports(world, exports: tuple[FdExport, ...]) -> list[tuple[FdExpor
     if len(counts) != 1:
         raise ShareError(f"rank {world.rank}: node-local ranks export different numbers of VMM allocations "
                          f"({[len(m) for m in meta]})")
-    from ipcbench.ipc.fdpass import FdExchange
-
     received: list[dict[int, int]] = []
     try:
         with FdExchange(world.node, timeout=world.timeout) as fx:

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import json
 
+from ipcbench.config import TOPOLOGIES
+from ipcbench.core import topology
+from ipcbench.core.schedule import SerialPairs
+from ipcbench.run.walk import agree_pair_mode, groups_of, measured, pairs_of
 from ipcbench.sizes import fmt_size
 
 # The cost of one measurement, fitted to suite wall times (meta.json's suite_wall_s) of `all` on a 2x H200
@@ -30,8 +34,6 @@ def estimate_seconds(steps, rule, mode=None) -> float:
     """Expected wall time of a plan under `rule`: steps walked in rounds of disjoint pairs (`mode`
     concurrent) cost one measurement per round and size, not per pair; serial steps count the pairs of
     the mode's coverage. Without a mode: every pair, one at a time."""
-    from ipcbench.run.walk import groups_of
-
     total = 0.0
     for s in steps:
         walked = len(s.sizes) * len(groups_of(s, mode)) if mode is not None else s.measurements
@@ -41,8 +43,6 @@ def estimate_seconds(steps, rule, mode=None) -> float:
 
 
 def describe(plan: dict) -> str:
-    from ipcbench.core.schedule import SerialPairs
-
     n = plan["measurements"]
     lines = ["ipcbench plan (dry run: no GPU work)",
              f"  nodes:   {plan['nodes']} ({', '.join(f'{h}: {k} ranks' for h, k in plan['ranks_per_node'].items())})",
@@ -67,15 +67,13 @@ def describe(plan: dict) -> str:
     return "\n".join(lines)
 
 
-def assumptions(gpu_source: str, topology: str, mode) -> list[str]:
+def assumptions(gpu_source: str, link_source: str, mode) -> list[str]:
     """What the plan and its estimate take for granted, said with them."""
-    from ipcbench.config import TOPOLOGIES
-
     plan_for = f"--topology {'|'.join(TOPOLOGIES)} plans for a node of that kind"
     links = {"NVML": "the GPU pairs are linked as NVML reports here",
              "unknown": f"the links are unknown (no NVML here), so pairs are measured one at a time: {plan_for}"}
-    return [f"GPUs: {gpu_source}", links.get(topology, f"every GPU pair is linked by {topology[len('--topology '):]} "
-                                                      f"({topology}, not this machine)"),
+    given = f"every GPU pair is linked by {link_source[len('--topology '):]} ({link_source}, not this machine)"
+    return [f"GPUs: {gpu_source}", links.get(link_source, given),
             f"pairs: {mode.mode} ({mode.reason}); serial steps: {mode.serial.describe()}",
             f"{SAMPLES_PER_MEASUREMENT:g} samples' worth of --min-time and {FIXED_PER_MEASUREMENT_S * 1e3:g} ms per "
             f"measurement, {STARTUP_S:g} s to start: fitted to the suite wall times of 2 x H200 runs"]
@@ -83,14 +81,11 @@ def assumptions(gpu_source: str, topology: str, mode) -> list[str]:
 
 def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     """Print the plan on world rank 0 (human-readable, or one JSON object with --json)."""
-    from ipcbench.core.topology import nvml_gpu_count, nvml_link_kinds
-    from ipcbench.run.walk import agree_pair_mode, groups_of, measured, pairs_of
-
     local = assumed_ranks or world.local_size
-    info = world.comm.allgather((world.host, local, None if cfg.topology else nvml_gpu_count()))
+    info = world.comm.allgather((world.host, local, None if cfg.topology else topology.nvml_gpu_count()))
     gpus_here = info[world.rank][2] or local
-    kinds = [cfg.topology] * (local * (local - 1)) if cfg.topology else nvml_link_kinds()
-    topology = f"--topology {cfg.topology}" if cfg.topology else "NVML" if kinds else "unknown"
+    kinds = [cfg.topology] * (local * (local - 1)) if cfg.topology else topology.nvml_link_kinds()
+    link_source = f"--topology {cfg.topology}" if cfg.topology else "NVML" if kinds else "unknown"
     mode = agree_pair_mode(world, cfg.pairs, -(-local // min(local, gpus_here)), kinds, local,
                            cfg.serial_pairs, cfg.quick)
     per_node = {host: (n, g) for host, n, g in info}
@@ -100,7 +95,7 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": assumed_ranks or world.size,
             "ranks_per_node": {h: n for h, (n, _) in per_node.items()}, "gpus_per_node": gpus,
             "gpu_source": "NVML" if all(g is not None for _, g in per_node.values()) else "assumed one per rank",
-            "topology": topology,
+            "topology": link_source,
             "pairs": local * (local - 1), "pair_mode": mode.as_dict(),
             "suites": list(cfg.suites), "sizes": list(cfg.sizes), "sampling": cfg.rule.describe(),
             "steps": [{"suite": s.suite, "label": s.label, "measurements": measured(s, mode),
@@ -110,7 +105,7 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
                        else None} for s in steps],
             "measurements": sum(measured(s, mode) for s in steps),
             "estimated_s": round(estimate_seconds(steps, cfg.rule, mode), 1)}
-    plan["assumptions"] = assumptions(plan["gpu_source"], topology, mode)
+    plan["assumptions"] = assumptions(plan["gpu_source"], link_source, mode)
     if cfg.json_plan:
         print(json.dumps(plan), flush=True)
     else:

@@ -1,17 +1,23 @@
-"""Run metadata for meta.json: who ran what, where, on which GPUs, drivers and libraries."""
+"""Run metadata for meta.json: who ran what, where, on which GPUs, drivers and libraries.
+
+`ipcbench --version` imports this module (source_digest), so it imports CuPy and mpi4py only inside the
+functions that read versions from them (importing mpi4py.MPI initialises MPI).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import platform
 import socket
 import subprocess
 import sys
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 
 from ipcbench import __version__
+from ipcbench.core import topology
 from ipcbench.results import SCHEMA_VERSION
 
 
@@ -23,9 +29,7 @@ def clean(text: str) -> str:
 def mem_bandwidth_gbps(pci_bus_id: str) -> float | None:
     """Theoretical DRAM bandwidth (GB/s) from NVML: max memory clock x bus width x 2 (DDR) / 8."""
     try:
-        from ipcbench.core.topology import _nvml
-
-        nv = _nvml()
+        nv = topology._nvml()
         h = nv.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
         mhz = nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)
         bits = nv.nvmlDeviceGetMemoryBusWidth(h)
@@ -95,9 +99,7 @@ def library_versions() -> dict:
 def cuda_versions() -> dict:
     from cupy.cuda import runtime
 
-    from ipcbench.core.topology import nvml_driver_version
-
-    return {"driver": nvml_driver_version(), "cuda_driver": runtime.driverGetVersion(),
+    return {"driver": topology.nvml_driver_version(), "cuda_driver": runtime.driverGetVersion(),
             "cuda_runtime": runtime.runtimeGetVersion()}
 
 
@@ -109,9 +111,6 @@ def source_digest() -> str:
     it compiles (package ipcbench.kernels), by relative path and content. Unlike the git commit it is known
     for a wheel install and cannot be stale: `ipcbench --version` prints it for the installed code, so a run's
     meta.json can be matched to the code that made it."""
-    import hashlib
-    from importlib import resources
-
     h = hashlib.sha256()
     for name, root in (("ipcbench", Path(__file__).resolve().parents[1]),
                        ("ipcbench.kernels", Path(str(resources.files("ipcbench.kernels"))))):

@@ -4,25 +4,35 @@ Every decision that could differ between ranks (the output directory, GPU counts
 pool support) is made collectively or by world rank 0 and broadcast, so a setup error ends every rank
 with the same message instead of leaving one waiting. The plan (suites/registry.py) is a list of steps;
 each step runs over the node's pair schedule with the other ranks waiting, and after each pair the
-node's rows go to run/collect.RowSink. docs/architecture.md.
+node's rows go to run/collect.RowSink. docs/architecture.md. A dry run goes through here too, on machines
+without a GPU (a login node planning for a compute node): CuPy (core/gpu.py) is imported where a run's
+setup first needs it, after the dry run has returned.
 """
 
 from __future__ import annotations
 
+import cProfile
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ipcbench import __version__
-from ipcbench.core import mps
+from ipcbench.core import mps, topology
+from ipcbench.core.context import Ctx
+from ipcbench.core.rows import failed
 from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
 from ipcbench.errors import UsageError
+from ipcbench.ipc.sharers import BUFFER_KINDS, setup_buffers, setup_gpu_features, setup_libraries
 from ipcbench.results import ResultsWriter, write_meta
-from ipcbench.run.console import say
+from ipcbench.run import meta as run_meta
+from ipcbench.run.collect import RowSink
+from ipcbench.run.console import matrices, say
 from ipcbench.run.dryrun import dry_run, estimate_seconds
-from ipcbench.run.walk import walk
+from ipcbench.run.outdir import choose_run_dir
+from ipcbench.run.walk import agree_pair_mode, walk
 from ipcbench.sizes import fmt_size
 
 
@@ -62,8 +72,6 @@ def slot_bytes(steps, sizes) -> int:
 
 
 def _check_memory(world, gpu, sizes, steps) -> None:
-    from ipcbench.ipc.sharers import BUFFER_KINDS
-
     kinds = {k for s in steps for k in s.needs if k in BUFFER_KINDS} or {"legacy"}  # buffer kinds, not libraries
     slot = -(-slot_bytes(steps, sizes) // 4096) * 4096
     need = len(kinds) * slot * (1 + world.local_size) + (64 << 20)
@@ -76,8 +84,6 @@ def _check_memory(world, gpu, sizes, steps) -> None:
 
 
 def _setup_buffers(ctx, steps, sizes) -> None:
-    from ipcbench.ipc.sharers import setup_buffers, setup_gpu_features, setup_libraries
-
     needs = {k for s in steps for k in s.needs}
     setup_buffers(ctx, needs, slot_bytes(steps, sizes))
     setup_libraries(ctx, needs)
@@ -118,18 +124,10 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     dry run's exit status. `make_steps(local_size, gpu_of)`: the plan where it depends on which rank has which
     GPU (ipcbench selftest); the configuration's suites otherwise. `example`: how to start it, for the error
     without mpirun."""
-    from ipcbench.core.context import Ctx
-    from ipcbench.core.gpu import Gpu
-    from ipcbench.run.collect import RowSink
-    from ipcbench.run.meta import make_run_id
-    from ipcbench.run.outdir import choose_run_dir
-
     world = World.create(timeout=cfg.timeout_s)
     sizes = list(cfg.sizes)
     if world.size < 2 and cfg.dry_run:
-        from ipcbench.core.topology import nvml_gpu_count
-
-        gpus = nvml_gpu_count() or 0
+        gpus = topology.nvml_gpu_count() or 0
         if gpus < 2:
             raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
                              f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
@@ -139,11 +137,13 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     if cfg.dry_run:
         return dry_run(world, cfg, cfg.steps(world.local_size))
 
-    run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, make_run_id(world.hosts[0])))))
+    run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, run_meta.make_run_id(world.hosts[0])))))
     index, info = _select_gpu(world)
     gpu_of = world.node_allgather(index, "the GPU of every rank")
     steps = make_steps(world.local_size, gpu_of) if make_steps else cfg.steps(world.local_size)
-    gpu = Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)
+    from ipcbench.core import gpu as gpumod
+
+    gpu = gpumod.Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)
     mps_on, mps_meta = _detect_mps(world, index)
     _check_memory(world, gpu, sizes, steps)
     ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
@@ -196,22 +196,17 @@ def release(s: Session) -> None:
 def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:
     """Close the run: meta.json completed (with `extra_meta`), the CSV closed, the matrices and the summary
     printed; every rank returns the run's exit status (1 when a row failed verification)."""
-    from ipcbench.core.rows import failed
-    from ipcbench.run.meta import now_iso
-
     world, cfg, meta, writer = s.world, s.cfg, s.meta, s.writer
     status = 0
     if world.rank == 0:
         bad = [r for r in all_rows if failed(r, cfg.verify)]
-        meta.update(end=now_iso(), status="complete", wall_s=round(time.monotonic() - s.t0, 2), rows=writer.count,
-                    failed_rows=len(bad), suite_wall_s=s.timings, **(extra_meta or {}))
+        meta.update(end=run_meta.now_iso(), status="complete", wall_s=round(time.monotonic() - s.t0, 2),
+                    rows=writer.count, failed_rows=len(bad), suite_wall_s=s.timings, **(extra_meta or {}))
         if checks:
             meta["pair_mode"]["check"] = checks
         write_meta(s.run_dir, meta)
         writer.close()
         if not cfg.quiet:
-            from ipcbench.run.console import matrices
-
             print()
             print(matrices(all_rows, host=world.hosts[0]))
         print(f"{writer.count} rows in {meta['wall_s']:.1f} s -> {s.run_dir / 'results.csv'}")
@@ -233,10 +228,6 @@ def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | Non
                       quick: bool = False):
     """This node's pair mode and serial-step coverage from the links between the GPUs its ranks use
     (run/walk.agree_pair_mode)."""
-    from collections import Counter
-
-    from ipcbench.run.walk import agree_pair_mode
-
     used = set(gpu_of)
     kinds = None
     if topo and topo.get("nvml") and topo.get("links"):
@@ -263,8 +254,6 @@ def _profiler():
     """IPCBENCH_PROFILE=DIR: profile each rank's walk with cProfile into DIR/rank<N>.prof (development)."""
     if not os.environ.get("IPCBENCH_PROFILE"):
         return None
-    import cProfile
-
     os.makedirs(os.environ["IPCBENCH_PROFILE"], exist_ok=True)
     prof = cProfile.Profile()
     prof.enable()
@@ -272,15 +261,14 @@ def _profiler():
 
 
 def _gather_meta(world, info, run_id, cfg, topo, mode) -> dict:
-    from ipcbench.run.meta import base_meta, cuda_versions, library_versions, mem_bandwidth_gbps
-
     mine = {"rank": world.rank, "host": world.host, "local_rank": world.local_rank, "gpu": info.index,
-            "pid": os.getpid(), "gpu_info": {**info.as_dict(), "mem_bw_gbps": mem_bandwidth_gbps(info.pci_bus_id)}}
+            "pid": os.getpid(),
+            "gpu_info": {**info.as_dict(), "mem_bw_gbps": run_meta.mem_bandwidth_gbps(info.pci_bus_id)}}
     ranks = world.world_gather(mine, "metadata")
     topos = world.world_gather((world.host, topo if world.local_rank == 0 else None, mode.as_dict()), "topology")
     if world.rank != 0:
         return {}
-    meta = base_meta(run_id, list(cfg.argv))
+    meta = run_meta.base_meta(run_id, list(cfg.argv))
     meta["hosts"] = world.hosts
     meta["ranks"] = [{k: v for k, v in r.items() if k != "gpu_info"} for r in ranks]
     gpus: dict[str, dict] = {}
@@ -292,7 +280,7 @@ def _gather_meta(world, info, run_id, cfg, topo, mode) -> dict:
     meta["topology"] = {h: t for h, t, _ in topos if t is not None}
     modes = {h: m for h, t, m in topos if t is not None}
     meta["pair_mode"] = {**modes[world.hosts[0]], "per_host": modes}
-    meta["versions"] = {**cuda_versions(), **library_versions()}
+    meta["versions"] = {**run_meta.cuda_versions(), **run_meta.library_versions()}
     meta["suites"] = list(cfg.suites)
     meta["sizes"] = list(cfg.sizes)
     meta["options"] = cfg.options_meta()
@@ -304,10 +292,9 @@ def _node_topology() -> dict:
     """P2P access matrix (CUDA) and NVML link table for every GPU this process sees."""
     from cupy.cuda import runtime
 
-    from ipcbench.core.gpu import describe
-    from ipcbench.core.topology import gpu_links
+    from ipcbench.core import gpu as gpumod
 
     n = runtime.getDeviceCount()
     p2p = [[1 if i == j else int(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
-    links = gpu_links([describe(i).pci_bus_id for i in range(n)])
+    links = topology.gpu_links([gpumod.describe(i).pci_bus_id for i in range(n)])
     return {"p2p_matrix": p2p, **links}

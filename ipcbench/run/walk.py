@@ -9,17 +9,18 @@ from __future__ import annotations
 import sys
 import time
 
-from ipcbench.run.console import say
+from ipcbench.core.rows import join_note
+from ipcbench.core.schedule import ModeError, decide_mode, pair_rounds
+from ipcbench.errors import UsageError
+from ipcbench.run.console import Progress, say
 from ipcbench.sizes import fmt_size
+from ipcbench.suites.registry import describe_rows
 
 
 def agree_pair_mode(world, requested: str, ranks_per_gpu: int, link_kinds: list[str] | None, local_size: int,
                     serial: str = "auto", quick: bool = False):
     """This node's pair mode and serial-step coverage (core/schedule.decide_mode); a refusal on any node
     ends every rank alike."""
-    from ipcbench.core.schedule import ModeError, decide_mode
-    from ipcbench.errors import UsageError
-
     try:
         mode, err = decide_mode(requested, ranks_per_gpu, link_kinds, local_size, serial, quick), None
     except ModeError as e:
@@ -44,8 +45,6 @@ def measured(step, mode) -> int:
 def groups_of(step, mode) -> list:
     """How a step is walked: [None] for a step all ranks run together, else groups of pairs measured at
     once: rounds of disjoint pairs (core/schedule.py) where the run and the step allow, else one pair each."""
-    from ipcbench.core.schedule import pair_rounds
-
     if step.all_ranks:
         return [None]
     if mode.concurrent and step.rounds_ok:
@@ -57,10 +56,6 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
     """Run every step over its pairs (one at a time or in rounds), or all ranks at once; the node's rows go
     to `sink` after each group. Returns (every row rank 0 holds, the node's concurrency checks: one per
     engine walked in rounds, on the node leader; [] elsewhere)."""
-    from ipcbench.core.rows import join_note
-    from ipcbench.run.console import Progress
-    from ipcbench.suites.registry import describe_rows
-
     world = ctx.world
     totals: dict[str, float] = {}
     meas: dict[str, int] = {}

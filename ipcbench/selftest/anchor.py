@@ -16,6 +16,9 @@ from __future__ import annotations
 import math
 import statistics
 
+import cupy
+from cupy.cuda import runtime
+
 from ipcbench.core.sampler import median_noise
 from ipcbench.errors import MeasureError
 from ipcbench.selftest.plan import AnchorKey
@@ -89,9 +92,6 @@ def combine(placements: list[Anchor]) -> Anchor:
 def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
     """{(key, size): Anchor} for one anchor job; this rank's GPU is the key's driving GPU. A buffer on
     another GPU is allocated there by this process (peer access, no IPC) and freed before returning."""
-    import cupy
-    from cupy.cuda import runtime
-
     if gpu.index != key.driver_gpu:
         raise MeasureError(f"selftest anchor {key.describe()} measured on GPU {gpu.index}")
     big = max(sizes) + (PLACEMENTS - 1) * PLACEMENT_STEP

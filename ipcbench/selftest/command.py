@@ -10,14 +10,23 @@ stream enqueue between events behind a spin kernel), and prints the difference o
 row is within its noise plus its anchor's plus --tolerance (2%); 1: a row is not (the rows are named), or
 a transfer failed verification; 2: it cannot judge (no GPU, no mpirun, too little memory, ranks bound one
 per GPU, nothing measured). The run directory holds the rows (results.csv, meta.json) and selftest.csv.
+
+cli.py imports this module to parse and check the arguments before any rank starts (as the bench command's
+config.py), so the runner and the anchor, which import CuPy, are imported when the run starts.
 """
 
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
+from ipcbench.config import build_config
+from ipcbench.core.methods import METHODS
 from ipcbench.errors import UsageError
-from ipcbench.selftest import plan
+from ipcbench.run.console import say
+from ipcbench.selftest import plan, verdict
+from ipcbench.suites.registry import Step
+from ipcbench.suites.transfer import pair_runner
 
 
 def add_arguments(p) -> None:
@@ -40,10 +49,6 @@ def add_arguments(p) -> None:
 
 def build(ns, argv: list[str]):
     """(RunConfig of the measurement, method names, tolerance); UsageError names the option and why."""
-    from types import SimpleNamespace
-
-    from ipcbench.config import build_config
-
     names = plan.methods()
     if ns.methods:
         want = [m.strip() for m in ns.methods.split(",") if m.strip()]
@@ -65,10 +70,6 @@ def make_steps(names: list[str], sizes: list[int], cross: str):
     """make_steps(local_size, gpu_of) for run/runner.start: one step per method and one-way direction over
     the selftest's pairs (plan.pairs), each pair measured alone."""
     def steps(_n: int, gpu_of: list[int]):
-        from ipcbench.core.methods import METHODS
-        from ipcbench.suites.registry import Step
-        from ipcbench.suites.transfer import pair_runner
-
         same, across = plan.pairs(gpu_of, cross)
         out = []
         for name in names:
@@ -85,8 +86,6 @@ def make_steps(names: list[str], sizes: list[int], cross: str):
 
 def measurable(ctx, names: list[str]) -> list[str]:
     """The methods whose needs (buffer kind, GPU feature) this node has: the ones walk measured."""
-    from ipcbench.core.methods import METHODS
-
     return [n for n in names if all(ctx.has(k) for k in (METHODS[n].buffers, *METHODS[n].gpu_needs))]
 
 
@@ -94,7 +93,6 @@ def measure_anchors(s, measured: list[str], cross: str) -> dict:
     """Every anchor the rows of the `measured` methods need, one job at a time on its driving GPU's lowest
     rank while the node's other ranks wait; {(host, key, bytes): Anchor} gathered on world rank 0 (None
     elsewhere)."""
-    from ipcbench.run.console import say
     from ipcbench.selftest import anchor
 
     ctx, world = s.ctx, s.world
@@ -116,7 +114,6 @@ def run(cfg, names: list[str], tolerance: float, cross: str) -> int:
     """The command (`build` made its arguments): measure, anchor, judge; every rank returns the same exit
     status."""
     from ipcbench.run import runner
-    from ipcbench.selftest import verdict
 
     s = runner.start(cfg, make_steps(names, list(cfg.sizes), cross),
                      example="`mpirun -np 2 ipcbench selftest` (two ranks share one GPU), -np N on N GPUs")

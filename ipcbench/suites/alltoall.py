@@ -11,6 +11,12 @@ sample.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ipcbench.core.methods import per_segment
+from ipcbench.core.rows import make_row
+from ipcbench.core.sampler import calibrate, take_samples
+from ipcbench.core.stats import poison_seed, seed_for
 from ipcbench.errors import MeasureError
 
 NOTE = ("all pairs of the node at once; time = one window covering every flow sourced on the GPU "
@@ -61,13 +67,6 @@ def alltoall_name(method) -> str:
 
 def measure_alltoall(ctx, method, sizes: list[int], suite: str = "copy") -> list:
     """All node-local ranks call this together; each returns the rows of the flows it sources."""
-    from dataclasses import replace
-
-    from ipcbench.core.methods import per_segment
-    from ipcbench.core.rows import make_row
-    from ipcbench.core.sampler import calibrate, take_samples
-    from ipcbench.core.stats import poison_seed, seed_for
-
     w, gpu = ctx.world, ctx.gpu
     me, n = w.local_rank, w.local_size
     peers = [p for p in range(n) if p != me]

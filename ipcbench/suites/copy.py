@@ -3,6 +3,8 @@ pairs of the node at once (all-to-all, from 4 MiB, with three or more ranks)."""
 
 from __future__ import annotations
 
+from ipcbench.core.methods import METHODS
+from ipcbench.suites.alltoall import alltoall_name, measure_alltoall
 from ipcbench.suites.registry import Step, SuiteSpec
 from ipcbench.suites.transfer import facts_of, method_facts, method_steps
 
@@ -15,9 +17,6 @@ def alltoall_steps(method_name: str, n: int, sizes: list[int]) -> list[Step]:
     big = [s for s in sizes if s >= ALLTOALL_MIN_BYTES] or sizes[-1:]
 
     def run(ctx, sizes):
-        from ipcbench.core.methods import METHODS
-        from ipcbench.suites.alltoall import measure_alltoall
-
         return measure_alltoall(ctx, METHODS[method_name], sizes, "copy")
 
     return [Step("copy", f"{method_name} all-to-all", [], big, run, all_ranks=True, needs=("legacy",),
@@ -29,9 +28,6 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
 
 
 def _rows():
-    from ipcbench.core.methods import METHODS
-    from ipcbench.suites.alltoall import alltoall_name
-
     return {**method_facts(["ce"]),
             alltoall_name(METHODS["ce"]): facts_of(METHODS["ce"], pattern="alltoall", timing="window")}
 

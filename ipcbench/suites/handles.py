@@ -44,6 +44,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ipcbench.core.rows import make_row
 from ipcbench.core.stats import seed_for
 from ipcbench.core.world import ordered_pairs
@@ -53,6 +55,8 @@ from ipcbench.suites.handles_core import CORE_COSTS, measure_core_handles
 from ipcbench.suites.handles_pool import POOL_COSTS, measure_pool_handles
 from ipcbench.suites.handles_vmm import VMM_COSTS, measure_vmm_handles
 from ipcbench.suites.registry import Step, SuiteSpec
+
+# CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
 MIN_SAMPLES = 5  # host-timed API calls: the first repetitions pay cold-start costs
 TAG_HANDLE, TAG_ACK, TAG_ERR, TAG_QUERIED = 21, 22, 23, 24
@@ -339,7 +343,6 @@ def _exited_owner_handle(gpu_index: int) -> tuple[bytes | None, str]:
 
 
 def measure_errors(ctx, src: int, dst: int, sizes: list[int]):
-    import numpy as np
     from cupy.cuda import runtime
 
     from ipcbench.ipc.legacy import LegacyIpc

@@ -15,7 +15,10 @@ from __future__ import annotations
 import pickle
 import time
 
+from ipcbench.ipc import cucore
 from ipcbench.suites.share_costs import ShareCosts, measure_share_costs, us_between
+
+# CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
 
 def _open(ctx):
@@ -34,10 +37,8 @@ def _close(state) -> None:
 
 def _export_once(ctx, state, io, nbytes: int, seed: int):
     """Fresh resource and buffer, filled; times the two exports; ships descriptor and fd."""
-    from ipcbench.ipc.cucore import make_resource
-
     device, stream = state
-    mr = make_resource(device)
+    mr = cucore.make_resource(device)
     buf = None
 
     def release():
@@ -68,12 +69,10 @@ def _import_once(ctx, state, io, data, fd: int, nbytes: int, seed: int):
     """Times the two imports, checks the data, releases."""
     from cuda.core import Buffer
 
-    from ipcbench.ipc.cucore import import_resource
-
     _, stream = state
     blob, owner_gpu = data
     t0 = time.perf_counter_ns()
-    mr = import_resource(fd, owner_gpu, ctx.gpu.index)
+    mr = cucore.import_resource(fd, owner_gpu, ctx.gpu.index)
     t1 = time.perf_counter_ns()
     try:
         buf = Buffer.from_ipc_descriptor(mr, pickle.loads(blob), stream=stream)
@@ -87,9 +86,7 @@ def _import_once(ctx, state, io, data, fd: int, nbytes: int, seed: int):
 
 
 def _supported(ctx) -> bool:
-    from ipcbench.ipc.cucore import core_support
-
-    return core_support(ctx.gpu.index)[0]
+    return cucore.core_support(ctx.gpu.index)[0]
 
 
 CORE_COSTS = ShareCosts(

@@ -17,6 +17,8 @@ import time
 
 from ipcbench.suites.share_costs import ShareCosts, measure_share_costs, us_between
 
+# CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
+
 
 def _open(ctx):
     from cuda.bindings import runtime as rt

@@ -18,7 +18,11 @@ from __future__ import annotations
 import os
 import time
 
+from ipcbench.errors import ShareError
+from ipcbench.sizes import fmt_size
 from ipcbench.suites.share_costs import ShareCosts, measure_share_costs, us_between
+
+# CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
 EXPORTER_ROWS = ("vmm_create", "vmm_export_fd", "vmm_fd_transfer")
 IMPORTER_ROWS = ("vmm_import", "vmm_map", "vmm_set_access", "vmm_unmap_release")
@@ -65,7 +69,6 @@ def _export_once(ctx, granule: int, io, nbytes: int, seed: int):
 
 def _import_once(ctx, granule: int, io, data, fd: int, nbytes: int, seed: int):
     """Import, map, grant access, check the data, unmap and release; every resource freed on any failure."""
-    from ipcbench.errors import ShareError
     from ipcbench.ipc import vmm
 
     w, gpu = ctx.world, ctx.gpu
@@ -110,7 +113,6 @@ def _supported(ctx) -> bool:
 
 def _note(ctx, nbytes: int) -> str:
     from ipcbench.ipc import vmm
-    from ipcbench.sizes import fmt_size
 
     granule = vmm.granularity(ctx.gpu.index)[1]
     return (f"data checked through the importer's mapping; {fmt_size(vmm.round_up(nbytes, granule))} mapped "

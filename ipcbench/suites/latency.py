@@ -15,9 +15,20 @@ Three instruments, none with Python in the timed region:
 
 from __future__ import annotations
 
+import numpy as np
+
+from ipcbench.core.methods import METHODS
+from ipcbench.core.pair import measure_pair
+from ipcbench.core.rows import join_note, make_row
+from ipcbench.core.sampler import take_samples
 from ipcbench.core.world import ordered_pairs, unordered_pairs
 from ipcbench.errors import MeasureError
+from ipcbench.results import RowFacts
 from ipcbench.suites.registry import Step, SuiteSpec
+from ipcbench.suites.staged import ROWS as STAGED, sweep_staged
+from ipcbench.suites.transfer import method_facts
+
+# CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
 # The small-message sizes: 4 B .. 64 KiB in x4 steps, plus 8 B. Independent of --sizes: latency is a
 # property of small messages, and the staged paths' numbers at these sizes are the baseline to beat.
@@ -36,7 +47,6 @@ MPS_NOTE = "same GPU under MPS: the two processes' kernels run concurrently"
 
 
 def _read_words(ptr: int, n: int, stream):
-    import numpy as np
     from cupy.cuda import runtime
 
     out = np.zeros(n, dtype=np.uint64)
@@ -53,11 +63,6 @@ def _same_gpu_note(ctx, src, dst) -> str:
 
 def sm_pingpong(ctx, src: int, dst: int, sizes: list[int], iters: int | None = None):
     """Both ranks of the pair call this; src is the initiator and returns the row."""
-    import numpy as np
-
-    from ipcbench.core.rows import join_note, make_row
-    from ipcbench.core.sampler import take_samples
-
     w, gpu = ctx.world, ctx.gpu
     me = w.local_rank
     peer = dst if me == src else src
@@ -120,7 +125,6 @@ def _event_pair(ctx, peer: int):
 def _event_chain(ctx, src, dst, rounds: int, check: bool):
     """One chain of `rounds` record -> wait round trips, enqueued behind a gate on the initiator (src).
     Returns (one-way µs on src or None, mismatches counted by the flag check or 0)."""
-    import numpy as np
     from cupy.cuda import runtime
 
     w, gpu = ctx.world, ctx.gpu
@@ -179,9 +183,6 @@ def _event_chain(ctx, src, dst, rounds: int, check: bool):
 def event_pingpong(ctx, src: int, dst: int, sizes: list[int], rounds: int = 100):
     """A records, B waits + records, A waits ... `rounds` times; timed on A (src). Both ranks call this.
     The timed chains carry no check kernels; one extra chain with flag kernels proves the waits ordered."""
-    from ipcbench.core.rows import join_note, make_row
-    from ipcbench.core.sampler import take_samples
-
     w = ctx.world
     peer = dst if w.local_rank == src else src
 
@@ -204,21 +205,14 @@ def event_pingpong(ctx, src: int, dst: int, sizes: list[int], rounds: int = 100)
 def steps(n: int, sizes: list[int]) -> list[Step]:
     def oneway(method, direction):
         def run(ctx, src, dst, sizes):
-            from ipcbench.core.methods import METHODS
-            from ipcbench.core.pair import measure_pair
-
             return measure_pair(ctx, "latency", METHODS[method], direction, src, dst, sizes, row_direction="oneway",
                                  kind="latency", note=f"{direction}: {ONEWAY_NOTE}")
-
-        from ipcbench.core.methods import METHODS
 
         return Step("latency", f"{method} one-way", ordered_pairs(n), LAT_SIZES, run, needs=("legacy",),
                     rounds_ok=True, quick_sizes=QUICK_LAT_SIZES, engine=METHODS[method].engine)
 
     def staged(method):
         def run(ctx, src, dst, sizes):
-            from ipcbench.suites.staged import sweep_staged
-
             return sweep_staged(ctx, method, src, dst, sizes, suite="latency", direction="oneway",
                                 kind="latency", note="push: time per message")
 
@@ -235,10 +229,6 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
 
 
 def _rows() -> dict:
-    from ipcbench.results import RowFacts
-    from ipcbench.suites.staged import ROWS as STAGED
-    from ipcbench.suites.transfer import method_facts
-
     return {**method_facts(["ce", "sm_write", "sm_read"]), **STAGED,
             "sm_pingpong": RowFacts("sm", "legacy", pattern="pingpong", timing="handoff", access="write"),
             "event_pingpong": RowFacts("event", "event", pattern="pingpong", timing="handoff")}

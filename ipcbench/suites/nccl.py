@@ -22,8 +22,18 @@ from __future__ import annotations
 
 import sys
 
+from ipcbench.core.methods import METHODS
+from ipcbench.core.pair import END_TAG, batch_maker, lockstep_timed, measure_pair, measurement_label, open_together
+from ipcbench.core.rows import join_note, make_row
+from ipcbench.core.sampler import take_samples
+from ipcbench.core.stats import poison_seed, seed_for
+from ipcbench.core.timing import time_batch
 from ipcbench.core.world import ordered_pairs, unordered_pairs
+from ipcbench.ipc.nccl import pair_for
+from ipcbench.results import RowFacts
+from ipcbench.suites.latency import LAT_SIZES, QUICK_LAT_SIZES
 from ipcbench.suites.registry import Step, SuiteSpec
+from ipcbench.suites.transfer import method_facts
 
 NEEDS = ("legacy", "nccl")  # the legacy buffers' local halves are the send and receive buffers
 PINGPONG_BYTES = 4  # as latency/sm_pingpong's flag
@@ -48,11 +58,6 @@ def cross_gpu(ctx, src: int, dst: int) -> bool:
 def measure(ctx, direction: str, src: int, dst: int, sizes: list[int], latency: bool = False) -> list:
     """nccl push/bidir over `sizes` (core/pair.measure_pair, two-sided), or with `latency` the one-way rows
     of the latency sizes. Both ranks of the pair call this; src returns the rows."""
-    from ipcbench.core.methods import METHODS
-    from ipcbench.core.pair import measure_pair, measurement_label
-    from ipcbench.core.rows import join_note
-    from ipcbench.ipc.nccl import pair_for
-
     if not cross_gpu(ctx, src, dst):
         return []
     me = ctx.world.local_rank
@@ -70,13 +75,6 @@ def pingpong(ctx, src: int, dst: int, sizes: list[int]) -> list:
     """k round trips per batch, the initiator (src) sending then receiving, the responder (dst) receiving
     then sending back what it received, both behind their gates, released together; one way = the
     initiator's time / k / 2. Both ranks call this; src returns the row."""
-    from ipcbench.core.pair import END_TAG, batch_maker, lockstep_timed, open_together
-    from ipcbench.core.rows import join_note, make_row
-    from ipcbench.core.sampler import take_samples
-    from ipcbench.core.stats import poison_seed, seed_for
-    from ipcbench.core.timing import time_batch
-    from ipcbench.ipc.nccl import pair_for
-
     if not cross_gpu(ctx, src, dst):
         return []
     w, gpu = ctx.world, ctx.gpu
@@ -124,8 +122,6 @@ def pingpong(ctx, src: int, dst: int, sizes: list[int]) -> list:
 
 
 def steps(n: int, sizes: list[int]) -> list[Step]:
-    from ipcbench.suites.latency import LAT_SIZES, QUICK_LAT_SIZES
-
     def sweep(direction, latency=False):
         return lambda ctx, src, dst, sz: measure(ctx, direction, src, dst, sz, latency)
 
@@ -139,9 +135,6 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
 
 
 def _rows() -> dict:
-    from ipcbench.results import RowFacts
-    from ipcbench.suites.transfer import method_facts
-
     return {**method_facts(["nccl"]), "nccl_pingpong": RowFacts("nccl", "nccl", pattern="pingpong", timing="handoff")}
 
 

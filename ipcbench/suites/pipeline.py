@@ -36,13 +36,19 @@ about a second.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-
+from ipcbench.core.rows import join_note, make_row
+from ipcbench.core.sampler import take_samples
 from ipcbench.core.stats import percentile, seed_for
-from ipcbench.suites.registry import Step, SuiteSpec
 from ipcbench.core.world import ordered_pairs
 from ipcbench.errors import PipelineError
+from ipcbench.results import RowFacts
+from ipcbench.suites.registry import Step, SuiteSpec
+
+# CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
 CHUNK_TARGETS = (64 << 10, 1 << 20, 4 << 20)
 DEPTHS = (2, 4, 8)
@@ -195,11 +201,6 @@ def _run_sample(ctx, producer: int, consumer: int, chunk: int, depth: int, n_chu
 def measure_ring(ctx, producer: int, consumer: int, depth: int, chunks: list[int]):
     """Both ranks of the pair call this; the producer returns a ring_dD row and a ring_dD_latency row per
     chunk size. Chunks per sample are calibrated like every other measurement (core/sampler.py)."""
-    from dataclasses import replace
-
-    from ipcbench.core.rows import join_note, make_row
-    from ipcbench.core.sampler import take_samples
-
     w, gpu = ctx.world, ctx.gpu
     me = w.local_rank
     me_producer = me == producer
@@ -279,8 +280,6 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
 def _rows() -> dict:
     """The producer's SM kernel writes each chunk into the consumer's memory (legacy IPC); the time is the
     hand-off of chunks between the two processes' kernels."""
-    from ipcbench.results import RowFacts
-
     ring = RowFacts("sm", "legacy", pattern="ring", timing="handoff", access="write")
     return {name: ring for d in DEPTHS for name in (f"ring_d{d}", f"ring_d{d}_latency")}
 

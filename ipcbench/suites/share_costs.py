@@ -27,7 +27,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ipcbench.core.rows import make_row
 from ipcbench.core.stats import seed_for
+from ipcbench.errors import ShareError
+from ipcbench.ipc.fdpass import FdExchange
 
 SUPPORT_TAG_OFFSET, TIMES_TAG_OFFSET, OPEN_TAG_OFFSET = 20, 10, 30  # MPI tags: the ShareCosts' ack tag plus these
 
@@ -66,8 +69,6 @@ class PairIo:
     def recv(self, what: str):
         data = self.ctx.world.recv(self.peer, tag=self.data_tag, what=what)
         if isinstance(data, ExportFailed):
-            from ipcbench.errors import ShareError
-
             raise ShareError(f"(reported by the exporter) {data.message}")
         return data
 
@@ -111,8 +112,6 @@ def _pair_comm(world, src: int, dst: int):
 
 
 def _export(ctx, spec: ShareCosts, state, io: PairIo, nbytes: int, seed: int) -> dict:
-    from ipcbench.errors import ShareError
-
     w = ctx.world
     try:
         times, release = spec.export_once(ctx, state, io, nbytes, seed)
@@ -131,8 +130,6 @@ def _export(ctx, spec: ShareCosts, state, io: PairIo, nbytes: int, seed: int) ->
 
 
 def _import(ctx, spec: ShareCosts, state, io: PairIo, nbytes: int, seed: int):
-    from ipcbench.errors import ShareError
-
     w = ctx.world
     data = io.recv(f"{spec.label} export data from rank {ctx.world_rank(io.peer)}")
     fd = io.recv_fd()
@@ -152,8 +149,6 @@ def _import(ctx, spec: ShareCosts, state, io: PairIo, nbytes: int, seed: int):
 def _open_both(ctx, spec: ShareCosts, peer: int):
     """spec.open on both ranks, each told whether the other's worked, before the pair's communicator is made:
     MPI's Create_group has no deadline, so a rank that failed here alone would leave its peer in it forever."""
-    from ipcbench.errors import ShareError
-
     w = ctx.world
     state, why = None, None
     try:
@@ -171,9 +166,6 @@ def _open_both(ctx, spec: ShareCosts, peer: int):
 def measure_share_costs(ctx, spec: ShareCosts, src: int, dst: int, sizes: list[int]) -> list:
     """Both ranks of the pair call this; src returns the rows ([] where either GPU cannot share this way:
     the suite of the mechanism says why when it skips)."""
-    from ipcbench.core.rows import make_row
-    from ipcbench.ipc.fdpass import FdExchange
-
     w = ctx.world
     me = w.local_rank
     peer = dst if me == src else src

@@ -9,10 +9,17 @@ sample, label), poison the destination and verify it after every sample, like co
 
 from __future__ import annotations
 
+from ipcbench.core.pair import measurement_label
+from ipcbench.core.rows import join_note, make_row
+from ipcbench.core.sampler import take_samples
+from ipcbench.core.stats import poison_seed, seed_for
 from ipcbench.core.world import ordered_pairs
 from ipcbench.errors import UsageError
+from ipcbench.ipc.shm import AGREE_TAG
 from ipcbench.results import RowFacts
+from ipcbench.suites import staged_mpi, staged_shm
 from ipcbench.suites.registry import Step, SuiteSpec
+from ipcbench.suites.staged_plan import plan_chunks, staged_params
 
 ABOUT = ("host-staged baselines: shm_staged (D2H/H2D pipelined through pinned POSIX shared memory with "
          "device-side flags) and mpi_staged (pinned host buffers + MPI Isend/Irecv, chunked)")
@@ -28,8 +35,6 @@ STAGED_MIN_SAMPLE_S = 0.010
 
 def params() -> dict[str, int]:
     """Chunk sizes and slot counts (IPCBENCH_{SHM,MPI}_{CHUNK,SLOTS}); a bad value is a usage error."""
-    from ipcbench.suites.staged_plan import staged_params
-
     try:
         return staged_params()
     except ValueError as e:
@@ -59,21 +64,12 @@ def sweep_staged(ctx, method: str, src: int, dst: int, sizes: list[int], suite: 
                  direction: str = "push", kind: str = "", note: str = "") -> list:
     """Both ranks of the pair call this; the source rank returns the rows. Opens the method's pipe for
     the pair, calibrates and samples every size through core/sampler.py, closes the pipe (also on error)."""
-    from ipcbench.core.pair import measurement_label
-    from ipcbench.core.rows import join_note, make_row
-    from ipcbench.core.sampler import take_samples
-    from ipcbench.core.stats import poison_seed, seed_for
-    from ipcbench.ipc.shm import AGREE_TAG
-    from ipcbench.suites.staged_plan import plan_chunks
-
     p = params()
     if method == "shm_staged":
-        from ipcbench.suites.staged_shm import ShmPipe as Pipe
-
+        Pipe = staged_shm.ShmPipe
         chunk, slots, note_fn = p["shm_chunk"], p["shm_slots"], _shm_note
     else:
-        from ipcbench.suites.staged_mpi import MpiPipe as Pipe
-
+        Pipe = staged_mpi.MpiPipe
         chunk, slots, note_fn = p["mpi_chunk"], p["mpi_slots"], _mpi_note
     w, gpu = ctx.world, ctx.gpu
     me = w.local_rank

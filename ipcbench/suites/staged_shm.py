@@ -15,12 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ipcbench.core.methods import plan_segments
 from ipcbench.errors import StagedError
 from ipcbench.ipc.shm import (AGREE_TAG, FLAG_BYTES, ShmSegment, agree, host_register, host_unregister,
                               malloc_agreed, open_pair_segment)
 from ipcbench.suites.staged_plan import (ABORT_WORD, FLAG_TIMEOUT_S, FREE_WORD, FULL_WORD, MAX_SLOTS, STATUS_WORD,
                                          TIMEOUT_CODE, ChunkPlan, shm_layout, slot_of)
+
+# CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
 
 @dataclass
@@ -112,7 +116,6 @@ class ShmPipe:
     def _enqueue_chunks(self, stream, chunks: list[tuple[int, int, int]]) -> None:
         """Enqueue (capture) this side's pipeline for `chunks` = [(slot, offset, length)], in order:
         wait(slot 0)  copy 0  post(0)+wait(1)  copy 1  ...  copy n-1  post(n-1)."""
-        import numpy as np
         from cupy.cuda import runtime
 
         timeout_ns = np.uint64(int(FLAG_TIMEOUT_S * 1e9))

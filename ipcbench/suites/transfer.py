@@ -4,6 +4,8 @@ memory shared other than by legacy IPC is a twin step (registry.Step.twin)."""
 
 from __future__ import annotations
 
+from ipcbench.core.methods import METHODS
+from ipcbench.core.pair import measure_pair
 from ipcbench.core.world import ordered_pairs, unordered_pairs
 from ipcbench.results import ACCESS, RowFacts
 from ipcbench.suites.registry import Step
@@ -17,14 +19,10 @@ def facts_of(method, **kw) -> RowFacts:
 
 
 def method_facts(names: list[str]) -> dict[str, RowFacts]:
-    from ipcbench.core.methods import METHODS
-
     return {name: facts_of(METHODS[name]) for name in names}
 
 
 def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) -> list[Step]:
-    from ipcbench.core.methods import METHODS
-
     steps = []
     for name in method_names:
         m = METHODS[name]
@@ -39,9 +37,6 @@ def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) 
 def pair_runner(suite: str, method_name: str, direction: str):
     """A step's run(ctx, src, dst, sizes): one pair's sweep of the method in one direction (core/pair.py)."""
     def run(ctx, src, dst, sizes):
-        from ipcbench.core.methods import METHODS
-        from ipcbench.core.pair import measure_pair
-
         return measure_pair(ctx, suite, METHODS[method_name], direction, src, dst, sizes)
 
     return run
