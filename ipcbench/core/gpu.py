@@ -269,7 +269,8 @@ class Gpu:
     def bulk_stream(self):
         """The stream bulk copies are enqueued on: the green context's where the kernel is confined to N SMs
         (work there runs on those SMs only, and graphs captured there keep to them), else the work stream."""
-        return self._green[2] if self.bulk_placement().confined else self.stream
+        confined = self.bulk_placement().confined  # first: it makes the green context (_make_green)
+        return self._green[2] if confined and self._green is not None else self.stream
 
     def _make_green(self, n: int) -> tuple[int, str]:
         """A green context of at least n SMs and a stream in it (cuda.bindings' driver API, CUDA >= 12.4):

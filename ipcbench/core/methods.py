@@ -49,7 +49,35 @@ def per_segment(nodes_per_transfer: int = 1, budget: int = MAX_QUEUED) -> int:
     return plan_segments(budget, nodes_per_transfer, budget)[0]
 
 
-class CopyEngine:
+class Engine:
+    """What moves a transfer's bytes: `enqueue` puts `count` transfers on a stream. The defaults are those of a
+    one-sided engine on the work stream with nothing to describe or learn; an engine overrides what it has."""
+
+    name = ""
+    gpu_needs: tuple[str, ...] = ()  # GPU features its steps need (Step.needs: ipc/sharers.GPU_FEATURES)
+    two_sided = False  # both ranks drive matched operations (PairEngine)
+
+    def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        raise NotImplementedError
+
+    def describe(self, gpu) -> str:
+        """What the engine ran with, for the row's note ("": nothing to choose)."""
+        return ""
+
+    def stream(self, gpu):
+        """Where its batches run: None, the work stream (StreamBatch)."""
+        return None
+
+    def warm(self, gpu, stream, src: int, dst: int, nbytes: int) -> dict:
+        """A batch's first, un-gated transfer, and what it learnt for the row ({}: nothing)."""
+        self.enqueue(gpu, stream, src, dst, nbytes, 1)
+        return {}
+
+    def bind(self, ctx, me: int, peer: int):
+        raise TypeError(f"the {self.name} engine is one-sided: a Method binds only a two-sided engine to a pair")
+
+
+class CopyEngine(Engine):
     """cudaMemcpyAsync: the GPU's DMA copy engines, the path NCCL/cudaMemcpyPeer take for large copies."""
 
     name = "ce"
@@ -59,7 +87,7 @@ class CopyEngine:
             gpu.copy_async(dst, src, nbytes, stream)
 
 
-class SmEngine:
+class SmEngine(Engine):
     """An SM copy kernel (kernels/copy.cu) doing 16-byte loads and stores straight to/from peer memory.
 
     Copies of at least gpu.loop_in_kernel_bytes (4 x L2) do `count` passes in one launch; smaller ones
@@ -81,7 +109,7 @@ class SmEngine:
                 gpu.launch_copy(src, dst, nbytes, 1, stream)
 
 
-class BulkEngine:
+class BulkEngine(Engine):
     """Hopper's bulk asynchronous copies (kernels/bulk.cu, core/bulk.py): an SM kernel whose CTAs move the
     bytes through shared memory with cp.async.bulk (the TMA unit) instead of 16-byte loads and stores.
     Launched like SmEngine (passes in one launch from gpu.loop_in_kernel_bytes); needs compute capability
@@ -109,7 +137,7 @@ class BulkEngine:
                 gpu.launch_bulk_copy(src, dst, nbytes, 1, stream)
 
 
-class PairEngine:
+class PairEngine(Engine):
     """An engine whose transfers are two-sided (NCCL: a send on one rank meets its receive on the other), so
     both ranks drive and each enqueues through a transfer bound to the pair (Method.bind). The engine's
     module, ipcbench.ipc.<module>, makes that transfer (`pair_transfer(ctx, me, peer)`): found by name, as
@@ -129,7 +157,8 @@ class PairEngine:
         raise TypeError(f"a {self.name} transfer needs its pair: enqueue through Method.bind(ctx, me, peer)")
 
 
-ENGINES = {"ce": CopyEngine(), "sm": SmEngine(), "sm_bulk": BulkEngine(), "nccl": PairEngine("nccl", "nccl")}
+ENGINES: dict[str, Engine] = {"ce": CopyEngine(), "sm": SmEngine(), "sm_bulk": BulkEngine(),
+                              "nccl": PairEngine("nccl", "nccl")}
 # Engines that are kernels on the SMs: from gpu.loop_in_kernel_bytes one launch per sample (core/pair.py's
 # longer samples), and two processes' kernels on one GPU are time-sliced without MPS.
 KERNEL_ENGINES = ("sm", "sm_bulk")
@@ -155,20 +184,19 @@ class Method:
     @property
     def gpu_needs(self) -> tuple[str, ...]:
         """GPU features its engine needs (run/walk.py skips the step, with the reason, where one is missing)."""
-        return getattr(ENGINES[self.engine], "gpu_needs", ())
+        return ENGINES[self.engine].gpu_needs
 
     @property
     def two_sided(self) -> bool:
         """Both ranks drive matched operations (NCCL: a send on one, its receive on the other): core/pair.py
         gives each rank its half and agrees every count between them."""
-        return getattr(ENGINES[self.engine], "two_sided", False)
+        return ENGINES[self.engine].two_sided
 
     nodes = 1  # stream operations one transfer puts behind a gate (plan_segments)
 
     def describe(self, gpu) -> str:
         """What the engine ran with, for the row's note ("" for the copy engine and NCCL: nothing to choose)."""
-        engine = ENGINES[self.engine]
-        return engine.describe(gpu) if hasattr(engine, "describe") else ""
+        return ENGINES[self.engine].describe(gpu)
 
     def bind(self, ctx, me: int, peer: int):
         """Collective over the pair: both ranks of the pair call this, in the same order, where the method is
@@ -180,9 +208,8 @@ class Method:
     def batch(self, gpu, src: int, dst: int, nbytes: int, count: int, stream=None) -> "StreamBatch":
         """`count` transfers enqueued on the stream behind each gate (StreamBatch), on the engine's own
         stream where it has one (a bulk copy confined to N SMs: core/gpu.Gpu.bulk_stream)."""
-        engine = ENGINES[self.engine]
-        if stream is None and hasattr(engine, "stream"):
-            stream = engine.stream(gpu)
+        if stream is None:
+            stream = ENGINES[self.engine].stream(gpu)
         return StreamBatch(gpu, self, src, dst, nbytes, count, stream)
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
@@ -191,11 +218,7 @@ class Method:
     def warm(self, gpu, stream, src: int, dst: int, nbytes: int) -> dict:
         """A batch's first transfer, un-gated (StreamBatch): facts the engine learns from it for the row
         (the bulk kernel: the SMs its CTAs ran on), {} for the others."""
-        engine = ENGINES[self.engine]
-        if hasattr(engine, "warm"):
-            return engine.warm(gpu, stream, src, dst, nbytes)
-        engine.enqueue(gpu, stream, src, dst, nbytes, 1)
-        return {}
+        return ENGINES[self.engine].warm(gpu, stream, src, dst, nbytes)
 
 
 def _m(name, engine, style, buffers, directions, about):

@@ -231,7 +231,7 @@ def _expect_errors(g: int, where: str, status: bool, disagree: bool, how: list[s
     """IPCBENCH_EXPECT_MPS against what one GPU runs: a value that is not 0 or 1, or a status it did not ask
     for (not said again where the GPU's ranks disagree among themselves)."""
     errors = []
-    for e in sorted({r.get("expect") for _, r in members} - {None}):
+    for e in sorted({r["expect"] for _, r in members if r.get("expect") is not None}):
         if e not in ("0", "1"):
             errors.append(f"{EXPECT_ENV}={e}: must be 0 or 1")
         elif (e == "1") != status and not disagree:

@@ -16,6 +16,7 @@ its receive. docs/architecture.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ipcbench.core.methods import KERNEL_ENGINES, on_sms, per_segment, plan_segments
 from ipcbench.core.rows import join_note, make_row
@@ -85,7 +86,7 @@ def two_sided_endpoints(bufs, r: PairRoles) -> tuple[int | None, int | None]:
 def batch_maker(gpu, transfer, src, dst, nbytes: int):
     """make(count) -> a batch of `count` transfers: one batch (and one warm-up) per size, whatever counts
     calibration tries (a new batch only when plan_segments' segment size k changes)."""
-    built = {}
+    built: dict[int, Any] = {}
 
     def make(count: int):
         k, _ = plan_segments(count, transfer.nodes)
@@ -211,6 +212,7 @@ class PairSweep:
         ctx, gpu, r, w = self.ctx, self.ctx.gpu, self.roles, self.ctx.world
         if not r.driving:
             return None
+        assert self.transfer is not None  # bound in __init__ on a driving rank
         ends = two_sided_endpoints(self.bufs, r) if self.two_sided else endpoints(self.bufs, self.style, self.me,
                                                                                   r.peer)
         make = batch_maker(gpu, self.transfer, *ends, nbytes)

@@ -46,7 +46,7 @@ def pair_rounds(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
     if not pairs:
         return []
     n = max(max(p) for p in pairs) + 1
-    rank = {}
+    rank: dict[tuple[int, int], int] = {}
     for i, p in enumerate(circle_order(n)):
         rank.setdefault(p, i)
     # an unordered pair (a, b) takes the place of whichever orientation comes first

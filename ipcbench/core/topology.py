@@ -169,8 +169,9 @@ def gpu_links(pci_bus_ids: list[str]) -> dict:
         per_gpu = [_read_gpu(nv, h) for h in handles]
         buses = [_norm_bus(b) for b in pci_bus_ids]
         ends = [far_ends(g["remote_types"], g["remotes"], buses) for g in per_gpu]
-        for g, e in zip(per_gpu, ends):
-            g.update(gpu_links=sum(e.gpus.values()), switch_links=e.switch, cpu_links=e.cpu, unknown_links=e.unknown)
+        for g, far in zip(per_gpu, ends):
+            g.update(gpu_links=sum(far.gpus.values()), switch_links=far.switch, cpu_links=far.cpu,
+                     unknown_links=far.unknown)
         links = [link_entry(i, j, per_gpu[i], per_gpu[j], ends[i], ends[j], buses[i], buses[j])
                  for i in range(len(per_gpu)) for j in range(len(per_gpu)) if i != j]
         return {"nvml": True, "driver": _s(nv.nvmlSystemGetDriverVersion()), "links": links, "per_gpu": per_gpu}
@@ -206,7 +207,7 @@ def nvml_mig_modes(pci_bus_ids: list[str]) -> list[dict] | None:
     """Each GPU's MIG mode (nvmlDeviceGetMigMode): {'current': 0|1, 'pending': 0|1}, or {'error': ...} where
     NVML refuses (NVML_ERROR_NOT_SUPPORTED: a GPU without MIG); None without NVML."""
     def ask(nv):
-        out = []
+        out: list[dict] = []
         for b in pci_bus_ids:
             try:
                 current, pending = nv.nvmlDeviceGetMigMode(nv.nvmlDeviceGetHandleByPciBusId(b.encode()))

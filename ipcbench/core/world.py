@@ -15,11 +15,15 @@ import socket
 import zlib
 from dataclasses import dataclass, field
 from itertools import permutations, combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ipcbench.core.poll import wait_until
 from ipcbench.errors import WorldError
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
 
 TIGHT_TAG = 4241  # busy-polled pair exchange
 NODE_KEY_ENV = "IPCBENCH_NODE_KEY"  # test-only: pretend ranks with different keys are on different nodes
@@ -73,8 +77,8 @@ def unordered_pairs(n: int) -> list[tuple[int, int]]:
 class World:
     """This process's place in the job. `comm` is COMM_WORLD; `node` the ranks of its (pretend) node."""
 
-    comm: object
-    node: object
+    comm: MPI.Comm
+    node: MPI.Comm
     rank: int
     size: int
     local_rank: int

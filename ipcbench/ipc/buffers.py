@@ -5,10 +5,29 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from cupy.cuda import runtime
 
 from ipcbench.errors import GpuError
+
+
+class Sharer(Protocol):
+    """What a BufferSet shares its memory through (ipc/legacy.py, pool.py, vmm.py, cucore.py): allocate this
+    rank's buffers, export them, open a peer's export, and undo both. A sharer may also have
+    `allgather_exports` (exports MPI cannot carry) and `shutdown` (what outlives the buffers)."""
+
+    name: str
+
+    def alloc(self, nbytes: int, /) -> int: ...
+
+    def export(self, ptr: int, /) -> Any: ...
+
+    def open(self, handle: Any, owner: int, /) -> int: ...
+
+    def close_all(self) -> None: ...
+
+    def free(self, ptr: int, /) -> None: ...
 
 
 @dataclass
@@ -20,7 +39,7 @@ class BufferSet:
     pipelines). `peer_*[r]` are the same buffers of rank r as mapped into this process (own rank: local).
     """
 
-    sharer: object
+    sharer: Sharer
     slot_bytes: int
     src: int
     inbox: int
@@ -39,7 +58,7 @@ class BufferSet:
         return self.peer_inbox[owner] + sender * self.slot_bytes
 
     @classmethod
-    def create(cls, world, sharer, slot_bytes: int) -> "BufferSet":
+    def create(cls, world, sharer: Sharer, slot_bytes: int) -> "BufferSet":
         """Collective over the node: every rank of the node calls this, in the same order. Allocate, export,
         exchange descriptors over the node communicator (or the sharer's own `allgather_exports(mine) -> every
         local rank's descriptors`, where it has one), open every peer's."""

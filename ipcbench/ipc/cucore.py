@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
+from typing import Any
 
 from ipcbench.errors import ShareError
 from ipcbench.ipc.fdpass import FdExchange
@@ -103,8 +104,8 @@ class CoreIpc:
             finally:
                 os.close(pfd)
         self.costs_ms["core_import_pool_all"] = (time.perf_counter() - t0) * 1e3
-        self._owned: dict[int, object] = {}  # pointer -> Buffer (kept alive: a dropped Buffer frees itself)
-        self._imported: dict[bytes, object] = {}
+        self._owned: dict[int, Any] = {}  # pointer -> Buffer (kept alive: a dropped Buffer frees itself)
+        self._imported: dict[bytes, Any] = {}  # descriptor -> Buffer
 
     def alloc(self, nbytes: int) -> int:
         try:

@@ -43,7 +43,7 @@ import struct
 import time
 from array import array
 from collections import deque
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
 from ipcbench.core.poll import wait_until
 from ipcbench.errors import ShareError, WorldError
@@ -220,7 +220,7 @@ class FdExchange:
         self._inbox: dict[tuple[int, int, int], deque] = {}
         self._seq_send: dict[int, int] = {}
         self._seq_recv: dict[int, int] = {}
-        self._atexit = None
+        self._atexit: Callable[[], None] | None = None
         self._entered = False
         self._timeout_used = self.timeout
 
@@ -234,16 +234,15 @@ class FdExchange:
         _wait(req, deadline, self._parent, "all local ranks to enter FdExchange (communicator dup)")
         self._comm = comm
         try:
-            self._setup(deadline)
+            self._setup(comm, deadline)
         except BaseException:
             self._teardown(failed=True)
             raise
         return self
 
-    def _setup(self, deadline: float) -> None:
+    def _setup(self, comm: MPI.Comm, deadline: float) -> None:
         from mpi4py import MPI
 
-        comm = self._comm
         buf = bytearray(_BCAST_SIZE)
         err: BaseException | None = None
         if self.rank == 0:
@@ -296,7 +295,7 @@ class FdExchange:
             raise FdPassError(f"local rank {self.rank}: another local rank could not listen on its socket")
 
     # --------------------------------------------------------------- teardown
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         self._teardown(failed=exc_type is not None)
         return False
 
@@ -367,6 +366,7 @@ class FdExchange:
 
     def _send(self, dest: int, kind: int, tag: int, fd: int | None, deadline: float) -> None:
         hdr = _HDR.pack(_MAGIC, _VERSION, kind, 0 if fd is None else 1, self.rank, tag, self._token)
+        assert self.path is not None  # set by __enter__ (_check_open)
         path = _sock_path(self.path, dest)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -399,9 +399,11 @@ class FdExchange:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise WorldError(f"{self._err_prefix()} timed out after {self._timeout_used:.3g}s waiting for {what()}")
-        self._listener.settimeout(remaining)
+        listener = self._listener
+        assert listener is not None  # listening since __enter__ (_check_open)
+        listener.settimeout(remaining)
         try:
-            conn, _ = self._listener.accept()
+            conn, _ = listener.accept()
         except socket.timeout:
             raise WorldError(
                 f"{self._err_prefix()} timed out after {self._timeout_used:.3g}s waiting for {what()}"

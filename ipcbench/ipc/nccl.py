@@ -210,18 +210,18 @@ class NcclTransfer:
         either rank after the agreement ends both with an error."""
         p = self.pair
         if p.graphs:
-            err = None
+            graph, err = None, None
             try:
-                b = GraphBatch(gpu, self, src, dst, nbytes, count, nodes=self.nodes)
+                graph = GraphBatch(gpu, self, src, dst, nbytes, count, nodes=self.nodes)
             except Exception as e:  # noqa: BLE001 - NcclError or a CUDA capture error: both ranks must hear of it
-                b, err = None, f"rank {p.world.rank}: {type(e).__name__}: {e}"
+                err = f"rank {p.world.rank}: {type(e).__name__}: {e}"
             theirs = p.world.exchange(err, p.peer, tag=NCCL_TAG)
-            if err or theirs:
+            if err or theirs or graph is None:
                 raise MeasureError(f"capturing ncclSend/ncclRecv into a CUDA graph failed after both ranks of the "
                                    f"pair had agreed to capture ({err or theirs}): NCCL leaves the communicator in "
                                    f"an undocumented state; rerun with {GRAPHS_ENV}=0")
-            b.note = "ncclSend/ncclRecv captured in CUDA graphs"
-            return b
+            graph.note = "ncclSend/ncclRecv captured in CUDA graphs"
+            return graph
         # More operations per call than a graph's: a smaller k, fixed for every count at or above the graph's
         # k, so batch_maker's segment-size key still tells when a new batch is needed. No warm-up transfer:
         # the pair connected with its first send/receive (NcclPair.create), and a warm-up would be a send

@@ -66,9 +66,10 @@ class ShmSegment:
         self.size = size
         self.creator = creator
         self.directory = directory
-        self._mm = mm
-        self._anchor = ctypes.c_char.from_buffer(mm)  # pins the buffer export; dropped in close()
-        self.addr = ctypes.addressof(self._anchor)
+        self._mm: mmap.mmap | None = mm
+        anchor = ctypes.c_char.from_buffer(mm)
+        self._anchor: ctypes.c_char | None = anchor  # pins the buffer export; dropped in close()
+        self.addr = ctypes.addressof(anchor)
         self.unlinked = not creator
 
     @property
