@@ -117,13 +117,13 @@ def link_rates(kind: str, nvlink_count: int | None = 0, nvlink_version: str | No
                          gen.ceiling_gbps, f"{n} x {gen.peak_gbps:g} GB/s: NVLink {gen.name} data rate per link",
                          f"{n} x {gen.ceiling_gbps:g} GB/s: NVLink {gen.name} signalling rate per link")
     if kind == "pcie":
-        gen = PCIE.get(int(pcie_gen)) if pcie_gen else None
+        pcie = PCIE.get(int(pcie_gen)) if pcie_gen else None
         width = int(pcie_width or 0)
-        if gen is None or width < 1:
+        if pcie is None or width < 1:
             why = f"PCIe gen{pcie_gen} x{pcie_width}: no rate known"
             return LinkRates(kind, None, None, None, None, why, why)
-        rate = width * gen.lane_gbps
-        basis = f"{width} lanes x {gen.gts:g} GT/s {gen.code}: PCIe gen{pcie_gen} after the line code"
+        rate = width * pcie.lane_gbps
+        basis = f"{width} lanes x {pcie.gts:g} GT/s {pcie.code}: PCIe gen{pcie_gen} after the line code"
         return LinkRates(kind, rate, rate, None, None, basis, basis)
     return LinkRates("unknown", None, None, None, None, "link kind unknown: no rate", "link kind unknown: no rate")
 
