@@ -400,3 +400,14 @@ def test_a_failure_outranks_what_was_not_judged_and_nothing_judged_is_not_health
               for s in statuses]
     v = judge.Verdict(checks)
     assert v.exit_code == code and v.word == judge.VERDICTS[code]
+
+
+def test_each_node_gets_its_worst_status_and_a_whole_run_check_counts_for_every_node():
+    def c(host, src, status):
+        return judge.Check("thresholds", host, "p", src, src + 1 if src >= 0 else -1, "nvswitch", "ce", "push", 1,
+                           1.0, "GB/s", 1.0, status, "r", "b")
+    v = judge.Verdict([c("a", 0, "pass"), c("a", 1, "fail"), c("b", 0, "pass")])
+    assert v.nodes() == {"a": "fail", "b": "pass"}
+    assert v.as_dict()["nodes"] == [{"host": "a", "status": "fail"}, {"host": "b", "status": "pass"}]
+    v.checks.append(c("", -1, "unknown"))  # e.g. the run is incomplete: no node of it can be called healthy
+    assert v.nodes() == {"a": "fail", "b": "unknown"}

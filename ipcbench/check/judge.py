@@ -92,6 +92,11 @@ class Verdict:
     def gpus(self) -> dict:
         return self.by(lambda c: sorted({(c.host, c.src_gpu), (c.host, c.dst_gpu)}) if c.src_gpu >= 0 else [])
 
+    def nodes(self) -> dict:
+        """{host: worst status} (a check of the whole run counts for every node of it)."""
+        hosts = sorted({c.host for c in self.checks if c.host})
+        return self.by(lambda c: [c.host] if c.src_gpu >= 0 or not hosts else hosts)
+
     def reason(self) -> str:
         """One line: the worst failure (or the first thing not judged), and how many more."""
         if self.exit_code == 0:
@@ -111,6 +116,7 @@ class Verdict:
                 "expectations": self.sources,
                 "pairs": [{"host": h, "pair": p, "status": s} for (h, p), s in self.pairs().items()],
                 "gpus": [{"host": h, "gpu": g, "status": s} for (h, g), s in self.gpus().items()],
+                "nodes": [{"host": h, "status": s} for h, s in self.nodes().items()],
                 "checks": [asdict(c) for c in self.checks]}
 
 

@@ -20,6 +20,9 @@ def text(v: Verdict, header: list[str], verbose: bool = False) -> str:
     check that could not be judged (all checks with `verbose`), the verdict."""
     lines = list(header)
     lines.append("expectations: " + "; ".join(v.sources))
+    nodes = v.nodes()
+    if len(nodes) > 1:
+        lines.append("nodes: " + ", ".join(f"{h} {MARK[s].strip()}" for h, s in nodes.items()))
     pairs = v.pairs()
     if pairs:
         lines.append("pairs: " + ", ".join(f"{p} {MARK[s].strip()}" for (_, p), s in pairs.items()))
