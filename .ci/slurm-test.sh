@@ -2,7 +2,9 @@
 # A real one-machine Slurm cluster in CI: install slurm-wlm + munge from the distribution (unless Slurm is
 # already there), start munged, slurmctld and slurmd with a private configuration (no cgroups), submit the
 # job scripts in jobs/ with IPCBENCH_DRY_RUN=1 (no GPU needed), check every job's state, task count and
-# the plan ipcbench prints (--dry-run --json), print the job outputs, shut the cluster down.
+# the plan ipcbench prints (--dry-run --json), print the job outputs; then let slurmd run the health check
+# (jobs/healthcheck.sh as HealthCheckProgram) on a recorded unhealthy run and see the node drained with the
+# check's reason, and on a healthy one see it back up; shut the cluster down.
 #
 #   bash .ci/slurm-test.sh          (as root, after `pip install -e '.[mpi,test]'` into .venv)
 #
@@ -180,6 +182,19 @@ for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 
 export SLURM_CONF=$WORK/slurm.conf
+# The health check slurmd runs: jobs/healthcheck.sh judging the recorded run named in $WORK/hc-from (a
+# healthy one until section 4 swaps it), through a wrapper that gives it this cluster's configuration.
+HC_HEALTHY=$REPO/tests/data/compare/quiet1
+HC_UNHEALTHY=$REPO/tests/data/compare/loaded
+echo "$HC_HEALTHY" >"$WORK/hc-from"
+cat >"$WORK/hc.sh" <<EOF
+#!/bin/bash
+export SLURM_CONF=$SLURM_CONF PATH=/usr/sbin:/usr/bin:/sbin:/bin:\$PATH
+export IPCBENCH_HC_EXE=$REPO/.venv/bin/ipcbench IPCBENCH_HC_ARGS=--any-host IPCBENCH_HC_LOG=$WORK/log/healthcheck.log
+export IPCBENCH_HC_FROM=\$(cat $WORK/hc-from)
+exec $REPO/jobs/healthcheck.sh
+EOF
+chmod 755 "$WORK/hc.sh"
 cat >"$SLURM_CONF" <<EOF
 # one-machine test cluster written by .ci/slurm-test.sh: no cgroups, no accounting
 ClusterName=ipcbench-ci
@@ -212,6 +227,9 @@ SlurmdDebug=info
 # The CI machine has 2 cores; declare 8 CPUs (config_overrides accepts it) so a 4-task job fits.
 SlurmdParameters=config_overrides
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=8 RealMemory=2000 State=UNKNOWN
+HealthCheckProgram=$WORK/hc.sh
+HealthCheckInterval=5
+HealthCheckNodeState=ANY
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
 
@@ -255,6 +273,7 @@ JOBS=(
     "fleet-mpiexec|COMPLETED|4|{'nodes': 2, 'ranks': 4, 'ranks_per_node': {'pretend0': 2, 'pretend1': 2}}|-N 1 --ntasks-per-node=4 --gres=none jobs/fleet.sbatch|IPCBENCH_DRY_RUN=1,IPCBENCH_LAUNCHER=mpiexec,IPCBENCH_PRETEND_NODES=2"
     "fleet-srun|COMPLETED|4|{'nodes': 2, 'ranks': 4, 'ranks_per_node': {'pretend0': 2, 'pretend1': 2}}|-N 1 --ntasks-per-node=4 --gres=none jobs/fleet.sbatch|IPCBENCH_DRY_RUN=1,IPCBENCH_LAUNCHER=srun,IPCBENCH_SRUN_MPI=pmi2,IPCBENCH_PRETEND_NODES=2"
     "node-bad-args-must-fail|FAILED|2|-|-N 1 --ntasks-per-node=2 --gres=none jobs/node.sbatch|IPCBENCH_DRY_RUN=1,IPCBENCH_ARGS=--no-such-option"
+    "fleet-check|COMPLETED|4|{'nodes': 2, 'ranks': 4, 'ranks_per_node': {'pretend0': 2, 'pretend1': 2}}|-N 1 --ntasks-per-node=4 --gres=none jobs/fleet-check.sbatch|IPCBENCH_DRY_RUN=1,IPCBENCH_LAUNCHER=mpiexec,IPCBENCH_PRETEND_NODES=2"
 )
 declare -A JOBID_OF=()
 
@@ -349,6 +368,37 @@ PY
             )"
         fi
     done
+
+    # 4. The health check: slurmd runs jobs/healthcheck.sh every 5 s (HealthCheckProgram). An unhealthy
+    #    recorded run must drain the node with the check's REASON; a healthy one must bring it back up.
+    say "health check"
+    node_state() { t 5 sinfo -h -n "$HOST" -o '%T|%E' 2>/dev/null | head -n 1; }
+    echo "$HC_UNHEALTHY" >"$WORK/hc-from"
+    got=""
+    for _ in $(seq 1 40); do
+        got=$(node_state)
+        [[ $got == drain* && $got == *"ipcbench check: FAIL"* ]] && break
+        sleep 1
+    done
+    if [[ $got == drain* && $got == *"ipcbench check: FAIL: GPU 0 -> GPU 1"* ]]; then
+        pass "health check: an unhealthy run drains the node: ${got#*|}"
+    else
+        fail "health check: the node was not drained with the check's reason (state|reason: '$got')"
+    fi
+    echo "$HC_HEALTHY" >"$WORK/hc-from"
+    for _ in $(seq 1 40); do
+        got=$(node_state)
+        [[ $got == idle* ]] && break
+        sleep 1
+    done
+    if [[ $got == idle* ]]; then
+        pass "health check: a healthy run leaves the node up (the check resumed the node it had drained)"
+    else
+        fail "health check: the node did not come back up on a healthy run (state|reason: '$got')"
+    fi
+    echo "----- $WORK/log/healthcheck.log"
+    tail -n 8 "$WORK/log/healthcheck.log" 2>/dev/null || echo "(no health-check log)"
+
     if ((FAILED > 0)); then
         say "daemon logs (last lines)"
         tail -n 20 "$WORK"/log/*.log 2>/dev/null || true

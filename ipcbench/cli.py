@@ -36,7 +36,8 @@ def _bench_parser() -> argparse.ArgumentParser:
                     "Run under MPI, one rank per GPU: `mpirun -np 4 ipcbench all`.",
         epilog="Other commands: `ipcbench info` (GPUs, topology, IPC checks; no MPI), "
                "`ipcbench report PATH…`, `ipcbench compare BASE [BASE…] NEW`, `mpirun -np 2 ipcbench selftest` "
-               "(can this instrument be trusted here? its rows against an independent anchor).",
+               "(can this instrument be trusted here? its rows against an independent anchor), `mpirun -np N "
+               "ipcbench check` or `ipcbench check --from RUN` (is this node healthy? a gate: exit 0/1/2).",
     )
     p.add_argument("suites", nargs="+", metavar="SUITE",
                    help=f"all, or one or more of: {', '.join(SUITE_NAMES)}")
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         _bench_parser().print_help()
-        print("\ncommands: all | " + " | ".join(SUITE_NAMES) + " | info | report | compare | selftest")
+        print("\ncommands: all | " + " | ".join(SUITE_NAMES) + " | info | report | compare | selftest | check")
         return 0 if argv else 2
     if argv[0] == "--version":
         from ipcbench.run.meta import source_digest
@@ -161,6 +162,20 @@ def main(argv: list[str] | None = None) -> int:
         from ipcbench.info import run as info_run
 
         return info_run(args)
+    if cmd == "check":
+        from ipcbench.check import command as check
+        from ipcbench.errors import UsageError
+
+        p = _Parser(prog="ipcbench check", description=(check.__doc__ or "").strip().splitlines()[0])
+        check.add_arguments(p)
+        ns = p.parse_args(argv[1:])
+        try:
+            opts = check.Options(ns, argv[1:])
+            if ns.from_run:  # a recorded run: no MPI, no GPU
+                return check.run(opts)
+        except UsageError as e:
+            return _err(str(e))
+        return _guarded(lambda: check.run(opts))
     if cmd == "selftest":
         from ipcbench.errors import UsageError
         from ipcbench.selftest import command as selftest

@@ -242,6 +242,22 @@ ipcb_main() {
 
 # One ipcbench run into $1, then its report. Sets IPCB_RUN_RC (never fails: the job goes on to the next
 # mode and ends with the first bad status). Uses IPCB_LAUNCH, IPCB_WRAP, IPCB_EXE, IPCB_SUITES, IPCB_ARGS.
+# After `ipcbench check` over the job's nodes (jobs/fleet-check.sbatch): the verdict of each node, judged again
+# from the run (`--from`, as the check itself did), and one line naming the nodes that are not healthy.
+ipcb_check_nodes() {
+    local run_dir=$1
+    [[ -e $run_dir/results.csv ]] || {
+        ipcb_warn "no $run_dir/results.csv: no node can be judged"
+        return 0
+    }
+    "${IPCB_EXE[@]}" check --from "$run_dir" --any-host --json "${IPCB_ARGS[@]}" 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+bad = [n["host"] + ("" if n["status"] == "fail" else " (not judged)") for n in d["nodes"] if n["status"] != "pass"]
+print("[ipcbench-job] nodes: " + ", ".join(n["host"] + " " + n["status"] for n in d["nodes"]))
+print("[ipcbench-job] unhealthy nodes: " + (", ".join(bad) or "none"))' || ipcb_warn "could not list the nodes' verdicts"
+}
+
 ipcb_run_and_report() {
     local run_dir=$1 rc=0
     ipcb_log "run dir: $run_dir${CUDA_MPS_PIPE_DIRECTORY:+ (CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY)}"
@@ -253,6 +269,8 @@ ipcb_run_and_report() {
 
     if [[ ${IPCBENCH_DRY_RUN:-0} == 1 ]]; then
         ipcb_log "dry run: no report"
+    elif [[ ${IPCB_SUITES[0]} == check ]]; then
+        ipcb_check_nodes "$run_dir"
     elif [[ -e $run_dir/results.csv ]]; then
         # Report even after a failure: the rows measured so far are in the CSV, failures are flagged there.
         ipcb_log "report: ${IPCB_EXE[*]} report $run_dir"

@@ -19,7 +19,7 @@ from ipcbench.record.run import derive_facts, load_run  # noqa: E402
 from ipcbench.report import ceilings  # noqa: E402
 
 K, M = 1 << 10, 1 << 20
-PEAK = 478.125  # 18 NVLink 4 links x 26.5625 GB/s
+PEAK = 478.125  # 18 NVLink 4 links x 26.5625 GB/s: the ceiling (an entry without its generation keeps its peak)
 META = {
     "gpus": {"h": [{"index": g, "name": "NVIDIA H200", "uuid": f"GPU-{g}", "l2_bytes": 60 * M, "mem_bw_gbps": 4800.0}
                    for g in range(4)]},
@@ -65,7 +65,7 @@ def test_link_peak_one_way_and_bidir():
     assert list(out.index) == [1, 3, 4]
     assert list(out["check"]) == ["link"] * 3
     assert out.loc[3, "ceiling_gbps"] == pytest.approx(2 * PEAK)
-    assert "above the link peak 478 GB/s" in out.loc[1, "reason"] and "bidir" in out.loc[3, "reason"]
+    assert "above the link's ceiling 478 GB/s" in out.loc[1, "reason"] and "bidir" in out.loc[3, "reason"]
     assert set(out.columns) >= set(df.columns) | set(ceilings.COLUMNS)
 
 
@@ -197,6 +197,6 @@ def test_report_flags_impossible_numbers(tmp_path, capsys):
         assert "1 impossible numbers" in text
     assert "0 impossible numbers" not in md
     line = next(x for x in md.splitlines() if x.startswith("| 20261122-190000-synth | hostA | copy/ce push | 0→1 "))
-    assert "| 700.0 | 478.1 |" in line and "above the link peak" in line
+    assert "| 700.0 | 478.1 |" in line and "above the link's ceiling" in line
     summary = next(x for x in md.splitlines() if x.startswith("| copy | ce | push |"))
     assert "impossible 1" in summary

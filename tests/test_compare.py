@@ -464,7 +464,7 @@ def test_impossible_new_row_fails(base_run, new_run, capsys):
     t_us = 64 * M / 600e3  # 600 GB/s on a 478 GB/s link
     synth.set_samples(new_run, row_index(new_run, **want), [t_us * f for f in (1.0, 1.001, 0.999, 1.0005, 0.9995)])
     rc, out, _ = run_compare(capsys, base_run, new_run)
-    assert rc == 1 and "Impossible numbers in NEW" in out and "above the link peak" in out
+    assert rc == 1 and "Impossible numbers in NEW" in out and "above the link's ceiling" in out
     assert "NEW row(s) above a physical ceiling" in out.splitlines()[-1]
     c = api(base_run, new_run)
     assert c.counts()["impossible"] == 1 and c.counts()["regression"] == 0

@@ -90,3 +90,18 @@ def test_an_entry_recorded_under_the_old_convention_is_recomputed():
     assert d["rate_convention"] == CONVENTION == 2
     assert set(d) == {"kind", "peak_gbps", "ceiling_gbps", "per_link_gbps", "per_link_ceiling_gbps", "peak_basis",
                       "ceiling_basis", "rate_convention"}
+
+
+def test_the_run_model_reads_recorded_links_with_this_convention():
+    """A run recorded with the old convention (NVLink 4.0 peak 478.125 = the signalling rate) reads back with
+    peak 450 (what "% of peak" divides by) and ceiling 478.125 (what no row may exceed); an entry whose
+    facts give no rate keeps what it recorded, its peak standing for the ceiling."""
+    from ipcbench.record.meta import parse_meta
+
+    old = {"src_gpu": 0, "dst_gpu": 1, "kind": "nvswitch", "nvlink_count": 18, "per_link_gbps": 26.5625,
+           "peak_gbps": 478.125, "pcie_gen": 5, "pcie_width": 16, "nvlink_version": "4.0"}
+    bare = {"src_gpu": 2, "dst_gpu": 3, "kind": "nvlink", "nvlink_count": 4, "peak_gbps": 100.0}
+    meta = parse_meta({"topology": {"h": {"links": [old, bare]}}})
+    assert meta.link_peaks()[("h", 0, 1)] == meta.link_peaks()[("h", 1, 0)] == 450.0
+    assert meta.link_ceilings()[("h", 0, 1)] == 478.125
+    assert meta.link_peaks()[("h", 2, 3)] == meta.link_ceilings()[("h", 2, 3)] == 100.0

@@ -33,16 +33,20 @@ class GpuRecord:
 
 @dataclass(frozen=True)
 class Link:
-    """One GPU pair of a host's NVML link table: its kind (nvlink, nvswitch, pcie) and one-way peak."""
+    """One GPU pair of a host's NVML link table: its kind (nvlink, nvswitch, pcie, unknown) and its one-way
+    peak and ceiling, recomputed from the recorded facts with the one convention (core/link_rates.py), so runs
+    recorded under an older convention read the same as new ones."""
 
     host: str
     src_gpu: int
     dst_gpu: int
     kind: str
-    peak_gbps: float | None
+    peak_gbps: float | None  # the quoted data rate: what "% of peak" divides by
     nvlink_count: int | None = None
     nvlink_version: str | None = None
-    per_link_gbps: float | None = None
+    per_link_gbps: float | None = None  # one NVLink's peak
+    ceiling_gbps: float | None = None  # the physical rate no measurement may exceed
+    per_link_ceiling_gbps: float | None = None  # one NVLink's ceiling
 
 
 @dataclass(frozen=True)
@@ -82,20 +86,25 @@ class Meta:
 
     def link_peaks(self) -> dict[tuple[str, int, int], float]:
         """{(host, src_gpu, dst_gpu): one-way peak GB/s}, both orders (a link listed one way holds both)."""
-        out: dict[tuple[str, int, int], float] = {}
-        for ln in self.links:
-            if ln.peak_gbps:
-                out[(ln.host, ln.src_gpu, ln.dst_gpu)] = ln.peak_gbps
-        for (h, s, d), peak in list(out.items()):
-            out.setdefault((h, d, s), peak)
+        return self._both_ways({(ln.host, ln.src_gpu, ln.dst_gpu): ln.peak_gbps for ln in self.links if ln.peak_gbps})
+
+    def link_ceilings(self) -> dict[tuple[str, int, int], float]:
+        """{(host, src_gpu, dst_gpu): one-way ceiling GB/s, the rate no measurement may exceed}, both orders."""
+        return self._both_ways({(ln.host, ln.src_gpu, ln.dst_gpu): ln.ceiling_gbps for ln in self.links
+                                if ln.ceiling_gbps})
+
+    @staticmethod
+    def _both_ways(out: dict[tuple[str, int, int], float]) -> dict[tuple[str, int, int], float]:
+        for (h, s, d), v in list(out.items()):
+            out.setdefault((h, d, s), v)
         return out
 
     def nvlink_aggregate(self) -> dict[tuple[str, int], tuple[float, int, float]]:
-        """{(host, GPU): (one-way NVLink aggregate GB/s, active links, GB/s per link)}."""
+        """{(host, GPU): (one-way NVLink ceiling of all its active links GB/s, active links, ceiling per link)}."""
         rate: dict[tuple[str, int], float] = {}
         for ln in self.links:
-            if ln.per_link_gbps:
-                rate.setdefault((ln.host, ln.src_gpu), ln.per_link_gbps)
+            if ln.per_link_ceiling_gbps:
+                rate.setdefault((ln.host, ln.src_gpu), ln.per_link_ceiling_gbps)
         return {k: (n * rate[k], n, rate[k]) for k, n in self.active_links.items() if n and k in rate}
 
     def gpu(self, host: str, index: int) -> GpuRecord | None:
@@ -187,10 +196,28 @@ def _gpus(v) -> dict[str, list[GpuRecord]]:
 
 
 def _links(topology) -> list[Link]:
-    return [Link(str(host), s, d, str(ln.get("kind") or ""), _num(ln.get("peak_gbps")), _int(ln.get("nvlink_count")),
-                 _text(ln.get("nvlink_version")), _num(ln.get("per_link_gbps")))
+    return [_link(str(host), s, d, ln)
             for host, t in _dict(topology).items() for ln in _list(_dict(t).get("links")) if isinstance(ln, dict)
             and (s := _int(ln.get("src_gpu"))) is not None and (d := _int(ln.get("dst_gpu"))) is not None]
+
+
+def _link(host: str, src: int, dst: int, entry: dict) -> Link:
+    """A link entry read with today's rate convention (core/link_rates.rates_of_entry), whatever the run
+    recorded. Where its facts give no rate (an entry without the NVLink generation, say), the recorded
+    rates are kept, the recorded peak standing for the ceiling when none was recorded; a malformed value
+    reads as unknown, never as an error."""
+    from ipcbench.core.link_rates import rates_of_entry
+
+    count, gen, width = _int(entry.get("nvlink_count")), _int(entry.get("pcie_gen")), _int(entry.get("pcie_width"))
+    version, kind = _text(entry.get("nvlink_version")), _text(entry.get("kind"))
+    r = rates_of_entry({"kind": kind, "nvlink_count": count, "nvlink_version": version, "pcie_gen": gen,
+                        "pcie_width": width})
+    if r.peak_gbps is None and r.ceiling_gbps is None:
+        peak, per_link = _num(entry.get("peak_gbps")), _num(entry.get("per_link_gbps"))
+        return Link(host, src, dst, kind or "", peak, count, version, per_link,
+                    _num(entry.get("ceiling_gbps")) or peak, _num(entry.get("per_link_ceiling_gbps")) or per_link)
+    return Link(host, src, dst, r.kind, r.peak_gbps, count, version, r.per_link_gbps, r.ceiling_gbps,
+                r.per_link_ceiling_gbps)
 
 
 def _active(topology) -> dict[tuple[str, int], int]:

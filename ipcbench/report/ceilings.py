@@ -38,16 +38,17 @@ def _per_row(table: dict, *keys):
 
 
 def _link_hits(rows, meta: Meta, tolerance: float) -> list:
-    """(row index, check, ceiling, value, reason) of cross-GPU rows above their link's peak."""
+    """(row index, check, ceiling, value, reason) of cross-GPU rows above their link's ceiling (the signalling
+    rate: core/link_rates.py)."""
     import numpy as np
 
     cross = rows[~rows["same_gpu"]]
     factor = np.where(cross["direction"].to_numpy() == "bidir", 2.0, 1.0)
-    ceiling = _per_row(meta.link_peaks(), cross["host"], cross["src_gpu"], cross["dst_gpu"]) * factor
+    ceiling = _per_row(meta.link_ceilings(), cross["host"], cross["src_gpu"], cross["dst_gpu"]) * factor
     over = np.isfinite(ceiling) & (cross["bw_gbps_median"].to_numpy() > ceiling * (1 + tolerance))
-    both = " (2x the one-way peak: bidir counts both ways)"
+    both = " (2x the one-way ceiling: bidir counts both ways)"
     return [(i, "link", c, r.bw_gbps_median, f"{_gb(r.bw_gbps_median)} GB/s on GPU {r.src_gpu}→{r.dst_gpu} is "
-             f"above the link peak {_gb(c)} GB/s{both if f == 2 else ''}")
+             f"above the link's ceiling {_gb(c)} GB/s{both if f == 2 else ''}")
             for i, r, c, f in zip(cross.index[over], cross[over].itertuples(), ceiling[over], factor[over])]
 
 

@@ -57,15 +57,17 @@ def _engine_text(best) -> str:
 
 
 def _link_desc(meta: Meta) -> str:
-    """"NVSwitch (18 × NVLink 4.0, 478 GB/s per direction)" from meta.json's link table."""
+    """"NVSwitch (18 × NVLink 4.0, peak 450 GB/s per direction)" from meta.json's link table (peaks by the
+    one convention, core/link_rates.py); a link of unknown kind says so."""
     descs: Counter = Counter()
     for ln in meta.links:
-        if ln.peak_gbps:
+        if ln.peak_gbps or ln.kind == "unknown":
             kind = {"nvswitch": "NVSwitch", "nvlink": "NVLink", "pcie": "PCIe"}.get(ln.kind, ln.kind or "link")
             how = f"{ln.nvlink_count} × NVLink{' ' + ln.nvlink_version if ln.nvlink_version else ''}, " \
                 if ln.nvlink_count else ""
             descs[(kind, how, ln.peak_gbps)] += 1
-    parts = [f"{kind} ({how}{peak:.0f} GB/s per direction)" for (kind, how, peak), _ in descs.most_common(2)]
+    parts = [f"{kind} ({how}peak {peak:.0f} GB/s per direction)" if peak else f"{kind} (no known rate)"
+             for (kind, how, peak), _ in descs.most_common(2)]
     return " and ".join(parts) + (" and other links" if len(descs) > 2 else "")
 
 

@@ -121,9 +121,13 @@ def run(cfg) -> int:
 
 def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     """Every collective decision of a run's setup, the run directory and its meta.json: a Session, or the
-    dry run's exit status. `make_steps(local_size, gpu_of)`: the plan where it depends on which rank has which
-    GPU (ipcbench selftest); the configuration's suites otherwise. `example`: how to start it, for the error
-    without mpirun."""
+    dry run's exit status. `make_steps(local_size, gpu_of)`: a command's own plan (ipcbench selftest, check;
+    gpu_of is None in a dry run, which selects no GPU: one rank per GPU is assumed); the configuration's suites
+    otherwise. `example`: how to start it, for the error without mpirun."""
+
+    def plan(n: int, gpu_of: list[int] | None) -> list:
+        return make_steps(n, gpu_of) if make_steps else cfg.steps(n)
+
     world = World.create(timeout=cfg.timeout_s)
     sizes = list(cfg.sizes)
     if world.size < 2 and cfg.dry_run:
@@ -131,16 +135,16 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
         if gpus < 2:
             raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
                              f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
-        return dry_run(world, cfg, cfg.steps(gpus), assumed_ranks=gpus)
+        return dry_run(world, cfg, plan(gpus, None), assumed_ranks=gpus)
     if world.size < 2:
         raise UsageError(f"ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), e.g. {example}")
     if cfg.dry_run:
-        return dry_run(world, cfg, cfg.steps(world.local_size))
+        return dry_run(world, cfg, plan(world.local_size, None))
 
     run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, run_meta.make_run_id(world.hosts[0])))))
     index, info = _select_gpu(world)
     gpu_of = world.node_allgather(index, "the GPU of every rank")
-    steps = make_steps(world.local_size, gpu_of) if make_steps else cfg.steps(world.local_size)
+    steps = plan(world.local_size, gpu_of)
     from ipcbench.core import gpu as gpumod
 
     gpu = gpumod.Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ipcbench.core.methods import METHODS
+from ipcbench.suites import transfer
 
 DEFAULT_SIZES = "4K,64K,1M,64M,128M,256M,384M,512M,768M,1G"
 # The methods checked: every method of these engines that has a one-way direction (NCCL is two-sided: no
@@ -31,7 +32,6 @@ DEFAULT_SIZES = "4K,64K,1M,64M,128M,256M,384M,512M,768M,1G"
 CHECKED_ENGINES = ("ce", "sm", "sm_bulk")
 CROSS = ("ring", "all")
 TOLERANCE = 0.02  # beyond both noises: the issue's bound, and what a user may expect an instrument to hold
-SUITE_OF_BUFFERS = {"legacy": None, "pool": "pool", "vmm": "vmm", "core": "pool"}  # the suite a method's rows go to
 
 
 def methods() -> list[str]:
@@ -40,11 +40,8 @@ def methods() -> list[str]:
 
 
 def suite_of(method: str) -> str:
-    """The suite whose rows a method's are (the one `ipcbench all` measures it in)."""
-    m = METHODS[method]
-    if m.buffers != "legacy":
-        return SUITE_OF_BUFFERS[m.buffers]
-    return "copy" if m.engine == "ce" else "kernel"
+    """The suite whose rows a method's are (suites/transfer.suite_of)."""
+    return transfer.suite_of(method)
 
 
 def leaders(gpu_of: list[int]) -> dict[int, list[int]]:

@@ -40,3 +40,12 @@ def pair_runner(suite: str, method_name: str, direction: str):
         return measure_pair(ctx, suite, METHODS[method_name], direction, src, dst, sizes)
 
     return run
+
+
+def suite_of(method_name: str) -> str:
+    """The suite whose rows a method's are (the one `ipcbench all` measures it in): copy for the legacy copy
+    engine, kernel for the legacy kernels, pool for memory-pool and cuda.core memory, vmm for VMM memory."""
+    m = METHODS[method_name]
+    if m.buffers == "legacy":
+        return "copy" if m.engine == "ce" else "kernel"
+    return "vmm" if m.buffers == "vmm" else "pool"

@@ -1,0 +1,201 @@
+"""ipcbench check: is this node healthy? Measure (or read a recorded run) and judge it against stated expectations.
+
+`mpirun -np N ipcbench check` measures every GPU pair of the node with the engines a job relies on (the copy
+engine both ways, SM kernels reading and writing) at 4K and 256M, every row verified (check/plan.py), then
+judges the run; `ipcbench check --from RUN` judges a recorded run, without a GPU or MPI. Expectations come from
+the thresholds ipcbench ships for the GPUs it has measured (check/defaults.toml), a thresholds file of your own
+(--thresholds), known-good runs (--baseline: the compare statistics) and the node's other pairs of the same link
+kind; every verdict says which (check/judge.py). Exit 0 healthy, 1 unhealthy (what failed, by how much, against
+which expectation), 2 cannot judge (a missing row, an incomplete run, no expectation for this GPU or link, an
+unknown link, bad input): never 0 for what was not judged. Outputs: the summary, --json, --junit FILE,
+--prometheus FILE, and a last `REASON:` line to drain a node with.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+from ipcbench.check import expect, judge, outputs, plan
+from ipcbench.errors import ResultsError, UsageError
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--from", dest="from_run", metavar="RUN",
+                   help="judge this recorded run (a run directory or its results.csv) instead of measuring: no GPU, "
+                        "no MPI")
+    p.add_argument("--thresholds", metavar="FILE", help="your expectations (TOML, the keys of ipcbench/check/"
+                                                        "defaults.toml); yours win over a shipped one for the same row")
+    p.add_argument("--no-defaults", action="store_true", help="leave out the shipped expectations")
+    p.add_argument("--baseline", nargs="+", metavar="RUN",
+                   help="known-good runs (a node, or many nodes: their spread counts) of the same GPU model and "
+                        "link kinds; a row significantly slower than them fails")
+    p.add_argument("--other-baseline", action="store_true",
+                   help="accept a baseline of another GPU model or link kind (refused otherwise)")
+    p.add_argument("--threshold", default="10%", metavar="FRACTION",
+                   help="with --baseline: the smallest slowdown that fails (default 10%%)")
+    p.add_argument("--no-peers", action="store_true",
+                   help="do not hold each pair against the node's other pairs of its link kind")
+    p.add_argument("--peer-drop", default=f"{judge.PEER_DROP:.0%}", metavar="FRACTION",
+                   help=f"a pair this far below the typical pair of its kind fails (default {judge.PEER_DROP:.0%})")
+    p.add_argument("--methods", help=f"the methods measured and judged (default {','.join(plan.METHODS_JUDGED)})")
+    p.add_argument("--sizes", default=plan.SIZES, help=f"sizes measured (default {plan.SIZES})")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the summary")
+    p.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one testcase per check)")
+    p.add_argument("--prometheus", metavar="FILE",
+                   help="also write Prometheus text for node_exporter's textfile collector (a *.prom file)")
+    p.add_argument("--verbose", action="store_true", help="list every check, passed ones too")
+    p.add_argument("--any-host", action="store_true",
+                   help="with --from: judge a run recorded on another host (refused otherwise)")
+    p.add_argument("--out", metavar="DIR", help="the measured run's directory (default results/<run-id>)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="give up on any wait for another rank after S seconds (default 120)")
+    p.add_argument("--dry-run", action="store_true", help="the measurement's plan and estimated time; no GPU work")
+    p.add_argument("--topology", choices=("nvswitch", "nvlink", "pcie"),
+                   help="with --dry-run: plan for a node whose GPU pairs are all linked so")
+    p.add_argument("--quiet", action="store_true", help="no progress lines while measuring")
+
+
+class Options:
+    """The command's arguments, checked (UsageError, one line, before anything runs)."""
+
+    def __init__(self, ns, argv: list[str]):
+        from ipcbench.report.compare import threshold_arg
+
+        self.ns, self.argv = ns, argv
+        try:
+            self.methods = plan.check_methods(ns.methods)
+        except ValueError as e:
+            raise UsageError(f"--methods: {e}") from None
+        for flag, val in (("--threshold", ns.threshold), ("--peer-drop", ns.peer_drop)):
+            try:
+                threshold_arg(val)
+            except Exception as e:  # argparse.ArgumentTypeError
+                raise UsageError(f"{flag}: {e}") from None
+        self.threshold, self.peer_drop = threshold_arg(ns.threshold), threshold_arg(ns.peer_drop)
+        if ns.from_run and (ns.dry_run or ns.out or ns.topology):
+            raise UsageError("--from judges a recorded run: --dry-run, --out and --topology measure")
+        if ns.topology and not ns.dry_run:
+            raise UsageError("--topology plans a node that is not this machine: it goes with --dry-run")
+        if ns.any_host and not ns.from_run:
+            raise UsageError("--any-host goes with --from")
+        users = expect.load(ns.thresholds) if ns.thresholds else []
+        self.expectations = expect.combine([] if ns.no_defaults else expect.defaults(), users)
+        self.sources = ([f"thresholds {ns.thresholds} ({len(users)})"] if users else []) + \
+            ([] if ns.no_defaults else ["thresholds shipped with ipcbench (ipcbench/check/defaults.toml)"])
+        if not self.expectations and not ns.baseline:
+            raise UsageError("nothing to judge against: --no-defaults without --thresholds or --baseline")
+
+    def config(self):
+        """The measurement's RunConfig: --quick's stopping rule, the transfer suites' steps of the methods."""
+        from types import SimpleNamespace
+
+        from ipcbench.config import build_config
+
+        ns = self.ns
+        bench = SimpleNamespace(suites=plan.suites_of(self.methods), sizes=ns.sizes, quick=True, samples=None,
+                                min_time=None, noise=None, max_time=None, no_verify=False, timeout=ns.timeout,
+                                out=ns.out, dry_run=ns.dry_run, json=ns.json and ns.dry_run, quiet=ns.quiet,
+                                pairs="auto", serial_pairs="auto", sm_copy=None, sm_bulk=None,
+                                topology=ns.topology, argv=["check", *self.argv])
+        return build_config(bench)
+
+
+def run(opts: Options) -> int:
+    """The command: every rank returns the same exit status."""
+    if opts.ns.from_run:
+        return judge_recorded(opts)
+    return measure_and_judge(opts)
+
+
+def judge_recorded(opts: Options) -> int:
+    from ipcbench.record.run import load_run, locate
+
+    try:
+        run = load_run(locate(opts.ns.from_run))
+    except (ResultsError, UsageError) as e:
+        raise UsageError(f"--from {opts.ns.from_run}: {e}") from None
+    here = socket.gethostname().split(".")[0]
+    if not opts.ns.any_host and run.meta.hosts and here not in run.meta.hosts:
+        raise UsageError(f"--from {opts.ns.from_run}: the run was made on {', '.join(run.meta.hosts)}, this is {here}: "
+                         f"judging another node's run is refused (--any-host to do it on purpose)")
+    return report(opts, run)
+
+
+def measure_and_judge(opts: Options) -> int:
+    from ipcbench.record.run import load_run
+    from ipcbench.run import runner
+
+    cfg = opts.config()
+    s = runner.start(cfg, plan.make_steps(opts.methods, list(cfg.sizes)),
+                     example="`mpirun -np 8 ipcbench check` (one rank per GPU) or -np 2 on one GPU")
+    if isinstance(s, int):
+        return s  # a dry run
+    rows, checks = runner.measure(s)
+    runner.release(s)
+    status = runner.finish(s, rows, checks, {"command": "check"})
+    code, err = 0, ""
+    if s.world.rank == 0:  # the other ranks wait for the verdict: nothing here may leave them waiting
+        try:
+            code = report(opts, load_run(s.run_dir / "results.csv"))
+        except (UsageError, ResultsError) as e:
+            code, err = 2, str(e)
+    agreed = s.world.world_allreduce_max(code, "the check's verdict")
+    if err:
+        print(f"ipcbench: error: {err}", file=sys.stderr, flush=True)
+    return 1 if 1 in (status, agreed) else agreed
+
+
+def _baseline(opts: Options, run):
+    """compare(BASE..., this run) for --baseline, after refusing a baseline of another GPU model or link kind."""
+    from ipcbench.record.run import load_run, locate
+    from ipcbench.report.compare import compare
+
+    try:
+        bases = [load_run(locate(p)) for p in opts.ns.baseline]
+    except (ResultsError, UsageError) as e:
+        raise UsageError(f"--baseline: {e}") from None
+    mine = _shape(run)
+    for b in bases:
+        theirs = _shape(b)
+        if theirs != mine and not opts.ns.other_baseline:
+            raise UsageError(f"--baseline {b.dir}: {_words(theirs)}, this run {_words(mine)}: a baseline of another "
+                             f"GPU model or link kind says nothing about this node (--other-baseline to use it anyway)")
+    return compare(bases, run, threshold=opts.threshold, subset=True)
+
+
+def _shape(run) -> tuple:
+    """(GPU models, link kinds) of a run: what a baseline must share with the run it judges."""
+    models = tuple(sorted({g.name for gs in run.meta.gpus.values() for g in gs}))
+    kinds = tuple(sorted({ln.kind for ln in run.meta.links}))
+    return models, kinds
+
+
+def _words(shape: tuple) -> str:
+    models, kinds = shape
+    return f"{' + '.join(models) or 'unknown GPUs'} on {' + '.join(kinds) or 'no NVML link table'}"
+
+
+def report(opts: Options, run) -> int:
+    """Judge the run and write every output the options ask for; the exit status."""
+    baseline = _baseline(opts, run) if opts.ns.baseline else None
+    v = judge.judge(run, opts.expectations, opts.methods, baseline, peers=not opts.ns.no_peers,
+                    peer_drop=opts.peer_drop)
+    v.sources = opts.sources + ([f"baseline {', '.join(map(str, opts.ns.baseline))} (compare, threshold "
+                                 f"{opts.threshold:.0%})"] if baseline is not None else []) + \
+        ([] if opts.ns.no_peers else [f"peers: the node's other pairs of the same link kind (fail past "
+                                      f"{opts.peer_drop:.0%} below)"])
+    host = run.meta.hosts[0] if run.meta.hosts else str(run.frame["host"].iat[0])
+    models = sorted({g.name for gs in run.meta.gpus.values() for g in gs})
+    if opts.ns.junit:
+        outputs.write_junit(opts.ns.junit, v, host)
+    if opts.ns.prometheus:
+        outputs.write_prometheus(opts.ns.prometheus, v, host)
+    if opts.ns.json:
+        print(outputs.as_json(v, {"host": host, "run": str(run.dir), "gpu_models": models}))
+    else:
+        header = [f"ipcbench check: {host}, {' + '.join(models) or 'unknown GPUs'}, run {run.dir}"]
+        print(outputs.text(v, header, verbose=opts.ns.verbose), flush=True)
+    if v.exit_code and not opts.ns.json:
+        print(f"ipcbench check: {v.reason()}", file=sys.stderr, flush=True)
+    return v.exit_code

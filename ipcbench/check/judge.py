@@ -1,0 +1,327 @@
+"""The gate's verdict (pure: a recorded run in, checks out): every row the expectations name, held against
+its floor or ceiling, its baseline and its peers; what cannot be judged said as such.
+
+A check is `pass`, `fail` or `unknown` (cannot judge). It FAILS when a row is below its floor (or above its
+latency ceiling), significantly slower than its baseline (report/compare.py's statistics), far below the
+node's other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not
+complete, when a row the expectations name is missing, when a pair's link kind is unknown, when a pair has no
+expectation at all (peers alone never pass a pair), or when a number is above a physical ceiling (the
+instrument, not the node, is then in doubt). The node is unhealthy (exit 1) when anything failed, cannot be
+judged (exit 2) when nothing failed but something could not be judged or nothing was judged, healthy (0)
+only when every check passed: never 0 for what was not judged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from ipcbench.check.expect import Expectation
+from ipcbench.sizes import fmt_size
+
+STATUS_ORDER = {"pass": 0, "unknown": 1, "fail": 2}
+VERDICTS = {0: "healthy", 1: "unhealthy", 2: "cannot judge"}
+PEER_DROP = 0.20  # a pair this far below the typical pair of its kind fails
+PEER_MIN_BYTES = 64 << 20  # peers are compared where transfers are bandwidth-bound
+PEER_TIMINGS = ("gated",)  # rows whose time is the pair's own (not a window over a time-sliced GPU, a hand-off)
+REASON_CHARS = 160  # the REASON line, short enough for `scontrol update ... reason=`
+
+
+@dataclass(frozen=True)
+class Check:
+    source: str  # thresholds | baseline | peers | coverage | run | verification
+    host: str
+    pair: str  # "GPU 0 -> GPU 1" (ranks where two share a GPU)
+    src_gpu: int
+    dst_gpu: int
+    link: str  # nvswitch | nvlink | pcie | same_gpu | unknown
+    method: str
+    direction: str
+    bytes: int
+    value: float | None
+    unit: str  # GB/s | µs | ""
+    expected: float | None  # the bound the value was held against
+    status: str  # pass | fail | unknown
+    reason: str  # what, by how much, against which expectation (one line, with the expectation's why)
+    brief: str = ""  # the same in a few words (the summary's lines, the REASON line)
+    against: str = ""  # the expectation a thresholds check held the row against, with its why and where
+
+    @property
+    def shortfall(self) -> float:
+        """How far a failed value is from its bound (a fraction; 0 where there is none)."""
+        if self.value is None or not self.expected:
+            return 0.0
+        return abs(self.value / self.expected - 1)
+
+    @property
+    def what(self) -> str:
+        return f"{self.pair} {self.method} {self.direction} {fmt_size(self.bytes)}" if self.method else self.pair
+
+
+@dataclass
+class Verdict:
+    checks: list[Check] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # the expectations used, said in every output
+
+    @property
+    def status(self) -> str:
+        if not self.checks:
+            return "unknown"
+        return max((c.status for c in self.checks), key=STATUS_ORDER.__getitem__)
+
+    @property
+    def exit_code(self) -> int:
+        return {"pass": 0, "fail": 1, "unknown": 2}[self.status]
+
+    @property
+    def word(self) -> str:
+        return VERDICTS[self.exit_code]
+
+    def by(self, key) -> dict:
+        """{key(check): worst status}, for the per-pair and per-GPU summaries."""
+        out: dict = {}
+        for c in self.checks:
+            for k in key(c):
+                if STATUS_ORDER[c.status] >= STATUS_ORDER.get(out.get(k, "pass"), 0):
+                    out[k] = c.status
+        return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
+
+    def pairs(self) -> dict:
+        return self.by(lambda c: [(c.host, c.pair)] if c.src_gpu >= 0 else [])
+
+    def gpus(self) -> dict:
+        return self.by(lambda c: sorted({(c.host, c.src_gpu), (c.host, c.dst_gpu)}) if c.src_gpu >= 0 else [])
+
+    def nodes(self) -> dict:
+        """{host: worst status} (a check of the whole run counts for every node of it)."""
+        hosts = sorted({c.host for c in self.checks if c.host})
+        return self.by(lambda c: [c.host] if c.src_gpu >= 0 or not hosts else hosts)
+
+    def reason(self) -> str:
+        """One line: the worst failure (or the first thing not judged), and how many more."""
+        if self.exit_code == 0:
+            return f"ok: {len(self.checks)} checks passed"
+        bad = [c for c in self.checks if c.status == ("fail" if self.exit_code == 1 else "unknown")]
+        if not bad:
+            return "cannot judge: nothing was judged"
+        worst = max(bad, key=lambda c: c.shortfall)
+        head = f"{'FAIL' if self.exit_code == 1 else 'cannot judge'}: {worst.brief or worst.reason}"
+        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+        if len(head) + len(more) > REASON_CHARS:
+            head = head[:REASON_CHARS - len(more) - 1] + "…"
+        return head + more
+
+    def as_dict(self) -> dict:
+        return {"verdict": self.word, "exit_code": self.exit_code, "reason": self.reason(),
+                "expectations": self.sources,
+                "pairs": [{"host": h, "pair": p, "status": s} for (h, p), s in self.pairs().items()],
+                "gpus": [{"host": h, "gpu": g, "status": s} for (h, g), s in self.gpus().items()],
+                "nodes": [{"host": h, "status": s} for h, s in self.nodes().items()],
+                "checks": [asdict(c) for c in self.checks]}
+
+
+def pair_name(src_gpu: int, dst_gpu: int, src_rank: int, dst_rank: int) -> str:
+    if src_gpu == dst_gpu:
+        return f"GPU {src_gpu} ranks {src_rank} -> {dst_rank}"
+    return f"GPU {src_gpu} -> GPU {dst_gpu}"
+
+
+def _num(v, unit: str) -> str:
+    return f"{v:.3g} µs" if unit == "µs" else f"{v:.0f} GB/s" if v >= 10 else f"{v:.3g} GB/s"
+
+
+def judge(run, expectations: list[Expectation], methods: list[str], baseline=None, peers: bool = True,
+          peer_drop: float = PEER_DROP) -> Verdict:
+    """The checks of a run (record/run.Run) against its expectations (check/expect.py), a baseline comparison
+    (report/compare.Comparison of this run against known-good runs, or None) and its peers. `methods`: the
+    methods judged (rows of others are left alone)."""
+    v = Verdict()
+    frame = run.frame
+    rows = frame[frame["method"].isin(methods) & frame["kind"].isin(["bandwidth", "latency"])]
+    if run.incomplete:
+        v.checks.append(_whole(run, "run", f"the run did not complete ({run.incomplete})",
+                               f"the run did not complete ({run.incomplete})"))
+    v.checks += _coverage_and_floors(run, rows, expectations, methods)
+    if baseline is not None:
+        v.checks += _baseline(run, baseline, methods)
+    if peers:
+        v.checks += _peers(run, rows, peer_drop)
+    v.checks += [_row_check(run, r, "verification", None, "", None, "fail", f"{_what(run, r)}: failed verification "
+                            f"({r.note})", f"{_what(run, r)} failed verification")
+                 for r in rows.itertuples() if not r.verified]
+    v.checks += _impossible(run, frame)
+    return v
+
+
+def _whole(run, source: str, reason: str, brief: str) -> Check:
+    return Check(source, run.meta.hosts[0] if run.meta.hosts else "", "node", -1, -1, "", "", "", 0, None, "", None,
+                 "unknown", reason, brief)
+
+
+def link_of(run, host: str, src_gpu: int, dst_gpu: int) -> str:
+    """The pair's link kind: same_gpu, or the run's NVML table's (read with today's convention), or unknown."""
+    if src_gpu == dst_gpu:
+        return "same_gpu"
+    for ln in run.meta.links:
+        if ln.host == host and {ln.src_gpu, ln.dst_gpu} == {src_gpu, dst_gpu}:
+            return ln.kind or "unknown"
+    return "unknown"
+
+
+def peak_of(run, host: str, src_gpu: int, dst_gpu: int) -> float | None:
+    return run.meta.link_peaks().get((host, src_gpu, dst_gpu))
+
+
+def gpu_model(run, host: str, index: int) -> str:
+    g = run.meta.gpu(host, index)
+    return g.name if g is not None and g.name else "unknown GPU"
+
+
+def _what(run, r) -> str:
+    return f"{pair_name(r.src_gpu, r.dst_gpu, r.src_rank, r.dst_rank)} {r.method} {r.direction} {fmt_size(r.bytes)}"
+
+
+def _row_check(run, r, source, value, unit, expected, status, reason, brief="", against="") -> Check:
+    return Check(source, str(r.host), pair_name(r.src_gpu, r.dst_gpu, r.src_rank, r.dst_rank), int(r.src_gpu),
+                 int(r.dst_gpu), link_of(run, str(r.host), int(r.src_gpu), int(r.dst_gpu)), str(r.method),
+                 str(r.direction), int(r.bytes), value, unit, expected, status, reason, brief, against)
+
+
+def _pairs(run, rows) -> list[tuple]:
+    """Every ordered pair of ranks of each node, (host, src_rank, dst_rank, src_gpu, dst_gpu): from meta.json's
+    ranks (so that a pair with no row at all is missed, not skipped), else the pairs the rows name."""
+    ranks = [r for r in run.meta.raw.get("ranks") or [] if isinstance(r, dict)]
+    if ranks and all(k in r for r in ranks for k in ("rank", "host", "gpu")):
+        return [(a["host"], a["rank"], b["rank"], a["gpu"], b["gpu"]) for a in ranks for b in ranks
+                if a["host"] == b["host"] and a["rank"] != b["rank"]]
+    keys = rows[["host", "src_rank", "dst_rank", "src_gpu", "dst_gpu"]].drop_duplicates()
+    return [tuple(k) for k in keys.itertuples(index=False)]
+
+
+def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: list[str]) -> list[Check]:
+    """Per pair: its expectations (by GPU model and link kind), every row they name held against them, and
+    what could not be judged: an unknown link, no expectation at all, a named row that is missing."""
+    out: list[Check] = []
+    for host, sr, dr, sg, dg in _pairs(run, rows):
+        host, sr, dr, sg, dg = str(host), int(sr), int(dr), int(sg), int(dg)
+        name = pair_name(sg, dg, sr, dr)
+        link, model = link_of(run, host, sg, dg), gpu_model(run, host, sg)
+        base = dict(host=host, pair=name, src_gpu=sg, dst_gpu=dg, link=link, bytes=0, value=None, unit="",
+                    expected=None)
+        if link == "unknown":
+            out.append(Check("coverage", method="", direction="", status="unknown",
+                             reason=f"{name}: the link between the GPUs is unknown (no NVML table, or NVML could "
+                                    f"not name it): no expectation can be chosen",
+                             brief=f"{name}: link unknown", **base))
+            continue
+        mine = [e for e in expectations if e.link == link and e.method in methods and e.for_gpu(model)]
+        if not mine:
+            out.append(Check("coverage", method="", direction="", status="unknown",
+                             reason=f"{name}: no expectation for {model} on {link} (give --thresholds FILE or "
+                                    f"--baseline RUN)", brief=f"{name}: no expectation for {model} on {link}", **base))
+            continue
+        pr = rows[(rows["host"] == host) & (rows["src_rank"] == sr) & (rows["dst_rank"] == dr)]
+        for e in mine:
+            if e.direction == "bidir" and sr > dr:
+                continue  # both ways is measured once per unordered pair, from its lower rank
+            hit = pr[(pr["method"] == e.method) & (pr["direction"] == e.direction) & (pr["bytes"] >= e.lo)
+                     & (pr["bytes"] <= e.hi)]
+            if hit.empty:
+                out.append(Check("coverage", method=e.method, direction=e.direction, status="unknown",
+                                 reason=f"{name} {e.method} {e.direction} {e.sizes}: no row to judge against "
+                                        f"{e.describe()}", brief=f"{name} {e.method} {e.direction} {e.sizes}: no row",
+                                 **base))
+            for r in hit.itertuples():
+                out.append(_against(run, r, e))
+    return out
+
+
+def _against(run, r, e: Expectation) -> Check:
+    """One row held against one expectation."""
+    peak = peak_of(run, str(r.host), int(r.src_gpu), int(r.dst_gpu))
+    if e.max_us is not None:
+        value, unit, bound = float(r.time_us_median), "µs", e.max_us
+        ok = value <= bound
+        rel = "<=" if ok else ">"
+    else:
+        value, unit = (float(r.bw_gbps_median) if r.bw_gbps_median == r.bw_gbps_median else float("nan")), "GB/s"
+        bound = e.floor_gbps if e.floor_gbps is not None else (e.floor_peak * peak if peak else None)
+        if bound is None:
+            return _row_check(run, r, "thresholds", value, unit, None, "unknown",
+                              f"{_what(run, r)}: {e.describe()}: the link's peak is unknown",
+                              f"{_what(run, r)}: link peak unknown")
+        ok = value >= bound
+        rel = ">=" if ok else "<"
+    brief = f"{_what(run, r)} {_num(value, unit)} {rel} {_num(bound, unit)}"
+    against = f"{e.describe(peak)}; {e.where}"
+    return _row_check(run, r, "thresholds", value, unit, bound, "pass" if ok else "fail", f"{brief} ({against})",
+                      brief, against)
+
+
+def _baseline(run, comparison, methods: list[str]) -> list[Check]:
+    """Each judged row of this run against the known-good runs (report/compare.py: Welch's t on the log
+    samples and --threshold): a regression fails, a row the baseline has and this run lacks cannot be judged."""
+    out = []
+    t = comparison.table
+    t = t[t["method"].str.split("/").str[-1].isin(methods)] if "method" in t.columns else t
+    labels = ", ".join(comparison.info.get("base_labels", []))
+    for r in t.itertuples():
+        method = str(r.method).split("/")[-1]
+        sg, dg = int(r.src_gpu), int(r.dst_gpu)
+        name = pair_name(sg, dg, -1, -1) if sg != dg else f"GPU {sg} (same GPU)"
+        what = f"{name} {method} {r.direction} {fmt_size(int(r.bytes))}"
+        base = dict(host=str(r.host), pair=name, src_gpu=sg, dst_gpu=dg, link=link_of(run, str(r.host), sg, dg),
+                    method=method, direction=str(r.direction), bytes=int(r.bytes), unit=str(r.unit))
+        if r.verdict == "regression":
+            how = f"{abs(float(r.change)):.0%} {'below' if r.unit == 'GB/s' else 'above'} the baseline"
+            out.append(Check("baseline", value=float(r.new), expected=float(r.base), status="fail",
+                             reason=f"{what} {_num(float(r.new), str(r.unit))}, {how}'s "
+                                    f"{_num(float(r.base), str(r.unit))} (p={float(r.p):.2g}; baseline {labels})",
+                             brief=f"{what} {how}", **base))
+        elif r.verdict in ("unchanged", "improvement"):
+            out.append(Check("baseline", value=float(r.new), expected=float(r.base), status="pass",
+                             reason=f"{what}: as the baseline ({labels})", **base))
+        elif r.verdict == "missing":
+            out.append(Check("baseline", value=None, expected=float(r.base), status="unknown",
+                             reason=f"{what}: in the baseline ({labels}), not in this run",
+                             brief=f"{what}: not measured", **base))
+    return out
+
+
+def _peers(run, rows, drop: float) -> list[Check]:
+    """A pair far below the node's other pairs of the same link kind (same method, direction and size): below
+    (1 - drop) x the typical pair (the median of three or more; of two, the other one)."""
+    out = []
+    big = rows[(rows["bytes"] >= PEER_MIN_BYTES) & rows["timing"].isin(PEER_TIMINGS) & (rows["kind"] == "bandwidth")]
+    if big.empty:
+        return out
+    big = big.assign(link=[link_of(run, str(h), int(s), int(d)) for h, s, d in
+                           zip(big["host"], big["src_gpu"], big["dst_gpu"])])
+    for _, g in big.groupby(["host", "link", "method", "direction", "bytes"]):
+        if len(g) < 2 or g["link"].iat[0] == "unknown":
+            continue
+        vals = g["bw_gbps_median"].astype(float).tolist()
+        for i, r in enumerate(g.itertuples()):
+            others = vals[:i] + vals[i + 1:]
+            typical = others[0] if len(others) == 1 else statistics.median(vals)
+            bound = (1 - drop) * typical
+            ok = float(r.bw_gbps_median) >= bound
+            who = "the other pair" if len(others) == 1 else f"the typical {r.link} pair"
+            below = f"{1 - float(r.bw_gbps_median) / typical:.0%} below {who}"
+            text = (f"{_what(run, r)} {_num(float(r.bw_gbps_median), 'GB/s')} is {below} ({_num(typical, 'GB/s')}; "
+                    f"peers fail past {drop:.0%})" if not ok else f"{_what(run, r)}: within {drop:.0%} of {who}")
+            out.append(_row_check(run, r, "peers", float(r.bw_gbps_median), "GB/s", bound, "pass" if ok else "fail",
+                                  text, f"{_what(run, r)} {below}"))
+    return out
+
+
+def _impossible(run, rows) -> list[Check]:
+    """Rows above a physical ceiling (report/ceilings.py), of any method: the instrument, not the node, is then
+    in doubt, and the run cannot be judged."""
+    from ipcbench.report.ceilings import impossible_rows
+
+    imp = impossible_rows(rows, run.meta)
+    return [_row_check(run, r, "run", float(r.bw_gbps_median), "GB/s", float(r.ceiling_gbps), "unknown",
+                       f"{_what(run, r)}: {r.reason}: above a physical ceiling, not judged",
+                       f"{_what(run, r)} above a physical ceiling")
+            for r in imp.itertuples()]

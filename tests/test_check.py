@@ -1,0 +1,413 @@
+"""ipcbench check (check/expect.py, judge.py, outputs.py, command.py) on recorded real runs (tests/data: 2 x H200
+through NVSwitch, quiet and with a neighbour loading one link; results/: one H100, two ranks) and on fakes for
+the measuring path. A fake GPU says nothing about a node's health: tests/test_gpu_check.py runs the real one."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, launcher_free_env
+from ipcbench.check import expect, judge, plan
+from ipcbench.errors import UsageError
+from test_run_on_fakes import FAST, fake_job  # noqa: F401 - fake_job is a fixture
+
+DATA = REPO / "tests" / "data"
+QUIET, QUIET2, LOADED = DATA / "compare" / "quiet1", DATA / "compare" / "quiet2", DATA / "compare" / "loaded"
+H200X2 = DATA / "h200x2" / "20261123-090753-vm"
+
+
+def check(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ipcbench", "check", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, env=launcher_free_env())
+
+
+def copy_run(src: Path, dst: Path, drop=None) -> Path:
+    """A copy of a recorded run, without the rows for which drop(row) is true."""
+    dst.mkdir(parents=True)
+    shutil.copy(src / "meta.json", dst / "meta.json")
+    with open(src / "results.csv", newline="") as fi, open(dst / "results.csv", "w", newline="") as fo:
+        r = csv.DictReader(fi)
+        w = csv.DictWriter(fo, fieldnames=r.fieldnames)
+        w.writeheader()
+        for row in r:
+            if not (drop and drop(row)):
+                w.writerow(row)
+    return dst
+
+
+# ---- the thresholds file -------------------------------------------------------------------------------
+
+GOOD = """
+# a comment
+[[expect]]
+gpu = "NVIDIA H200"
+link = "nvswitch"
+method = "ce"
+direction = "push"
+sizes = "64M:1G"
+floor_gbps = 340
+why = "measured 395"
+
+[[expect]]
+gpu = "*H100*"
+link = "pcie"
+method = "sm_read"
+direction = "pull"
+sizes = "4K"
+max_us = 5
+why = "twice 2.5"
+"""
+
+
+def test_a_thresholds_file_reads_every_expectation():
+    a, b = expect.parse(GOOD, "t.toml")
+    assert (a.gpu, a.link, a.method, a.direction, a.lo, a.hi, a.floor_gbps) == (
+        "NVIDIA H200", "nvswitch", "ce", "push", 64 << 20, 1 << 30, 340.0)
+    assert a.where == "t.toml:3" and b.where == "t.toml:12" and b.max_us == 5.0 and b.lo == b.hi == 4096
+    assert a.matches("NVIDIA H200", "nvswitch", "ce", "push", 256 << 20)
+    assert not a.matches("NVIDIA H200", "nvswitch", "ce", "push", 4096)  # outside its sizes
+    assert not a.matches("NVIDIA H200 NVL", "nvswitch", "ce", "push", 256 << 20)  # another model
+    assert b.matches("NVIDIA H100 PCIe", "pcie", "sm_read", "pull", 4096)  # a wildcard
+
+
+@pytest.mark.parametrize("change, line, words", [
+    (('floor_gbps = 340', 'floor_gbps = 340\ncolour = "red"'), 10, "colour: unknown key"),
+    (('floor_gbps = 340', 'floor_gbps = "340 GB/s"'), 9, "floor_gbps: must be a number (GB/s, no unit in the value"),
+    (('max_us = 5', 'max_us = -1'), 18, "max_us: -1 is out of range"),
+    (('floor_gbps = 340', 'floor_peak = 1.5'), 9, "floor_peak: 1.5 is out of range (0 < value <= 1)"),
+    (('floor_gbps = 340', 'floor_gbps = 340\nmax_us = 2'), 10, "max_us: give exactly one of"),
+    (('link = "nvswitch"', 'link = "infiniband"'), 5, "link: 'infiniband' is not one of"),
+    (('sizes = "64M:1G"', 'sizes = "1G:64M"'), 8, "sizes: '1G:64M': the first size must not exceed the second"),
+    (('sizes = "64M:1G"', 'sizes = "lots"'), 8, "sizes: not a size"),
+    (('why = "measured 395"\n', ''), 3, "[[expect]]: why is missing"),
+    (('gpu = "*H100*"', 'gpu = "NVIDIA H200"\nlink = "nvswitch"\nmethod = "ce"\ndirection = "push"\nsizes = '
+                        '"64M:1G"\nfloor_gbps = 1\nwhy = "x"\n[[expect]]\ngpu = "*H100*"'), 12,
+     "the same gpu, link, method, direction and sizes as t.toml:3"),
+])
+def test_a_bad_thresholds_file_names_the_file_the_line_and_the_key(change, line, words):
+    with pytest.raises(UsageError) as e:
+        expect.parse(GOOD.replace(*change, 1), "t.toml")
+    assert str(e.value).startswith(f"t.toml:{line}: ") and words in str(e.value), str(e.value)
+
+
+def test_toml_that_does_not_parse_is_refused():
+    with pytest.raises(UsageError, match=r"^t.toml: not TOML: .*line 2"):
+        expect.parse("[[expect]]\ngpu = \n", "t.toml")
+
+
+def test_the_shipped_expectations_read_and_say_why():
+    shipped = expect.defaults()
+    assert {e.gpu for e in shipped} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
+    assert all(e.why and e.where.startswith("ipcbench/check/defaults.toml:") for e in shipped)
+    # every method the check measures by default has a floor on every link kind it ships, for both GPUs
+    for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
+        for link in ("nvswitch", "same_gpu"):
+            for m, d in (("ce", "push"), ("ce", "pull"), ("ce", "bidir"), ("sm_read", "pull"), ("sm_write", "push")):
+                assert expect.find(shipped, gpu, link, m, d, 256 << 20), (gpu, link, m, d)
+
+
+def test_a_users_expectation_wins_over_the_shipped_one_of_the_same_row():
+    mine = expect.parse(GOOD, "mine.toml")
+    both = expect.combine(expect.defaults(), mine)
+    (e,) = expect.find(both, "NVIDIA H200", "nvswitch", "ce", "push", 256 << 20)
+    assert e.where == "mine.toml:3"
+
+
+# ---- judging recorded runs ---------------------------------------------------------------------------
+
+def test_a_quiet_node_is_healthy():
+    p = check("--from", str(QUIET), "--any-host")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.rstrip().splitlines()[-1] == "REASON: ok: 38 checks passed"
+    assert "verdict: HEALTHY (exit 0)" in p.stdout and "thresholds shipped with ipcbench" in p.stdout
+
+
+def test_the_committed_h200_run_is_healthy():
+    p = check("--from", str(H200X2), "--any-host")
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_a_loaded_pair_is_unhealthy_and_named():
+    """The recorded run with a neighbour copying GPU 0 -> GPU 1: exit 1, the pair named, by how much, against
+    which expectation, and one REASON line."""
+    p = check("--from", str(LOADED), "--any-host")
+    assert p.returncode == 1, p.stdout + p.stderr
+    last = p.stdout.rstrip().splitlines()[-1]
+    assert last == "REASON: FAIL: GPU 0 -> GPU 1 sm_read pull 128M 131 GB/s < 320 GB/s (+19 more)"
+    assert "FAIL [thresholds] GPU 0 -> GPU 1 ce push 128M 196 GB/s < 340 GB/s" in p.stdout
+    assert "floor 340 GB/s (NVIDIA H200, nvswitch, ce push 64M:1G: measured 391.8-395.0" in p.stdout
+    assert "FAIL [peers] GPU 0 -> GPU 1 ce push 128M 49% below the other pair" in p.stdout
+    assert p.stderr.startswith("ipcbench check: FAIL: GPU 0 -> GPU 1")
+
+
+def test_a_run_with_rows_removed_cannot_be_judged(tmp_path):
+    run = copy_run(QUIET, tmp_path / "run", drop=lambda r: r["method"] == "sm_write" and r["src_rank"] == "1")
+    p = check("--from", str(run), "--any-host")
+    assert p.returncode == 2, p.stdout
+    assert "?? [coverage] GPU 1 -> GPU 0 sm_write push 64M:1G: no row" in p.stdout.replace("??   ", "?? ")
+    assert p.stdout.rstrip().splitlines()[-1].startswith("REASON: cannot judge: GPU 1 -> GPU 0 sm_write push")
+
+
+def test_a_run_whose_last_line_was_cut_cannot_be_judged(tmp_path):
+    run = copy_run(QUIET, tmp_path / "run")
+    data = (run / "results.csv").read_bytes()
+    (run / "results.csv").write_bytes(data[:-40])
+    p = check("--from", str(run), "--any-host")
+    assert p.returncode == 2 and "the run did not complete (its last line was cut short)" in p.stdout + p.stderr
+
+
+def test_a_gpu_nobody_measured_cannot_be_judged(tmp_path):
+    run = copy_run(QUIET, tmp_path / "run")
+    meta = json.loads((run / "meta.json").read_text())
+    for g in meta["gpus"]["vm"]:
+        g["name"] = "NVIDIA A100-SXM4-80GB"
+    (run / "meta.json").write_text(json.dumps(meta))
+    p = check("--from", str(run), "--any-host")
+    assert p.returncode == 2 and "no expectation for NVIDIA A100-SXM4-80GB on nvswitch" in p.stdout
+
+
+def test_an_unknown_link_cannot_be_judged(tmp_path):
+    run = copy_run(QUIET, tmp_path / "run")
+    meta = json.loads((run / "meta.json").read_text())
+    meta["topology"] = {}
+    (run / "meta.json").write_text(json.dumps(meta))
+    p = check("--from", str(run), "--any-host")
+    assert p.returncode == 2 and "the link between the GPUs is unknown" in check("--from", str(run), "--any-host",
+                                                                                "--verbose").stdout
+
+
+def test_a_row_that_failed_verification_fails(tmp_path):
+    src = QUIET / "results.csv"
+    run = copy_run(QUIET, tmp_path / "run")
+    rows = list(csv.DictReader(open(src, newline="")))
+    rows[0]["verified"] = "false"
+    with open(run / "results.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert check("--from", str(run), "--any-host").returncode == 1
+
+
+def test_floors_as_a_fraction_of_the_link_peak_and_latency_ceilings(tmp_path):
+    """A user's file alone (--no-defaults): 90% of the 450 GB/s NVLink 4.0 x 18 peak (405) fails the H200's
+    ~392 GB/s; 85% (383) passes; a 1 us latency ceiling fails the 2.3 us 4 KiB copy."""
+    def run_with(body: str) -> subprocess.CompletedProcess:
+        f = tmp_path / f"t{abs(hash(body))}.toml"
+        f.write_text(body)
+        return check("--from", str(QUIET), "--any-host", "--no-defaults", "--no-peers", "--thresholds", str(f),
+                     "--methods", "ce")
+    floor = ('[[expect]]\ngpu = "NVIDIA H200"\nlink = "nvswitch"\nmethod = "ce"\ndirection = "push"\n'
+             'sizes = "128M"\nfloor_peak = {}\nwhy = "test"\n')
+    hi, lo = run_with(floor.format(0.90)), run_with(floor.format(0.85))
+    assert hi.returncode == 1 and "< 405 GB/s" in hi.stdout and "floor 90% of the 450 GB/s peak" in hi.stdout
+    assert lo.returncode == 0, lo.stdout
+    lat = run_with(floor.format(0.85).replace('sizes = "128M"', 'sizes = "4K"').replace("floor_peak = 0.85",
+                                                                                        "max_us = 1"))
+    assert lat.returncode == 1 and "ce push 4K 2.3" in lat.stdout and "µs > 1 µs" in lat.stdout
+
+
+def test_peers_hold_each_pair_against_the_typical_pair_of_its_kind():
+    """Synthetic: four pairs through a switch at 100, 101, 99 and 70 GB/s: the 70 (30% below the median) fails,
+    the others pass; with a 40% drop allowed every pair passes."""
+    import pandas as pd
+
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    links = [{"src_gpu": s, "dst_gpu": d, "kind": "nvswitch", "nvlink_count": 18, "nvlink_version": "4.0"}
+             for s in range(4) for d in range(4) if s != d]
+    meta = parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}}})
+    frame = pd.DataFrame([dict(host="h", method="ce", direction="push", kind="bandwidth", timing="gated",
+                               bytes=256 << 20, src_rank=s, dst_rank=d, src_gpu=s, dst_gpu=d, verified=True,
+                               bw_gbps_median=bw, time_us_median=1.0, note="", same_gpu=False)
+                          for (s, d), bw in zip([(0, 1), (1, 2), (2, 3), (3, 0)], [100.0, 101.0, 99.0, 70.0])])
+    run = Run("r", Path("r"), Path("r/results.csv"), meta, frame)
+    got = judge._peers(run, frame, 0.2)
+    assert [c.status for c in got] == ["pass", "pass", "pass", "fail"]
+    assert got[3].brief == "GPU 3 -> GPU 0 ce push 256M 30% below the typical nvswitch pair"
+    assert all(c.status == "pass" for c in judge._peers(run, frame, 0.4))
+
+
+def test_a_baseline_judges_with_the_compare_statistics():
+    ok = check("--from", str(QUIET2), "--any-host", "--baseline", str(QUIET), str(DATA / "compare" / "quiet3"))
+    assert ok.returncode == 0, ok.stdout
+    assert "baseline " in ok.stdout and "(compare, threshold 10%)" in ok.stdout
+    bad = check("--from", str(LOADED), "--any-host", "--no-defaults", "--no-peers", "--baseline", str(QUIET))
+    assert bad.returncode == 1 and "below the baseline" in bad.stdout
+
+
+def test_a_baseline_of_another_gpu_is_refused(tmp_path):
+    other = copy_run(QUIET, tmp_path / "other")
+    meta = json.loads((other / "meta.json").read_text())
+    for g in meta["gpus"]["vm"]:
+        g["name"] = "NVIDIA H100 80GB HBM3"
+    (other / "meta.json").write_text(json.dumps(meta))
+    p = check("--from", str(QUIET2), "--any-host", "--baseline", str(other))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "NVIDIA H100 80GB HBM3 on nvswitch, this run NVIDIA H200 on nvswitch" in p.stderr
+    assert check("--from", str(QUIET2), "--any-host", "--baseline", str(other), "--other-baseline").returncode in (0, 1)
+
+
+# ---- outputs ---------------------------------------------------------------------------------------------
+
+def test_json_junit_and_prometheus_say_the_same_verdict(tmp_path):
+    from junitparser import JUnitXml
+    from prometheus_client.parser import text_string_to_metric_families
+
+    junit, prom = tmp_path / "check.xml", tmp_path / "ipcbench.prom"
+    p = check("--from", str(LOADED), "--any-host", "--json", "--junit", str(junit), "--prometheus", str(prom))
+    assert p.returncode == 1
+    d = json.loads(p.stdout)
+    assert d["verdict"] == "unhealthy" and d["exit_code"] == 1 and d["reason"].startswith("FAIL: GPU 0 -> GPU 1")
+    assert d["expectations"][0].startswith("thresholds shipped") and d["gpu_models"] == ["NVIDIA H200"]
+    assert {"host": "vm", "gpu": 0, "status": "fail"} in d["gpus"]
+    failed = [c for c in d["checks"] if c["status"] == "fail"]
+    assert len(failed) == 20 and all(c["reason"] and c["pair"] for c in failed)
+    assert {"pair": "GPU 0 -> GPU 1", "status": "fail", "host": "vm"} in d["pairs"]
+    suite = next(iter(JUnitXml.fromfile(str(junit))))
+    assert (suite.tests, suite.failures, suite.errors) == (len(d["checks"]), 20, 0)
+    fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+    assert [s.value for s in fams["ipcbench_check_verdict"].samples] == [1.0]
+    passes = [s for s in fams["ipcbench_check_pass"].samples]
+    assert sum(s.value == 0 for s in passes) == 20 and {s.labels["host"] for s in passes} == {"vm"}
+    assert any(s.labels["pair"] == "GPU 0 -> GPU 1" and s.labels["method"] == "ce" and s.value == pytest.approx(196.155)
+               for s in fams["ipcbench_check_value"].samples)
+
+
+def test_the_reason_line_is_one_short_line():
+    v = judge.Verdict([judge.Check("thresholds", "h", "GPU 0 -> GPU 1", 0, 1, "nvswitch", "ce", "push", 1 << 28, 1.0,
+                                   "GB/s", 340.0, "fail", "x" * 500, "y" * 500)] * 3)
+    r = v.reason()
+    assert "\n" not in r and len(r) <= judge.REASON_CHARS and r.endswith("… (+2 more)")
+
+
+# ---- the command's input ---------------------------------------------------------------------------------
+
+def test_another_nodes_run_is_refused(tmp_path):
+    run = copy_run(QUIET, tmp_path / "run")
+    meta = json.loads((run / "meta.json").read_text())
+    meta["hosts"] = ["elsewhere"]
+    (run / "meta.json").write_text(json.dumps(meta))
+    p = check("--from", str(run))
+    assert p.returncode == 2 and "the run was made on elsewhere, this is" in p.stderr and "--any-host" in p.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--from", "nowhere"], "--from nowhere: "),
+    (["--topology", "pcie"], "--topology plans a node that is not this machine: it goes with --dry-run"),
+    (["--any-host"], "--any-host goes with --from"),
+    (["--methods", "nope"], "--methods: nope: choose from"),
+    (["--peer-drop", "150%"], "--peer-drop:"),
+    (["--no-defaults", "--from", str(QUIET)], "nothing to judge against"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, words):
+    p = check(*args)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
+
+
+def test_a_bad_thresholds_file_stops_the_command(tmp_path):
+    f = tmp_path / "t.toml"
+    f.write_text(GOOD.replace('floor_gbps = 340', 'floor_gbps = "fast"'))
+    p = check("--from", str(QUIET), "--any-host", "--thresholds", str(f))
+    assert p.returncode == 2 and f"{f}:9: floor_gbps: must be a number" in p.stderr
+
+
+# ---- the plan and its time ------------------------------------------------------------------------------
+
+def test_the_plan_measures_every_pair_with_the_judged_engines():
+    steps = plan.make_steps(plan.check_methods(None), [4096, 256 << 20])(4, None)
+    assert sorted(s.label for s in steps) == ["ce bidir", "ce pull", "ce push", "sm_read bidir", "sm_read pull",
+                                             "sm_write bidir", "sm_write push"]
+    assert all(s.rounds_ok and s.sizes == [4096, 256 << 20] for s in steps)
+    assert len(next(s for s in steps if s.label == "ce push").pairs) == 12
+
+
+def test_the_check_fits_a_health_check_on_an_8_gpu_nvswitch_node():
+    """The dry run's estimate (run/dryrun.py, fitted to real runs) of `mpirun -np 8 ipcbench check` on an
+    NVSwitch node, start-up included: within 30 s (Slurm kills a HealthCheckProgram after 60)."""
+    from types import SimpleNamespace
+
+    from ipcbench.check.command import Options
+    from ipcbench.core.schedule import decide_mode
+    from ipcbench.run.dryrun import estimate_seconds
+
+    ns = SimpleNamespace(from_run=None, thresholds=None, no_defaults=False, baseline=None, other_baseline=False,
+                         threshold="10%", no_peers=False, peer_drop="20%", methods=None, sizes=plan.SIZES,
+                         json=False, junit=None, prometheus=None, verbose=False, any_host=False, out=None,
+                         timeout=120.0, dry_run=True, topology="nvswitch", quiet=True)
+    opts = Options(ns, [])
+    cfg = opts.config()
+    mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * 56, 8, cfg.serial_pairs, cfg.quick)
+    est = estimate_seconds(plan.make_steps(opts.methods, list(cfg.sizes))(8, None), cfg.rule, mode)
+    assert mode.concurrent and est <= 30.0, est
+
+
+# ---- measuring, then judging, on fakes --------------------------------------------------------------------
+
+def _measure_on_fakes(fake_job, monkeypatch, tmp_path, floor: float):  # noqa: F811
+    """`mpirun -np 2 ipcbench check` on two fake ranks sharing one fake GPU ("Fake GPU", 1 us per transfer),
+    judged against a thresholds file for that GPU alone."""
+    from types import SimpleNamespace
+
+    from ipcbench.check import command
+    from ipcbench.core import gpu as gpumod
+
+    monkeypatch.setattr(gpumod, "device_count", lambda: 1)
+    f = tmp_path / "fake.toml"
+    f.write_text("".join(f'[[expect]]\ngpu = "Fake GPU"\nlink = "same_gpu"\nmethod = "{m}"\ndirection = "{d}"\n'
+                         f'sizes = "4K:64K"\nfloor_gbps = {floor}\nwhy = "a fake"\n'
+                         for m, d in (("ce", "push"), ("ce", "pull"), ("ce", "bidir"), ("sm_read", "pull"),
+                                      ("sm_write", "push"))))
+    ns = SimpleNamespace(from_run=None, thresholds=str(f), no_defaults=True, baseline=None, other_baseline=False,
+                         threshold="10%", no_peers=False, peer_drop="20%", methods=None, sizes="4K,64K",
+                         json=False, junit=str(tmp_path / "j.xml"), prometheus=None, verbose=False, any_host=False,
+                         out=str(tmp_path / "run"), timeout=30.0, dry_run=False, topology=None, quiet=True)
+    opts = command.Options(ns, [])
+    cfg = dataclasses.replace(opts.config(), rule=FAST)
+    monkeypatch.setattr(command.Options, "config", lambda self: cfg)
+    return fake_job(cfg, entry=lambda c: command.run(opts), gpu_of=[0, 0])
+
+
+def test_measured_then_judged_healthy_on_every_rank(fake_job, monkeypatch, tmp_path, capsys):  # noqa: F811
+    statuses, _ = _measure_on_fakes(fake_job, monkeypatch, tmp_path, floor=1.0)
+    out = capsys.readouterr().out
+    assert statuses == [0, 0], out
+    assert "verdict: HEALTHY (exit 0)" in out and (tmp_path / "run" / "results.csv").exists()
+    assert json.loads((tmp_path / "run" / "meta.json").read_text())["command"] == "check"
+    assert (tmp_path / "j.xml").exists()
+
+
+def test_measured_then_judged_unhealthy_on_every_rank(fake_job, monkeypatch, tmp_path, capsys):  # noqa: F811
+    statuses, _ = _measure_on_fakes(fake_job, monkeypatch, tmp_path, floor=1000.0)
+    out = capsys.readouterr().out
+    assert statuses == [1, 1] and "verdict: UNHEALTHY (exit 1)" in out
+    assert "REASON: FAIL: GPU 0 ranks" in out
+
+
+
+@pytest.mark.parametrize("statuses, code", [(["pass", "pass"], 0), (["pass", "unknown"], 2), (["unknown", "fail"], 1),
+                                            (["fail", "pass"], 1), ([], 2)])
+def test_a_failure_outranks_what_was_not_judged_and_nothing_judged_is_not_healthy(statuses, code):
+    checks = [judge.Check("thresholds", "h", "p", 0, 1, "nvswitch", "ce", "push", 1, 1.0, "GB/s", 1.0, s, "r", "b")
+              for s in statuses]
+    v = judge.Verdict(checks)
+    assert v.exit_code == code and v.word == judge.VERDICTS[code]
+
+
+def test_each_node_gets_its_worst_status_and_a_whole_run_check_counts_for_every_node():
+    def c(host, src, status):
+        return judge.Check("thresholds", host, "p", src, src + 1 if src >= 0 else -1, "nvswitch", "ce", "push", 1,
+                           1.0, "GB/s", 1.0, status, "r", "b")
+    v = judge.Verdict([c("a", 0, "pass"), c("a", 1, "fail"), c("b", 0, "pass")])
+    assert v.nodes() == {"a": "fail", "b": "pass"}
+    assert v.as_dict()["nodes"] == [{"host": "a", "status": "fail"}, {"host": "b", "status": "pass"}]
+    v.checks.append(c("", -1, "unknown"))  # e.g. the run is incomplete: no node of it can be called healthy
+    assert v.nodes() == {"a": "fail", "b": "unknown"}
