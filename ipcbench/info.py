@@ -135,7 +135,8 @@ def collect(host: list | None = None) -> dict:
     p2p = [[1 if i == j else int(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
     buses = [g["pci_bus_id"] for g in gpus]
     links = topology.gpu_links(buses)
-    mig = topology.nvml_mig_modes(buses) or [None] * n
+    modes = topology.nvml_mig_modes(buses)
+    mig: list[dict | None] = list(modes) if modes else [None] * n
     items = [*host, *(readiness.mig_item(g["index"], m) for g, m in zip(gpus, mig)),
              *(readiness.fabric_item(g["index"], g["features"].get("fabric_handles"),
                                      g["features"].get("fabric_permitted")) for g in gpus),

@@ -44,6 +44,7 @@ class RowSink:
             mine = self.rows if (self.world.local_rank == 0 and self.world.rank != 0) else []
             parts = self.world.world_gather(mine, "the fleet's rows")
             if self.world.rank == 0:
+                assert self.writer is not None  # world rank 0 writes results.csv
                 extra = [r for part in parts for r in part]
                 self.writer.write(extra)
                 self.rows.extend(extra)

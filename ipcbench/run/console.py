@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import defaultdict
+from typing import Any
 
 from ipcbench.sizes import fmt_size
 
@@ -68,7 +69,7 @@ def matrices(rows, host: str | None = None) -> str:
     out = []
     for (suite, method, direction), rs in groups.items():
         big = max(r.bytes for r in rs)
-        cells = {}
+        cells: dict[tuple[int, int], Any] = {}
         for r in rs:
             if r.bytes == big:
                 cells.setdefault((r.src_rank, r.dst_rank), r)

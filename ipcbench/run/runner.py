@@ -18,11 +18,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ipcbench import __version__
+from ipcbench.config import RunConfig
 from ipcbench.core import mps, topology
 from ipcbench.core.context import Ctx
 from ipcbench.core.rows import failed
+from ipcbench.core.schedule import PairMode
 from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
 from ipcbench.errors import UsageError
 from ipcbench.ipc.sharers import BUFFER_KINDS, setup_buffers, setup_gpu_features, setup_libraries
@@ -95,16 +98,16 @@ class Session:
     """One run once every rank has passed its setup: what walking the plan and closing the run need.
     `meta` and `writer` are world rank 0's (empty and None elsewhere)."""
 
-    cfg: object
+    cfg: RunConfig
     world: World
     steps: list
     run_dir: Path
-    gpu: object
-    ctx: object
-    mode: object
+    gpu: Any  # core/gpu.Gpu (or a test's fake)
+    ctx: Ctx
+    mode: PairMode
     meta: dict
     writer: ResultsWriter | None
-    sink: object
+    sink: RowSink
     t0: float = field(default_factory=time.monotonic)
     timings: dict = field(default_factory=dict)
 
@@ -203,6 +206,7 @@ def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:
     world, cfg, meta, writer = s.world, s.cfg, s.meta, s.writer
     status = 0
     if world.rank == 0:
+        assert writer is not None  # world rank 0 writes results.csv (start)
         bad = [r for r in all_rows if failed(r, cfg.verify)]
         meta.update(end=run_meta.now_iso(), status="complete", wall_s=round(time.monotonic() - s.t0, 2),
                     rows=writer.count, failed_rows=len(bad), suite_wall_s=s.timings, **(extra_meta or {}))

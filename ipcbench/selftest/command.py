@@ -91,7 +91,7 @@ def measurable(ctx, names: list[str]) -> list[str]:
 
 def measure_anchors(s, measured: list[str], cross: str) -> dict:
     """Every anchor the rows of the `measured` methods need, one job at a time on its driving GPU's lowest
-    rank while the node's other ranks wait; {(host, key, bytes): Anchor} gathered on world rank 0 (None
+    rank while the node's other ranks wait; {(host, key, bytes): Anchor} gathered on world rank 0 ({}
     elsewhere)."""
     from ipcbench.selftest import anchor
 
@@ -107,7 +107,7 @@ def measure_anchors(s, measured: list[str], cross: str) -> dict:
             mine.update({(world.host, k, n): a for (k, n), a in anchor.measure(ctx.gpu, key, sizes).items()})
         world.node_barrier(f"the selftest anchor {key.describe()} to end")
     parts = world.world_gather(mine, "the selftest anchors")
-    return {k: v for p in parts for k, v in p.items()} if parts is not None else None
+    return {k: v for p in parts for k, v in p.items()} if parts is not None else {}
 
 
 def run(cfg, names: list[str], tolerance: float, cross: str) -> int:

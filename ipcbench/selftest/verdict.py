@@ -83,8 +83,9 @@ def table(checks: list[Check]) -> str:
     for (m, d, a, b, ga, gb), by_size in lines.items():
         cells = []
         for s in sizes:
-            c = by_size.get(s)
-            cells.append("" if c is None else "n/a" if c.diff is None else f"{c.diff:+.1%}" + ("!" if not c.ok else ""))
+            cell = by_size.get(s)
+            cells.append("" if cell is None else "n/a" if cell.diff is None else f"{cell.diff:+.1%}"
+                         + ("!" if not cell.ok else ""))
         out.append(f"{m:14s} {d:4s} {f'{a}->{b}':7s} {f'{ga}->{gb}':6s}" + "".join(f"{x:>8s}" for x in cells))
     return "\n".join(out)
 

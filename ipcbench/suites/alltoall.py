@@ -12,6 +12,7 @@ sample.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from ipcbench.core.methods import per_segment
 from ipcbench.core.rows import make_row
@@ -77,7 +78,7 @@ def measure_alltoall(ctx, method, sizes: list[int], suite: str = "copy") -> list
     label = f"{suite}/{alltoall_name(method)}"
     rows = []
     for nbytes in sizes:
-        built = {}
+        built: dict[int, Any] = {}
 
         def batches(count):
             if count not in built:

@@ -84,7 +84,7 @@ def _short(msg: str, limit: int = 160) -> str:
     return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 
 
-def _share_error(rank: int, call: str, e: Exception):
+def _share_error(rank: int, call: str, e: Exception | str):
     return ShareError(f"rank {rank}: {call} failed: {e}")
 
 
@@ -168,7 +168,7 @@ def _open_mem_handle(ctx, src: int, nbytes: int, s: int, opened: _Opened) -> Non
     h, seed = w.recv(src, tag=TAG_HANDLE, what=f"an IPC handle from rank {ctx.world_rank(src)}")
     if h is None:
         raise _share_error(ctx.world_rank(src), "cudaIpcGetMemHandle", "see that rank's error")
-    ack = True
+    ack: bool | str = True
     try:
         flags = runtime.cudaIpcMemLazyEnablePeerAccess
         t0 = time.perf_counter_ns()
@@ -350,6 +350,7 @@ def measure_errors(ctx, src: int, dst: int, sizes: list[int]):
     w, gpu = ctx.world, ctx.gpu
     me = w.local_rank
     ipc = LegacyIpc(gpu, w.rank)
+    h: bytes | None
     nbytes = 2 << 20
     mine = []  # (method, ok, note, us)
 

@@ -179,6 +179,7 @@ def _run_sample(ctx, producer: int, consumer: int, chunk: int, depth: int, n_chu
     runtime.memcpy(head.ctypes.data, scratch, 16, runtime.memcpyDeviceToHost)
     status = int(head[0]) & 0xFFFFFFFF
     mismatches = int(head[1])
+    result: tuple
     if me_producer:
         stamps = np.zeros(2 * n_chunks, dtype=np.uint64)
         runtime.memcpy(stamps.ctypes.data, scratch + 64, 16 * n_chunks, runtime.memcpyDeviceToHost)

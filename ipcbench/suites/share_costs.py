@@ -133,7 +133,8 @@ def _import(ctx, spec: ShareCosts, state, io: PairIo, nbytes: int, seed: int):
     w = ctx.world
     data = io.recv(f"{spec.label} export data from rank {ctx.world_rank(io.peer)}")
     fd = io.recv_fd()
-    ack, out = True, ({}, None)
+    ack: bool | str = True
+    out: tuple[dict, int | None] = ({}, None)
     try:
         out = spec.import_once(ctx, state, io, data, fd, nbytes, seed)
     except Exception as e:  # tell the owner, then fail with the same message
@@ -185,7 +186,7 @@ def measure_share_costs(ctx, spec: ShareCosts, src: int, dst: int, sizes: list[i
     try:
         with FdExchange(pair, timeout=w.timeout) as fx:
             for nbytes in sizes:
-                t = {k: [] for k in mine}
+                t: dict[str, list[float]] = {k: [] for k in mine}
                 bad = checks = 0
                 for rep in range(repeats):
                     seed = seed_for(ctx.world_rank(src), nbytes, rep, f"handles/{spec.label}")

@@ -65,6 +65,7 @@ def sweep_staged(ctx, method: str, src: int, dst: int, sizes: list[int], suite: 
     """Both ranks of the pair call this; the source rank returns the rows. Opens the method's pipe for
     the pair, calibrates and samples every size through core/sampler.py, closes the pipe (also on error)."""
     p = params()
+    Pipe: type[staged_shm.ShmPipe] | type[staged_mpi.MpiPipe]
     if method == "shm_staged":
         Pipe = staged_shm.ShmPipe
         chunk, slots, note_fn = p["shm_chunk"], p["shm_slots"], _shm_note

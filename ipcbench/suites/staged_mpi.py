@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from typing import Any
 
 import numpy as np
 
@@ -34,10 +35,11 @@ class MpiPipe:
         self.ctx, self.role, self.peer = ctx, role, peer
         self.gpu = ctx.gpu
         self.chunk, self.slots = min(chunk, max_bytes), slots
-        self.host = None
-        self.buf = None
-        self.views = []
-        self.events = []
+        # set by open(), None (empty) before it and after close()
+        self.host: Any = None  # pinned host slots (cudaHostAlloc)
+        self.buf: Any = None  # device buffer
+        self.views: list[Any] = []  # a numpy view per slot of the host buffer
+        self.events: list[Any] = []  # a CuPy event per slot
 
     def open(self, max_bytes: int) -> None:
         import cupy
@@ -56,7 +58,7 @@ class MpiPipe:
             err = f"cudaHostAlloc({self.chunk * self.slots}) failed: {e}"
         agree(w, self.peer, err, "mpi_staged pinned host buffer")
         whole = (ctypes.c_ubyte * (self.chunk * self.slots)).from_address(self.host)
-        arr = np.frombuffer(whole, dtype=np.uint8)
+        arr = np.frombuffer(whole, dtype=np.uint8)  # type: ignore[call-overload]  # (a ctypes array is a buffer)
         self.views = [arr[i * self.chunk:(i + 1) * self.chunk] for i in range(self.slots)]
         self.events = [cupy.cuda.Event(disable_timing=True) for _ in range(self.slots)]
         self.buf = malloc_agreed(self.ctx, self.peer, max_bytes, "mpi_staged device buffer")
@@ -97,7 +99,7 @@ class MpiPipe:
         stream = self.gpu.stream
         sp = stream.ptr
         views, events, buf, host, chunk = self.views, self.events, self.buf, self.host, self.chunk
-        reqs = [None] * S
+        reqs: list[Any] = [None] * S
         to = w.timeout
         what = f"node-local rank {peer} (mpi_staged)"
         theirs = w.tight_exchange(count, peer, what)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Mapping
 
 from ipcbench.ipc.shm import AGREE_TAG, FLAG_BYTES, PAGE  # noqa: F401  (AGREE_TAG: re-exported)
 from ipcbench.sizes import SizeError, fmt_size, parse_size
@@ -76,20 +77,20 @@ def shm_layout(chunk: int, slots: int) -> tuple[int, int]:
     return FLAG_BYTES + slots * per_slot, per_slot
 
 
-def shm_segment_bytes(env: dict | None = None) -> int:
+def shm_segment_bytes(env: Mapping[str, str] | None = None) -> int:
     """The /dev/shm segment one shm_staged pair maps at sizes of a chunk or more (IPCBENCH_SHM_* or the
     defaults): what /dev/shm must hold free, as staged pairs run one at a time."""
     p = staged_params(env)
     return shm_layout(p["shm_chunk"], p["shm_slots"])[0]
 
 
-def staged_params(env: dict | None = None) -> dict[str, int]:
+def staged_params(env: Mapping[str, str] | None = None) -> dict[str, int]:
     """Chunk sizes and slot counts from the environment (IPCBENCH_{SHM,MPI}_{CHUNK,SLOTS}) or defaults."""
-    env = os.environ if env is None else env
+    source = os.environ if env is None else env
     out = {}
     for key, default, kind in (("IPCBENCH_SHM_CHUNK", SHM_CHUNK, "size"), ("IPCBENCH_SHM_SLOTS", SHM_SLOTS, "int"),
                                ("IPCBENCH_MPI_CHUNK", MPI_CHUNK, "size"), ("IPCBENCH_MPI_SLOTS", MPI_SLOTS, "int")):
-        text = env.get(key)
+        text = source.get(key)
         if text is None or not text.strip():
             value = default
         else:

@@ -14,6 +14,7 @@ is the longer of the two sides' event-timed spans / count. No Python in the time
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ipcbench.suites.staged_plan import (ABORT_WORD, FLAG_TIMEOUT_S, FREE_WORD, 
 @dataclass
 class ShmBatch:
     count: int
-    graph: object
+    graph: Any  # a CuPy graph
     segments: int  # gated segments of one graph launch each
 
 
@@ -44,9 +45,10 @@ class ShmPipe:
         self.size, self.slot_bytes = shm_layout(self.chunk, slots)
         self.seg: ShmSegment | None = None
         self.registered = False
-        self.buf = None  # device: the source (src) or the inbox (dst)
-        self.seq = None  # device: this side's per-slot use counters
-        self.words = None
+        # set by open(), None before it and after close()
+        self.buf: Any = None  # device: the source (src) or the inbox (dst)
+        self.seq: Any = None  # device: this side's per-slot use counters
+        self.words: Any = None  # the segment's flag words (ShmSegment.words)
         self._graphs: dict[tuple[int, int], ShmBatch] = {}
 
     def open(self, max_bytes: int) -> None:
@@ -108,9 +110,11 @@ class ShmPipe:
 
     # ---- graphs ----
     def _slot_addr(self, s: int) -> int:
+        assert self.seg is not None  # open()
         return self.seg.addr + FLAG_BYTES + s * self.slot_bytes
 
     def _flag_addr(self, word: int) -> int:
+        assert self.seg is not None  # open()
         return self.seg.addr + 4 * word
 
     def _enqueue_chunks(self, stream, chunks: list[tuple[int, int, int]]) -> None:
