@@ -128,7 +128,7 @@ def collect(host: list | None = None) -> dict:
         return {"gpus": [], "readiness": [i.as_dict() for i in host]}
     from cupy.cuda import runtime
 
-    gpus = [gpumod.describe(i).as_dict() for i in range(n)]
+    gpus = [gpumod.device_info(i).as_dict() for i in range(n)]
     for g in gpus:
         g["features"] = _features(g["index"])
         g["mps"] = _mps(g["index"])  # after the probes: this process has a context on the GPU

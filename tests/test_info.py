@@ -218,7 +218,7 @@ def test_collect_every_gpu(monkeypatch):
 
     fake_cuda(monkeypatch, ATTRS)
     monkeypatch.setattr(gpumod, "device_count", lambda: 2)
-    monkeypatch.setattr(gpumod, "describe",
+    monkeypatch.setattr(gpumod, "device_info",
                         lambda i: gpumod.GpuInfo(i, "g", f"GPU-{i}", f"0000:0{i}:00.0", 1, 1, "9.0"))
     monkeypatch.setattr(runtime, "deviceCanAccessPeer", lambda i, j: 0)
     monkeypatch.setattr(topology, "_nvml", lambda: (_ for _ in ()).throw(OSError("no NVML here")))

@@ -38,7 +38,7 @@ def props(uuid):
 def test_describe_formats_the_device(monkeypatch):
     raw = bytes(range(1, 17))
     monkeypatch.setattr(runtime, "getDeviceProperties", lambda i: props(raw))
-    info = gpumod.describe(3)
+    info = gpumod.device_info(3)
     assert info == gpumod.GpuInfo(3, "NVIDIA H200", "GPU-01020304-0506-0708-090a-0b0c0d0e0f10", "00000000:1b:00.0",
                                   132, 150 << 30, "9.0", 60 << 20)
     assert info.as_dict()["pci_bus_id"] == "00000000:1b:00.0"
@@ -48,9 +48,9 @@ def test_describe_recovers_a_uuid_cut_at_a_zero_byte(monkeypatch):
     """CuPy cuts the 16 raw bytes at a zero byte; the driver API's are used instead, or a placeholder."""
     monkeypatch.setattr(runtime, "getDeviceProperties", lambda i: props(b"\x12\x34"))
     monkeypatch.setattr(gpumod, "_uuid_bytes", lambda i: bytes(16))
-    assert gpumod.describe(0).uuid == "GPU-00000000-0000-0000-0000-000000000000"
+    assert gpumod.device_info(0).uuid == "GPU-00000000-0000-0000-0000-000000000000"
     monkeypatch.setattr(gpumod, "_uuid_bytes", lambda i: None)
-    assert gpumod.describe(2).uuid == "GPU-unknown-2"
+    assert gpumod.device_info(2).uuid == "GPU-unknown-2"
 
 
 def test_uuid_from_the_driver_api_of_a_device_that_does_not_exist():

@@ -328,7 +328,7 @@ def test_info_collects_mps_for_every_gpu(monkeypatch):
 
     monkeypatch.setattr(driver, "cuInit", lambda flags: (driver.CUresult.CUDA_ERROR_NO_DEVICE,))
     monkeypatch.setattr(gpumod, "device_count", lambda: 2)
-    monkeypatch.setattr(gpumod, "describe",
+    monkeypatch.setattr(gpumod, "device_info",
                         lambda i: gpumod.GpuInfo(i, "g", f"GPU-{i}", f"0000:0{i}:00.0", 1, 1, "9.0"))
     monkeypatch.setattr(runtime, "deviceCanAccessPeer", lambda i, j: 0)
     monkeypatch.setattr(topology, "_nvml", lambda: (_ for _ in ()).throw(OSError("no NVML here")))

@@ -40,7 +40,7 @@ def fake_job(monkeypatch):
 
     monkeypatch.setattr(runner, "World", SimpleNamespace(create=lambda timeout: local.world))
     monkeypatch.setattr(gpumod, "device_count", lambda: state.node.n)
-    monkeypatch.setattr(gpumod, "describe", lambda i: gpumod.GpuInfo(i, "Fake GPU", f"GPU-fake-{i}",
+    monkeypatch.setattr(gpumod, "device_info", lambda i: gpumod.GpuInfo(i, "Fake GPU", f"GPU-fake-{i}",
                                                                      f"0000:{i + 1:02x}:00.0", 8, 1 << 30, "0.0"))
     monkeypatch.setattr(gpumod, "Gpu", make_gpu)
     monkeypatch.setattr(runner, "_node_topology", lambda: {"p2p_matrix": [[1, 1], [1, 1]], "nvml": False,
@@ -230,7 +230,7 @@ def test_node_topology_from_cuda_and_nvml(monkeypatch):
 
     monkeypatch.setattr(runtime, "getDeviceCount", lambda: 3)
     monkeypatch.setattr(runtime, "deviceCanAccessPeer", lambda i, j: int(i + j != 3))
-    monkeypatch.setattr(gpumod, "describe", lambda i: gpumod.GpuInfo(i, "g", "u", f"bus{i}", 1, 1, "9.0"))
+    monkeypatch.setattr(gpumod, "device_info", lambda i: gpumod.GpuInfo(i, "g", "u", f"bus{i}", 1, 1, "9.0"))
     monkeypatch.setattr(topology, "gpu_links", lambda buses: {"nvml": True, "links": [], "buses": buses})
     t = runner._node_topology()
     assert t == {"p2p_matrix": [[1, 1, 1], [1, 1, 0], [1, 0, 1]], "nvml": True, "links": [],

@@ -285,14 +285,14 @@ def _info(i, uuid):
 def test_select_gpu_picks_by_local_rank(monkeypatch):
     """A fake device list (no GPU claim): rank -> GPU index and UUID gathering."""
     monkeypatch.setattr(gpumod, "device_count", lambda: 2)
-    monkeypatch.setattr(gpumod, "describe", lambda i: _info(i, f"GPU-{i}"))
+    monkeypatch.setattr(gpumod, "device_info", lambda i: _info(i, f"GPU-{i}"))
     out = run_ranks(lambda w: runner._select_gpu(w)[0], n=3)
     assert out == [0, 1, 0]
 
 
 def test_select_gpu_refuses_per_rank_binding_and_missing_gpus(monkeypatch):
     monkeypatch.setattr(gpumod, "device_count", lambda: 1)
-    monkeypatch.setattr(gpumod, "describe", lambda i: _info(i, f"GPU-{threading.current_thread().name}"))
+    monkeypatch.setattr(gpumod, "device_info", lambda i: _info(i, f"GPU-{threading.current_thread().name}"))
 
     def rank(w):
         with pytest.raises(UsageError) as e:

@@ -62,7 +62,8 @@ def device_count() -> int:
         return 0
 
 
-def describe(index: int) -> GpuInfo:
+def device_info(index: int) -> GpuInfo:
+    """CUDA device `index`: name, UUID, PCI bus id, SMs, memory, compute capability, L2 (a GpuInfo)."""
     p = runtime.getDeviceProperties(index)
     raw = p.get("uuid", b"")
     if not (isinstance(raw, (bytes, bytearray)) and len(raw) == 16):
@@ -117,7 +118,7 @@ class Gpu:
         self.index = index
         self.device = cupy.cuda.Device(index)
         self.device.use()
-        self.info = describe(index)
+        self.info = device_info(index)
         self.sm_count = self.info.sm_count
         self.l2_bytes = self.info.l2_bytes or (64 << 20)
         self.loop_in_kernel_bytes = LOOP_IN_KERNEL_L2_FACTOR * self.l2_bytes

@@ -30,7 +30,7 @@ def _err_text(err) -> str:
         return str(err)
 
 
-def check(res, call: str, rank: int | None = None):
+def unwrap(res, call: str, rank: int | None = None):
     """Unwrap a cuda.bindings result tuple, raising ShareError that names the rank and the call."""
     err = res[0]
     if err != rt.cudaError_t.cudaSuccess:
@@ -42,9 +42,9 @@ def check(res, call: str, rank: int | None = None):
 def pool_support(device: int) -> tuple[bool, str | None]:
     """Can this GPU share pools through POSIX fds? (device attributes, no allocation)"""
     try:
-        ok = check(rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrMemoryPoolsSupported, device),
+        ok = unwrap(rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrMemoryPoolsSupported, device),
                    "cudaDeviceGetAttribute(MemoryPoolsSupported)")
-        types = check(rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrMemoryPoolSupportedHandleTypes,
+        types = unwrap(rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrMemoryPoolSupportedHandleTypes,
                                                 device), "cudaDeviceGetAttribute(MemoryPoolSupportedHandleTypes)")
     except ShareError as e:
         return False, str(e)
@@ -78,23 +78,23 @@ def create_pool(device: int, rank: int):
     props.handleTypes = _HT
     props.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
     props.location.id = device
-    pool = check(rt.cudaMemPoolCreate(props), "cudaMemPoolCreate", rank)
+    pool = unwrap(rt.cudaMemPoolCreate(props), "cudaMemPoolCreate", rank)
     # Keep freed memory in the pool: the run reuses it, and trimming would make timings noisy.
     threshold = driver.cuuint64_t(0xFFFFFFFFFFFFFFFF)
-    check(rt.cudaMemPoolSetAttribute(pool, rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold, threshold),
+    unwrap(rt.cudaMemPoolSetAttribute(pool, rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold, threshold),
           "cudaMemPoolSetAttribute(ReleaseThreshold)", rank)
     return pool
 
 
 def import_pool(fd: int, device: int, rank: int, owner: int):
     """Import a peer's pool from its fd and give this rank's device read/write access to it."""
-    pool = check(rt.cudaMemPoolImportFromShareableHandle(fd, _HT, 0),
+    pool = unwrap(rt.cudaMemPoolImportFromShareableHandle(fd, _HT, 0),
                  f"cudaMemPoolImportFromShareableHandle (pool of rank {owner})", rank)
     desc = rt.cudaMemAccessDesc()
     desc.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
     desc.location.id = device
     desc.flags = rt.cudaMemAccessFlags.cudaMemAccessFlagsProtReadWrite
-    check(rt.cudaMemPoolSetAccess(pool, [desc], 1), f"cudaMemPoolSetAccess (pool of rank {owner})", rank)
+    unwrap(rt.cudaMemPoolSetAccess(pool, [desc], 1), f"cudaMemPoolSetAccess (pool of rank {owner})", rank)
     return pool
 
 
@@ -109,12 +109,12 @@ class PoolIpc:
         self.gpu = gpu
         self.world = world
         self.rank = world.rank
-        check(rt.cudaSetDevice(gpu.index), "cudaSetDevice", self.rank)
-        self.stream = check(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking), "cudaStreamCreate", self.rank)
+        unwrap(rt.cudaSetDevice(gpu.index), "cudaSetDevice", self.rank)
+        self.stream = unwrap(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking), "cudaStreamCreate", self.rank)
         self.pool = create_pool(gpu.index, self.rank)
         self.costs_ms: dict[str, float] = {}
         t0 = time.perf_counter()
-        fd = check(rt.cudaMemPoolExportToShareableHandle(self.pool, _HT, 0),
+        fd = unwrap(rt.cudaMemPoolExportToShareableHandle(self.pool, _HT, 0),
                    "cudaMemPoolExportToShareableHandle", self.rank)
         self.costs_ms["pool_export_fd"] = (time.perf_counter() - t0) * 1e3
         t0 = time.perf_counter()
@@ -134,14 +134,14 @@ class PoolIpc:
         self._imported: dict[bytes, int] = {}
 
     def alloc(self, nbytes: int) -> int:
-        ptr = check(rt.cudaMallocFromPoolAsync(nbytes, self.pool, self.stream),
+        ptr = unwrap(rt.cudaMallocFromPoolAsync(nbytes, self.pool, self.stream),
                     f"cudaMallocFromPoolAsync({nbytes})", self.rank)
-        check(rt.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize", self.rank)
+        unwrap(rt.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize", self.rank)
         self._owned.append(int(ptr))
         return int(ptr)
 
     def export(self, ptr: int) -> bytes:
-        data = check(rt.cudaMemPoolExportPointer(ptr), "cudaMemPoolExportPointer", self.rank)
+        data = unwrap(rt.cudaMemPoolExportPointer(ptr), "cudaMemPoolExportPointer", self.rank)
         return export_data_bytes(data)
 
     def open(self, blob: bytes, owner: int) -> int:
@@ -150,7 +150,7 @@ class PoolIpc:
         pool = self.peer_pools.get(owner)
         if pool is None:
             raise ShareError(f"rank {self.rank}: no imported pool of node-local rank {owner}")
-        ptr = int(check(rt.cudaMemPoolImportPointer(pool, export_data_from(blob)),
+        ptr = int(unwrap(rt.cudaMemPoolImportPointer(pool, export_data_from(blob)),
                         f"cudaMemPoolImportPointer (buffer of rank {owner})", self.rank))
         self._imported[blob] = ptr
         return ptr
@@ -164,8 +164,8 @@ class PoolIpc:
     def free(self, ptr: int) -> None:
         if ptr in self._owned:
             self._owned.remove(ptr)
-            check(rt.cudaFreeAsync(ptr, self.stream), "cudaFreeAsync", self.rank)
-            check(rt.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize", self.rank)
+            unwrap(rt.cudaFreeAsync(ptr, self.stream), "cudaFreeAsync", self.rank)
+            unwrap(rt.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize", self.rank)
 
     def shutdown(self) -> None:
         for pool in self.peer_pools.values():

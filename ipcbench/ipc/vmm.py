@@ -59,7 +59,7 @@ def _who(rank: int | None) -> str:
     return f"rank {rank}: " if rank is not None else ""
 
 
-def check(res, call: str, rank: int | None = None):
+def unwrap(res, call: str, rank: int | None = None):
     """Unwrap a cuda.bindings driver result tuple, raising ShareError that names the rank and the call."""
     err = res[0]
     if err != driver.CUresult.CUDA_SUCCESS:
@@ -75,9 +75,9 @@ def _check_rt(res, call: str, rank: int | None):
 
 
 def _attribute(attr, device: int) -> int:
-    check(driver.cuInit(0), "cuInit")
-    dev = check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
-    return int(check(driver.cuDeviceGetAttribute(attr, dev), f"cuDeviceGetAttribute({attr.name})"))
+    unwrap(driver.cuInit(0), "cuInit")
+    dev = unwrap(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
+    return int(unwrap(driver.cuDeviceGetAttribute(attr, dev), f"cuDeviceGetAttribute({attr.name})"))
 
 
 def vmm_support(device: int) -> tuple[bool, str | None]:
@@ -157,10 +157,10 @@ def granularity(device: int) -> tuple[int, int]:
     """(minimum, recommended) allocation granularity in bytes for allocation_prop(device)."""
     flags = driver.CUmemAllocationGranularity_flags
     prop = allocation_prop(device)
-    check(driver.cuInit(0), "cuInit")
-    return (int(check(driver.cuMemGetAllocationGranularity(prop, flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+    unwrap(driver.cuInit(0), "cuInit")
+    return (int(unwrap(driver.cuMemGetAllocationGranularity(prop, flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM),
                       "cuMemGetAllocationGranularity(MINIMUM)")),
-            int(check(driver.cuMemGetAllocationGranularity(prop, flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+            int(unwrap(driver.cuMemGetAllocationGranularity(prop, flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
                       "cuMemGetAllocationGranularity(RECOMMENDED)")))
 
 
@@ -168,21 +168,21 @@ def ensure_context(device: int, rank: int | None) -> None:
     """Make `device`'s primary context (CuPy's and the runtime's) current on this thread for driver calls."""
     _check_rt(rt.cudaSetDevice(device), f"cudaSetDevice({device})", rank)
     _check_rt(rt.cudaFree(0), "cudaFree(0) (context initialisation)", rank)
-    ctx = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent", rank)
+    ctx = unwrap(driver.cuCtxGetCurrent(), "cuCtxGetCurrent", rank)
     if ctx is None or int(ctx) == 0:
         raise ShareError(f"{_who(rank)}no current CUDA context on GPU {device} after cudaSetDevice")
 
 
 def create(nbytes: int, device: int, rank: int) -> int:
     """cuMemCreate: a physical allocation of nbytes (a multiple of the granularity); its handle."""
-    return int(check(driver.cuMemCreate(nbytes, allocation_prop(device), 0), f"cuMemCreate({nbytes})", rank))
+    return int(unwrap(driver.cuMemCreate(nbytes, allocation_prop(device), 0), f"cuMemCreate({nbytes})", rank))
 
 
 def reserve_and_map(handle: int, nbytes: int, alignment: int, rank: int, what: str) -> int:
     """Reserve an aligned virtual range of nbytes and map the whole allocation there; its address."""
-    ptr = int(check(driver.cuMemAddressReserve(nbytes, alignment, 0, 0), f"cuMemAddressReserve({what})", rank))
+    ptr = int(unwrap(driver.cuMemAddressReserve(nbytes, alignment, 0, 0), f"cuMemAddressReserve({what})", rank))
     try:
-        check(driver.cuMemMap(ptr, nbytes, 0, handle, 0), f"cuMemMap({what})", rank)
+        unwrap(driver.cuMemMap(ptr, nbytes, 0, handle, 0), f"cuMemMap({what})", rank)
     except ShareError:
         driver.cuMemAddressFree(ptr, nbytes)  # the caller still holds (and releases) the handle
         raise
@@ -195,14 +195,14 @@ def set_access(ptr: int, nbytes: int, device: int, rank: int, what: str) -> None
     desc.location.type = _DEVICE
     desc.location.id = device
     desc.flags = driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-    check(driver.cuMemSetAccess(ptr, nbytes, [desc], 1), f"cuMemSetAccess({what}, GPU {device})", rank)
+    unwrap(driver.cuMemSetAccess(ptr, nbytes, [desc], 1), f"cuMemSetAccess({what}, GPU {device})", rank)
 
 
 def unmap_release(ptr: int, nbytes: int, handle: int, rank: int, what: str) -> None:
     """Undo a mapping: unmap, drop this process's reference to the allocation, free the address range."""
-    check(driver.cuMemUnmap(ptr, nbytes), f"cuMemUnmap({what})", rank)
-    check(driver.cuMemRelease(handle), f"cuMemRelease({what})", rank)
-    check(driver.cuMemAddressFree(ptr, nbytes), f"cuMemAddressFree({what})", rank)
+    unwrap(driver.cuMemUnmap(ptr, nbytes), f"cuMemUnmap({what})", rank)
+    unwrap(driver.cuMemRelease(handle), f"cuMemRelease({what})", rank)
+    unwrap(driver.cuMemAddressFree(ptr, nbytes), f"cuMemAddressFree({what})", rank)
 
 
 def discard(handle: int, ptr: int | None = None, nbytes: int = 0, mapped: bool = False) -> None:
@@ -217,7 +217,7 @@ def discard(handle: int, ptr: int | None = None, nbytes: int = 0, mapped: bool =
 
 def export_fd(handle: int, rank: int) -> int:
     """cuMemExportToShareableHandle: a new POSIX fd for the allocation (the caller closes it)."""
-    return int(check(driver.cuMemExportToShareableHandle(handle, _FD, 0), "cuMemExportToShareableHandle", rank))
+    return int(unwrap(driver.cuMemExportToShareableHandle(handle, _FD, 0), "cuMemExportToShareableHandle", rank))
 
 
 def import_fd(fd: int, rank: int, owner) -> int:
@@ -225,7 +225,7 @@ def import_fd(fd: int, rank: int, owner) -> int:
 
     cuda.bindings passes an int osHandle as the pointer value, which is how the C API takes a POSIX fd
     ((void*)(uintptr_t)fd)."""
-    return int(check(driver.cuMemImportFromShareableHandle(fd, _FD),
+    return int(unwrap(driver.cuMemImportFromShareableHandle(fd, _FD),
                      f"cuMemImportFromShareableHandle (allocation of rank {owner})", rank))
 
 

@@ -59,7 +59,7 @@ def _select_gpu(world: World):
         bad = [r for r, c in enumerate(counts) if c == 0]
         raise UsageError(f"no CUDA GPU visible to node-local rank(s) {bad} on {world.host}")
     index = gpu_for_local_rank(world.local_rank, visible)
-    info = gpumod.describe(index)
+    info = gpumod.device_info(index)
     uuids = world.node_allgather(info.uuid, "the GPU UUID of every rank")
     problem = binding_problem(uuids, counts)
     if problem:
@@ -304,5 +304,5 @@ def _node_topology() -> dict:
 
     n = runtime.getDeviceCount()
     p2p = [[1 if i == j else int(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
-    links = topology.gpu_links([gpumod.describe(i).pci_bus_id for i in range(n)])
+    links = topology.gpu_links([gpumod.device_info(i).pci_bus_id for i in range(n)])
     return {"p2p_matrix": p2p, **links}

@@ -23,10 +23,10 @@ from ipcbench.suites.share_costs import ShareCosts, measure_share_costs, us_betw
 def _open(ctx):
     from cuda.bindings import runtime as rt
 
-    from ipcbench.ipc.pool import check
+    from ipcbench.ipc.pool import unwrap
 
-    check(rt.cudaSetDevice(ctx.gpu.index), "cudaSetDevice", ctx.world.rank)
-    return check(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking), "cudaStreamCreate", ctx.world.rank)
+    unwrap(rt.cudaSetDevice(ctx.gpu.index), "cudaSetDevice", ctx.world.rank)
+    return unwrap(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking), "cudaStreamCreate", ctx.world.rank)
 
 
 def _close(stream) -> None:
@@ -38,7 +38,7 @@ def _close(stream) -> None:
 def _export_once(ctx, stream, io, nbytes: int, seed: int):
     from cuda.bindings import runtime as rt
 
-    from ipcbench.ipc.pool import check, create_pool, export_data_bytes
+    from ipcbench.ipc.pool import unwrap, create_pool, export_data_bytes
 
     w, gpu = ctx.world, ctx.gpu
     pool = create_pool(gpu.index, w.rank)
@@ -51,17 +51,17 @@ def _export_once(ctx, stream, io, nbytes: int, seed: int):
         rt.cudaMemPoolDestroy(pool)
 
     try:
-        ptr = int(check(rt.cudaMallocFromPoolAsync(nbytes, pool, stream), "cudaMallocFromPoolAsync", w.rank))
-        check(rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize", w.rank)
+        ptr = int(unwrap(rt.cudaMallocFromPoolAsync(nbytes, pool, stream), "cudaMallocFromPoolAsync", w.rank))
+        unwrap(rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize", w.rank)
         gpu.fill(ptr, nbytes, seed)
         gpu.wait(what="fill before pool export")
         t0 = time.perf_counter_ns()
-        fd = int(check(rt.cudaMemPoolExportToShareableHandle(
+        fd = int(unwrap(rt.cudaMemPoolExportToShareableHandle(
             pool, rt.cudaMemAllocationHandleType.cudaMemHandleTypePosixFileDescriptor, 0),
             "cudaMemPoolExportToShareableHandle", w.rank))
         t1 = time.perf_counter_ns()
         try:
-            data = check(rt.cudaMemPoolExportPointer(ptr), "cudaMemPoolExportPointer", w.rank)
+            data = unwrap(rt.cudaMemPoolExportPointer(ptr), "cudaMemPoolExportPointer", w.rank)
             t2 = time.perf_counter_ns()
             io.send(export_data_bytes(data))
             sent_us = io.send_fd(fd)
@@ -77,7 +77,7 @@ def _export_once(ctx, stream, io, nbytes: int, seed: int):
 def _import_once(ctx, stream, io, blob, fd: int, nbytes: int, seed: int):
     from cuda.bindings import runtime as rt
 
-    from ipcbench.ipc.pool import check, export_data_from, import_pool
+    from ipcbench.ipc.pool import unwrap, export_data_from, import_pool
 
     w, gpu = ctx.world, ctx.gpu
     owner = ctx.world_rank(io.peer)
@@ -85,15 +85,15 @@ def _import_once(ctx, stream, io, blob, fd: int, nbytes: int, seed: int):
     ipool = import_pool(fd, gpu.index, w.rank, owner)
     try:
         t1 = time.perf_counter_ns()
-        iptr = int(check(rt.cudaMemPoolImportPointer(ipool, export_data_from(blob)),
+        iptr = int(unwrap(rt.cudaMemPoolImportPointer(ipool, export_data_from(blob)),
                          f"cudaMemPoolImportPointer (buffer of rank {owner})", w.rank))
         t2 = time.perf_counter_ns()
         try:
             bad = gpu.verify(iptr, nbytes, seed) if ctx.verify else None
         finally:
-            check(rt.cudaFree(iptr), "cudaFree (imported pointer)", w.rank)
+            unwrap(rt.cudaFree(iptr), "cudaFree (imported pointer)", w.rank)
     finally:
-        check(rt.cudaMemPoolDestroy(ipool), "cudaMemPoolDestroy (imported pool)", w.rank)
+        unwrap(rt.cudaMemPoolDestroy(ipool), "cudaMemPoolDestroy (imported pool)", w.rank)
     return {"pool_import": us_between(t0, t1), "pool_import_pointer": us_between(t1, t2)}, bad
 
 
