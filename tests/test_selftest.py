@@ -222,3 +222,23 @@ def test_on_fakes_a_row_far_from_its_anchor_fails_and_is_named(fake_job, monkeyp
     err = capsys.readouterr().err
     assert statuses == [1, 1]
     assert "selftest FAILED: 10 of 10 rows differ from their anchor" in err and "-9.1% is beyond" in err
+
+
+def test_on_fakes_each_sizes_placements_are_measured_apart_over_the_sweep(fake_job, monkeypatch, tmp_path):  # noqa: F811
+    """The order of the anchor's measurements (logic only: a fake GPU says nothing about drift): every size once
+    before any size's second placement, so a size's placements stand seconds apart and their spread holds the
+    drift between moments."""
+    real, order = anchor.measure_one, []
+
+    def logged(gpu, engine, stream, src, dst, nbytes, seed):
+        order.append(nbytes)
+        return real(gpu, engine, stream, src, dst, nbytes, seed)
+
+    monkeypatch.setattr(anchor, "measure_one", logged)
+    statuses, _ = _selftest_on_fakes(fake_job, monkeypatch, tmp_path)
+    assert statuses == [0, 0]
+    sizes = sorted(set(order))
+    assert len(sizes) == 2 and len(order) % (2 * anchor.PLACEMENTS) == 0
+    for sweep in range(0, len(order), 2 * anchor.PLACEMENTS):  # one anchor job: PLACEMENTS passes over the sizes
+        one = order[sweep:sweep + 2 * anchor.PLACEMENTS]
+        assert one == one[:2] * anchor.PLACEMENTS and sorted(one[:2]) == sizes

@@ -5,7 +5,7 @@ One process, buffers it allocated itself (cudaMalloc; on another GPU through pee
 transfers enqueued call by call on a stream between two events behind a spin kernel (nvbandwidth's
 spinKernel: the host finishes enqueuing before the GPU starts), a fixed number of transfers per repetition
 (about 10 ms, longer than ipcbench's samples), the median of REPS repetitions after one, at PLACEMENTS
-places of its buffers (combine). None of
+places of its buffers measured at moments spread over the sweep (combine). None of
 core/methods (batches), core/timing, core/sampler (calibration, stopping rule), core/pair (the protocol of
 two processes) or ipc/ (sharing memory) is used; only the Gpu's primitives that enqueue one transfer
 (cudaMemcpyAsync, the copy kernels), the gate kernel as the spin kernel, and fill/verify.
@@ -115,10 +115,15 @@ def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
     stream = gpu.bulk_stream() if key.engine == "sm_bulk" else gpu.stream
     try:
         step = PLACEMENT_STEP
-        return {(key, n): combine([measure_one(gpu, key.engine, stream, src + p * step, dst + p * step, n,
-                                               seed=(n * 2654435761 + 7 * i + p) & 0xFFFFFFFF)
-                                   for p in range(PLACEMENTS)])
-                for i, n in enumerate(sizes)}
+        # Placement by placement over the whole sweep, not size by size: a size's placements are measured
+        # seconds apart, so the spread combine() takes in holds the drift from one moment to the next (a
+        # small copy's rate moves by 2-3% over seconds on an H100, more than its repetitions' noise), as the
+        # row it is held against was measured at yet another moment.
+        placed = [{n: measure_one(gpu, key.engine, stream, src + p * step, dst + p * step, n,
+                                  seed=(n * 2654435761 + 7 * i + p) & 0xFFFFFFFF)
+                   for i, n in enumerate(sizes)}
+                  for p in range(PLACEMENTS)]
+        return {(key, n): combine([at[n] for at in placed]) for n in sizes}
     finally:
         gpu.free(mine)
         if key.style == "local":
