@@ -66,11 +66,11 @@ def test_anchor_keys_and_who_measures_them():
 def test_an_anchor_over_its_placements_keeps_the_median_and_the_spread():
     """Three placements at 100, 104 and 98 GB/s (own noise 0.2%): the anchor is 100 GB/s, its noise half the
     spread, 3%; placements that agree leave the larger own noise."""
-    got = anchor.combine([verdict.Anchor(g, 0.002, 7, 10) for g in (100.0, 104.0, 98.0)])
+    got = verdict.combine([verdict.Anchor(g, 0.002, 7, 10) for g in (100.0, 104.0, 98.0)])
     assert got.gbps == 100.0 and got.noise == pytest.approx(0.03) and got.reps == 21
-    quiet = anchor.combine([verdict.Anchor(g, n, 7, 10) for g, n in ((100.0, 0.004), (100.1, 0.001), (99.9, 0.002))])
+    quiet = verdict.combine([verdict.Anchor(g, n, 7, 10) for g, n in ((100.0, 0.004), (100.1, 0.001), (99.9, 0.002))])
     assert quiet.gbps == 100.0 and quiet.noise == pytest.approx(0.004)
-    assert anchor.combine([verdict.Anchor(100.0, 0.0, 7, 10, 2)] * 3).mismatches == 6
+    assert verdict.combine([verdict.Anchor(100.0, 0.0, 7, 10, 2)] * 3).mismatches == 6
 
 
 # ---- the verdict (pure) -------------------------------------------------------------------------------
@@ -102,6 +102,22 @@ def test_unverified_rows_missing_anchors_and_bad_anchors_fail():
     (c,) = verdict.judge([row(nbytes=4096)], anchors_of(), 0.02)
     assert not c.ok and c.why == "no anchor was measured" and c.diff is None
     assert not verdict.judge([row(host="other")], anchors_of(), 0.02)[0].ok  # another node's anchors never serve
+
+
+@pytest.mark.parametrize("gbps, ok", [(2.52, True), (2.3, True), (2.62, True), (2.67, False), (2.22, False)])
+def test_a_row_is_held_against_every_process_that_measured_its_transfer(gbps, ok):
+    """Both ranks of one GPU measured its 4K copy: 2.3 and 2.6 GB/s (each within 0.5% of itself; one H200,
+    2026-11-25). The row's anchor is their median, 2.45, and its noise half their spread, 6.1%: allowed
+    0.3% + 6.1% + 2% = 8.4%. Held against rank 0's alone, 2.52 would read +9.6% and fail."""
+    anchors = {**anchors_of(2.3, 0.005, 4096, key=AnchorKey("ce", "local", 0, 0, 0)),
+               **anchors_of(2.6, 0.005, 4096, key=AnchorKey("ce", "local", 0, 0, 1))}
+    (c,) = verdict.judge([row(gbps=gbps, nbytes=4096)], anchors, 0.02)
+    assert c.anchor_gbps == pytest.approx(2.45) and c.anchor_noise == pytest.approx(0.15 / 2.45)
+    assert c.allowed == pytest.approx(0.003 + 0.15 / 2.45 + 0.02) and c.ok is ok
+    assert c.anchor == "ce on GPU 0 (ranks 0, 1)"
+    agree = {**anchors_of(2.45, 0.005, 4096, key=AnchorKey("ce", "local", 0, 0, 0)),
+             **anchors_of(2.45, 0.005, 4096, key=AnchorKey("ce", "local", 0, 0, 1))}
+    assert not verdict.judge([row(gbps=2.52 * 1.03, nbytes=4096)], agree, 0.02)[0].ok  # agreeing drivers: tight
 
 
 def test_bidir_and_latency_rows_are_not_judged():
@@ -202,8 +218,8 @@ def test_on_fakes_every_row_meets_its_anchor(fake_job, monkeypatch, tmp_path, ca
     checks = rows_of(st / "selftest.csv")
     # ce push and pull, sm_read pull, sm_write push, sm_bulk_write push: 5 steps x 2 sizes on the pair (0, 1)
     assert len(checks) == 10 and all(c["ok"] == "True" for c in checks)
-    assert {c["anchor"] for c in checks} == {"ce on GPU 0 (rank 0)", "ce on GPU 0 (rank 1)", "sm on GPU 0 (rank 0)",
-                                             "sm on GPU 0 (rank 1)", "sm_bulk on GPU 0 (rank 0)"}
+    assert {c["anchor"] for c in checks} == {"ce on GPU 0 (ranks 0, 1)", "sm on GPU 0 (ranks 0, 1)",
+                                             "sm_bulk on GPU 0 (rank 0)"}
     meta = json.loads((st / "meta.json").read_text())
     assert meta["command"] == "selftest" and meta["selftest"]["mismatches"] == 0 and meta["selftest"]["rows"] == 10
     assert "selftest passed: 10 rows" in out and "sm_bulk on GPU 0 (rank 0)" in out

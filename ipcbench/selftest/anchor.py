@@ -22,7 +22,7 @@ from cupy.cuda import runtime
 from ipcbench.core.sampler import median_noise
 from ipcbench.errors import MeasureError
 from ipcbench.selftest.plan import AnchorKey
-from ipcbench.selftest.verdict import Anchor
+from ipcbench.selftest.verdict import Anchor, combine
 
 REPS = 7
 TARGET_MS = 10.0
@@ -76,17 +76,6 @@ def measure_one(gpu, engine: str, stream, src: int, dst: int, nbytes: int, seed:
     per = [t / n for t in times]
     return Anchor(gbps=nbytes / (statistics.median(per) * 1e-3) / 1e9, noise=median_noise(per), reps=REPS,
                   transfers=n, mismatches=bad)
-
-
-def combine(placements: list[Anchor]) -> Anchor:
-    """One anchor from its placements: the median placement's GB/s; noise the larger of the placements' own
-    (their median interval) and the placements' spread (core/sampler.median_noise over their GB/s)."""
-    gbps = [a.gbps for a in placements]
-    mid = sorted(placements, key=lambda a: a.gbps)[len(placements) // 2]
-    spread = median_noise(gbps) if len(gbps) > 1 else 0.0
-    return Anchor(gbps=mid.gbps, noise=max(max(a.noise for a in placements), spread),
-                  reps=sum(a.reps for a in placements), transfers=mid.transfers,
-                  mismatches=sum(a.mismatches for a in placements))
 
 
 def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:

@@ -14,14 +14,16 @@ The anchor of a row (`anchor_key`): the same engine (copy engine, SM kernel, bul
 number of bytes in ONE process, between buffers it allocated itself with cudaMalloc (no IPC), enqueued on a
 stream between events behind a spin kernel (selftest/anchor.py): on one GPU a local copy, which serves both
 directions and every twin (pool, VMM, cuda.core memory); across GPUs a peer copy driven from the driver's
-GPU (push: the source's, pull: the destination's). It is measured in the process of the rank that drove
-the row (`anchor_jobs`; push: the source rank, pull: the destination rank) while every other rank waits, so
-that the anchor differs from the row in how the memory is reached and timed, not in which process launches.
+GPU (push: the source's, pull: the destination's). It is measured in the process of each rank that drives
+such rows (`anchor_jobs`; push: the source rank, pull: the destination rank) while every other rank waits,
+so that the anchor differs from the row in how the memory is reached and timed, not in which process
+launches; a row is held against its transfer's anchors of every driver combined (verdict.by_transfer): on
+one GPU both ranks' processes, whose difference is part of how well the transfer can be known.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ipcbench.core.methods import METHODS
 from ipcbench.suites import transfer
@@ -85,10 +87,16 @@ class AnchorKey:
     def driver_gpu(self) -> int:
         return self.dst_gpu if self.style == "pull" else self.src_gpu
 
-    def describe(self) -> str:
+    def transfer(self) -> AnchorKey:
+        """The transfer alone, whoever measures it (driver -1): what a row is judged against."""
+        return replace(self, driver=-1)
+
+    def describe(self, drivers: list[int] | None = None) -> str:
         where = (f"on GPU {self.src_gpu}" if self.style == "local"
                  else f"{self.style} GPU {self.src_gpu} -> {self.dst_gpu}")
-        return f"{self.engine} {where} (rank {self.driver})"
+        ranks = drivers if drivers is not None else [self.driver] if self.driver >= 0 else []
+        who = f" (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})" if ranks else ""
+        return f"{self.engine} {where}{who}"
 
 
 def anchor_key(method: str, direction: str, src_rank: int, dst_rank: int, src_gpu: int, dst_gpu: int) -> AnchorKey:
