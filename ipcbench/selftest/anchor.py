@@ -27,11 +27,13 @@ from ipcbench.selftest.verdict import Anchor, combine
 REPS = 7
 TARGET_MS = 10.0
 MAX_TRANSFERS = 512  # behind one spin kernel, as ipcbench's own segments (core/methods.MAX_QUEUED)
-# Each anchor is measured with its buffers at PLACEMENTS places, each PLACEMENT_STEP further into a larger
-# allocation (a new page, another alignment): where the buffers lie can move a small transfer's time by a few
-# percent, and that spread is part of the anchor's noise (combine).
-PLACEMENTS = 3
-PLACEMENT_STEP = (2 << 20) + (64 << 10)
+# Each anchor is measured with its buffers at PLACEMENTS places of a larger allocation (OFFSETS: a new page,
+# another alignment, other address bits each). Where a buffer lies moves a small copy-engine transfer: one
+# H200 read 4 KiB copies at 2.558, 2.630, 2.646 or 2.666 GB/s by allocation, each within 0.05% run to run
+# (SM kernels and 64 KiB copies: within 0.1%). The row's buffer lies at one such place, so the anchor's noise
+# holds the farthest of its places from their median (verdict.combine).
+PLACEMENTS = 5
+OFFSETS = tuple(((2 << 20) + (64 << 10)) * ((1 << p) - 1) for p in range(PLACEMENTS))  # 0, 2.06M, 6.2M, 14.4M, 31M
 
 
 def _enqueue(gpu, engine: str, stream, src: int, dst: int, nbytes: int, n: int) -> None:
@@ -83,7 +85,7 @@ def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
     another GPU is allocated there by this process (peer access, no IPC) and freed before returning."""
     if gpu.index != key.driver_gpu:
         raise MeasureError(f"selftest anchor {key.describe()} measured on GPU {gpu.index}")
-    big = max(sizes) + (PLACEMENTS - 1) * PLACEMENT_STEP
+    big = max(sizes) + OFFSETS[-1]
     other = key.src_gpu if key.style == "pull" else key.dst_gpu
     remote = None
     if other != gpu.index:
@@ -103,12 +105,11 @@ def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
         src, dst = remote, mine
     stream = gpu.bulk_stream() if key.engine == "sm_bulk" else gpu.stream
     try:
-        step = PLACEMENT_STEP
         # Placement by placement over the whole sweep, not size by size: a size's placements are measured
         # seconds apart, so the spread combine() takes in holds the drift from one moment to the next (a
         # small copy's rate moves by 2-3% over seconds on an H100, more than its repetitions' noise), as the
         # row it is held against was measured at yet another moment.
-        placed = [{n: measure_one(gpu, key.engine, stream, src + p * step, dst + p * step, n,
+        placed = [{n: measure_one(gpu, key.engine, stream, src + OFFSETS[p], dst + OFFSETS[p], n,
                                   seed=(n * 2654435761 + 7 * i + p) & 0xFFFFFFFF)
                    for i, n in enumerate(sizes)}
                   for p in range(PLACEMENTS)]

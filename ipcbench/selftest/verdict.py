@@ -8,7 +8,6 @@ import os
 import statistics
 from dataclasses import asdict, dataclass
 
-from ipcbench.core.sampler import median_noise
 from ipcbench.selftest.plan import anchor_key
 from ipcbench.sizes import fmt_size
 
@@ -28,13 +27,15 @@ class Anchor:
 def combine(measurements: list[Anchor]) -> Anchor:
     """One anchor from several measurements of one transfer (its buffers' placements; the processes of every
     rank that drives it): the median GB/s; noise the larger of the measurements' own (their median
-    interval) and their spread (core/sampler.median_noise over their GB/s). Two measurements of the same
-    transfer that differ say how well it can be known: at 4K-1M, two processes on one H200 read up to 13%
-    apart while each one's repetitions agree within 1% (docs/measurement.md)."""
+    interval) and the farthest of them from the median. Measurements of one transfer that differ say how
+    well it can be known, and a row lies where one of them might (its buffer at one place, its process one
+    of these): a small copy's rate takes a few levels by where its buffer lies, and the median may sit at
+    one level while the row sits at another (docs/measurement.md)."""
     gbps = [a.gbps for a in measurements]
+    med = statistics.median(gbps)
     mid = sorted(measurements, key=lambda a: a.gbps)[len(measurements) // 2]
-    spread = median_noise(gbps) if len(gbps) > 1 else 0.0
-    return Anchor(gbps=statistics.median(gbps), noise=max(max(a.noise for a in measurements), spread),
+    spread = max(abs(g / med - 1) for g in gbps) if med > 0 else float("inf")
+    return Anchor(gbps=med, noise=max(max(a.noise for a in measurements), spread),
                   reps=sum(a.reps for a in measurements), transfers=mid.transfers,
                   mismatches=sum(a.mismatches for a in measurements))
 
