@@ -7,7 +7,8 @@ GPU (two ranks share it: the same-GPU paths), `mpirun -np N` on N GPUs (pairs ac
 for both. It measures every one-way method of the copy, kernel, pool and vmm suites (selftest/plan.py says
 on which pairs), then the same transfers through the anchor (selftest/anchor.py: one process, no IPC,
 stream enqueue between events behind a spin kernel), and prints the difference of every row. Exit 0: every
-row is within its noise plus its anchor's plus --tolerance (2%); 1: a row is not (the rows are named), or
+row is within its noise plus its anchor's plus --tolerance (2%; --small-tolerance, 10%, for transfers the
+anchor moves in under 10 us: plan.Tolerance); 1: a row is not (the rows are named), or
 a transfer failed verification; 2: it cannot judge (no GPU, no mpirun, too little memory, ranks bound one
 per GPU, nothing measured). The run directory holds the rows (results.csv, meta.json) and selftest.csv.
 
@@ -39,6 +40,10 @@ def add_arguments(p) -> None:
                         "every ordered pair (default ring)")
     p.add_argument("--tolerance", type=float, default=plan.TOLERANCE * 100, metavar="PCT",
                    help=f"allowed difference beyond both noises, percent (default {plan.TOLERANCE * 100:g})")
+    p.add_argument("--small-tolerance", type=float, default=plan.SMALL_TOLERANCE * 100, metavar="PCT",
+                   help="the same for transfers the anchor moves in under "
+                        f"{plan.SMALL_US:g} us, where a rate depends on where the buffers lie (default "
+                        f"{plan.SMALL_TOLERANCE * 100:g})")
     p.add_argument("--out", metavar="DIR", help="run directory (default results/<run-id>)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="give up on any wait for another rank after S seconds (default 300)")
@@ -48,7 +53,7 @@ def add_arguments(p) -> None:
 
 
 def build(ns, argv: list[str]):
-    """(RunConfig of the measurement, method names, tolerance); UsageError names the option and why."""
+    """(RunConfig of the measurement, method names, plan.Tolerance); UsageError names the option and why."""
     names = plan.methods()
     if ns.methods:
         want = [m.strip() for m in ns.methods.split(",") if m.strip()]
@@ -56,14 +61,15 @@ def build(ns, argv: list[str]):
         if unknown or not want:
             raise UsageError(f"--methods: {', '.join(unknown) or 'none given'}: choose from {', '.join(names)}")
         names = [m for m in names if m in want]
-    if not (0 <= ns.tolerance <= 50):
-        raise UsageError(f"--tolerance must be in [0, 50] percent (got {ns.tolerance:g})")
+    for option, pct in (("--tolerance", ns.tolerance), ("--small-tolerance", ns.small_tolerance)):
+        if not (0 <= pct <= 50):
+            raise UsageError(f"{option} must be in [0, 50] percent (got {pct:g})")
     suites = sorted({plan.suite_of(m) for m in names}, key=["copy", "kernel", "pool", "vmm"].index)
     bench = SimpleNamespace(suites=suites, sizes=ns.sizes, quick=False, samples=None, min_time=None, noise=None,
                             max_time=None, no_verify=False, timeout=ns.timeout, out=ns.out, dry_run=False,
                             json=False, quiet=ns.quiet, pairs="sequential", serial_pairs="all", sm_copy=ns.sm_copy,
                             sm_bulk=ns.sm_bulk, argv=["selftest", *argv])
-    return build_config(bench), names, ns.tolerance / 100
+    return build_config(bench), names, plan.Tolerance(ns.tolerance / 100, ns.small_tolerance / 100)
 
 
 def make_steps(names: list[str], sizes: list[int], cross: str):
@@ -110,7 +116,7 @@ def measure_anchors(s, measured: list[str], cross: str) -> dict:
     return {k: v for p in parts for k, v in p.items()} if parts is not None else {}
 
 
-def run(cfg, names: list[str], tolerance: float, cross: str) -> int:
+def run(cfg, names: list[str], tolerance: plan.Tolerance, cross: str) -> int:
     """The command (`build` made its arguments): measure, anchor, judge; every rank returns the same exit
     status."""
     from ipcbench.run import runner
@@ -135,7 +141,7 @@ def run(cfg, names: list[str], tolerance: float, cross: str) -> int:
         print()
         print("ipcbench selftest: each one-way row against the same transfer in one process (no IPC, stream "
               "enqueue between events behind a spin kernel); difference from the anchor, '!' beyond the "
-              f"row's noise + the anchor's + {tolerance:.1%}")
+              f"row's noise + the anchor's + {tolerance.describe()}")
         print(verdict.table(checks))
         print()
         print(verdict.anchors_table(anchors))

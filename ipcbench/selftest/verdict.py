@@ -8,7 +8,7 @@ import os
 import statistics
 from dataclasses import asdict, dataclass
 
-from ipcbench.selftest.plan import anchor_key
+from ipcbench.selftest.plan import Tolerance, anchor_key
 from ipcbench.sizes import fmt_size
 
 
@@ -64,16 +64,17 @@ class Check:
     anchor_gbps: float | None
     anchor_noise: float | None
     diff: float | None  # ipcbench / anchor - 1
+    tolerance: float | None  # the tolerance of the transfer's size (plan.Tolerance.of)
     allowed: float | None  # both noises + the tolerance
     ok: bool
     why: str = ""
 
 
-def judge(rows, anchors: dict, tolerance: float) -> list[Check]:
-    """A Check per one-way bandwidth row: ok when |row / anchor - 1| <= row noise + anchor noise + tolerance,
-    the row and its anchor verified. A row without an anchor, or an unverified one, is not ok. `anchors`:
-    {(host, AnchorKey, bytes): Anchor}, per driver; a row is held against its transfer's anchors of every
-    driver combined (by_transfer)."""
+def judge(rows, anchors: dict, tolerance: Tolerance) -> list[Check]:
+    """A Check per one-way bandwidth row: ok when |row / anchor - 1| <= row noise + anchor noise + the
+    tolerance of its size (plan.Tolerance), the row and its anchor verified. A row without an anchor, or an
+    unverified one, is not ok. `anchors`: {(host, AnchorKey, bytes): Anchor}, per driver; a row is held
+    against its transfer's anchors of every driver combined (by_transfer)."""
     combined = by_transfer(anchors)
     out = []
     for r in rows:
@@ -86,16 +87,17 @@ def judge(rows, anchors: dict, tolerance: float) -> list[Check]:
                     src_gpu=r.src_gpu, dst_gpu=r.dst_gpu, bytes=r.bytes, ipcbench_gbps=r.bw_gbps_median,
                     ipcbench_noise=noise, anchor=key.describe(drivers))
         if a is None:
-            out.append(Check(**base, anchor_gbps=None, anchor_noise=None, diff=None, allowed=None, ok=False,
-                             why="no anchor was measured"))
+            out.append(Check(**base, anchor_gbps=None, anchor_noise=None, diff=None, tolerance=None, allowed=None,
+                             ok=False, why="no anchor was measured"))
             continue
         diff = r.bw_gbps_median / a.gbps - 1
-        allowed = noise + a.noise + tolerance
+        tol = tolerance.of(r.bytes, a.gbps)
+        allowed = noise + a.noise + tol
         why = ("the row failed verification" if not r.verified else
                "the anchor's copy failed verification" if a.mismatches else
                f"{diff:+.1%} is beyond {allowed:.1%}" if abs(diff) > allowed else "")
-        out.append(Check(**base, anchor_gbps=a.gbps, anchor_noise=a.noise, diff=diff, allowed=allowed,
-                         ok=not why, why=why))
+        out.append(Check(**base, anchor_gbps=a.gbps, anchor_noise=a.noise, diff=diff, tolerance=tol,
+                         allowed=allowed, ok=not why, why=why))
     return out
 
 
@@ -141,8 +143,9 @@ def write_csv(path: str | os.PathLike, checks: list[Check]) -> None:
             w.writerow({k: ("" if v is None else v) for k, v in asdict(c).items()})
 
 
-def summary(checks: list[Check], tolerance: float) -> dict:
+def summary(checks: list[Check], tolerance: Tolerance) -> dict:
     """What meta.json records of the verdict."""
     bad = [c for c in checks if not c.ok]
-    return {"rows": len(checks), "mismatches": len(bad), "tolerance": tolerance,
+    return {"rows": len(checks), "mismatches": len(bad), "tolerance": tolerance.large,
+            "small_tolerance": tolerance.small, "small_us": tolerance.small_us,
             "worst": max((abs(c.diff) for c in checks if c.diff is not None), default=None)}
