@@ -43,6 +43,20 @@ def test_median_interval_takes_the_narrowest_interval_that_keeps_the_confidence(
     v = list(range(1, 16))  # 15 samples: k = 4 (96.5%); k = 5 would be 88.2%
     assert median_interval(v) == (4, 12)
     assert median_interval(list(range(1, 9))) == (2, 7)  # 8: k = 2 (93.0%); k = 3 would be 71.1%
+
+
+@pytest.mark.parametrize("n", [1023, 1024, 1100, 90_000])
+def test_median_interval_of_thousands_of_samples(n):
+    """A pipeline latency row under MPS holds every chunk of every sample: on one H100 (2026-11-25) thousands,
+    and 2.0 ** n overflowed a float from n = 1024 (OverflowError ended the run). The interval is still the
+    binomial one: about n/2 -/+ 1.645 * sqrt(n)/2 of the sorted samples at 90%."""
+    v = list(range(n))
+    lo, hi = median_interval(v)
+    half = 1.645 * n ** 0.5 / 2
+    assert abs((n / 2 - lo) - half) <= 2 and abs((hi - n / 2) - half) <= 2
+    k = lo + 1  # x_(k) is v[k - 1]
+    assert interval_coverage(k, n) >= 0.9 > interval_coverage(k + 1, n)
+    assert median_noise([1.0] * n) == 0.0
     assert median_interval([3.0, 1.0, 2.0, 5.0, 4.0]) == (1.0, 5.0)  # 5: [min, max]
     assert median_interval([2.0, 1.0, 3.0]) == (1.0, 3.0)  # below 90% there is nothing narrower
 

@@ -64,21 +64,31 @@ class SamplingRule:
                 "max_time_s": None if math.isinf(self.max_time_s) else self.max_time_s}
 
 
+def _half_binomial_pmf(n: int, i: int) -> float:
+    """P(Binomial(n, 1/2) = i), through log-gamma: no integer of n bits and no 2.0 ** n, which overflows a
+    float from n = 1024 (a pipeline latency row's chunks under MPS are thousands of samples)."""
+    return math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2))
+
+
 def interval_coverage(k: int, n: int) -> float:
     """P(x_(k) <= true median <= x_(n-k+1)) for n independent samples of any continuous distribution:
     1 - 2 * P(Binomial(n, 1/2) <= k - 1)."""
-    return 1.0 - 2.0 * sum(math.comb(n, i) for i in range(k)) / 2.0 ** n
+    return 1.0 - 2.0 * sum(_half_binomial_pmf(n, i) for i in range(k))
 
 
 def median_interval(times: list[float]) -> tuple[float, float]:
     """The distribution-free interval of the median: [x_(k), x_(n-k+1)] of the sorted samples, with the
-    largest k whose coverage is still >= INTERVAL_CONFIDENCE (k = 1, [min, max], where none is)."""
+    largest k whose coverage is still >= INTERVAL_CONFIDENCE (k = 1, [min, max], where none is). The
+    binomial tail is summed once, term by term (interval_coverage's sum, O(k) for any n)."""
     v = sorted(times)
     n = len(v)
     if n == 0:
         raise ValueError("no samples")
-    k = 1
-    while k + 1 <= (n + 1) // 2 and interval_coverage(k + 1, n) >= INTERVAL_CONFIDENCE:
+    k, tail = 1, _half_binomial_pmf(n, 0)  # tail: P(Binomial(n, 1/2) <= k - 1)
+    while k + 1 <= (n + 1) // 2:
+        tail += _half_binomial_pmf(n, k)
+        if 1.0 - 2.0 * tail < INTERVAL_CONFIDENCE:  # interval_coverage(k + 1, n)
+            break
         k += 1
     return v[k - 1], v[n - k]
 
