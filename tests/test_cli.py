@@ -167,6 +167,13 @@ def test_help_and_version_are_instant_and_gpu_free():
     assert out.strip() == "False False"
 
 
+@pytest.mark.parametrize("cmd", ["all", "copy", "info", "report", "compare", "selftest", "check"])
+def test_every_commands_help_prints(cmd):
+    """`ipcbench check --help` once ended in a traceback: a help text's bare '%' (argparse formats help with %)."""
+    p = run_cli(cmd, "--help")
+    assert p.returncode == 0 and p.stdout.startswith("usage: ipcbench") and not p.stderr, p.stderr[-500:]
+
+
 def test_dry_run_without_mpirun_needs_gpus_or_mpirun():
     """Alone, --dry-run plans one rank per GPU that NVML sees; with none here it says to use mpirun."""
     from conftest import gpu_count

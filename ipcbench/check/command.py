@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
     p.add_argument("--no-peers", action="store_true",
                    help="do not hold each pair against the node's other pairs of its link kind")
     p.add_argument("--peer-drop", default=f"{judge.PEER_DROP:.0%}", metavar="FRACTION",
-                   help=f"a pair this far below the typical pair of its kind fails (default {judge.PEER_DROP:.0%})")
+                   help=f"a pair this far below the typical pair of its kind fails (default {judge.PEER_DROP:.0%}%)")
     p.add_argument("--methods", help=f"the methods measured and judged (default {','.join(plan.METHODS_JUDGED)})")
     p.add_argument("--sizes", default=plan.SIZES, help=f"sizes measured (default {plan.SIZES})")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the summary")
