@@ -43,6 +43,15 @@ def copy_run(src: Path, dst: Path, drop=None) -> Path:
     return dst
 
 
+def with_gpu_name(run: Path, name: str) -> Path:
+    """The run (a copy), its GPUs renamed in meta.json: a GPU model the expectations do or do not know."""
+    meta = json.loads((run / "meta.json").read_text())
+    for g in meta["gpus"]["vm"]:
+        g["name"] = name
+    (run / "meta.json").write_text(json.dumps(meta))
+    return run
+
+
 # ---- the thresholds file -------------------------------------------------------------------------------
 
 GOOD = """
@@ -165,11 +174,7 @@ def test_a_run_whose_last_line_was_cut_cannot_be_judged(tmp_path):
 
 
 def test_a_gpu_nobody_measured_cannot_be_judged(tmp_path):
-    run = copy_run(QUIET, tmp_path / "run")
-    meta = json.loads((run / "meta.json").read_text())
-    for g in meta["gpus"]["vm"]:
-        g["name"] = "NVIDIA A100-SXM4-80GB"
-    (run / "meta.json").write_text(json.dumps(meta))
+    run = with_gpu_name(copy_run(QUIET, tmp_path / "run"), "NVIDIA A100-SXM4-80GB")
     p = check("--from", str(run), "--any-host")
     assert p.returncode == 2 and "no expectation for NVIDIA A100-SXM4-80GB on nvswitch" in p.stdout
 
@@ -245,11 +250,7 @@ def test_a_baseline_judges_with_the_compare_statistics():
 
 
 def test_a_baseline_of_another_gpu_is_refused(tmp_path):
-    other = copy_run(QUIET, tmp_path / "other")
-    meta = json.loads((other / "meta.json").read_text())
-    for g in meta["gpus"]["vm"]:
-        g["name"] = "NVIDIA H100 80GB HBM3"
-    (other / "meta.json").write_text(json.dumps(meta))
+    other = with_gpu_name(copy_run(QUIET, tmp_path / "other"), "NVIDIA H100 80GB HBM3")
     p = check("--from", str(QUIET2), "--any-host", "--baseline", str(other))
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     assert "NVIDIA H100 80GB HBM3 on nvswitch, this run NVIDIA H200 on nvswitch" in p.stderr
