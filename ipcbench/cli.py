@@ -55,6 +55,9 @@ def _bench_parser() -> argparse.ArgumentParser:
                    help="stop sampling when the median is known to within PCT percent (the half-width of its "
                         "distribution-free 90%% interval over the median) "
                         "(default 0.5, 2 with --quick)")
+    p.add_argument("--placements", type=int, metavar="N",
+                   help="places of its buffers a row's samples rotate over, so that its median and noise hold where "
+                        "a buffer lies (default: the sampling rule's; 1 = one place)")
     p.add_argument("--max-time", type=float, metavar="S",
                    help="stop sampling one measurement after S seconds of samples (default 0.25, 0.05 with --quick)")
     p.add_argument("--pairs", choices=PAIRS_MODES, default="auto",

@@ -8,9 +8,10 @@ docs/architecture.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ipcbench.core.bulk import BulkShape
+from ipcbench.core.placement import MAX_PLACEMENTS
 from ipcbench.core.sampler import SamplingRule
 from ipcbench.core.schedule import SERIAL_PAIRS  # noqa: F401 (the CLI's choices)
 from ipcbench.core.sm_copy import CopyShape
@@ -114,6 +115,10 @@ def build_config(ns) -> RunConfig:
                              f"{base.min_samples} samples of --min-time (got {max_time:g})")
         rule = SamplingRule(min_time_s=min_time_s, min_samples=base.min_samples, max_samples=base.max_samples,
                             noise=noise, max_time_s=max_time)
+    placements = base.placements if getattr(ns, "placements", None) is None else ns.placements
+    if not (1 <= placements <= MAX_PLACEMENTS):
+        raise UsageError(f"--placements must be in 1..{MAX_PLACEMENTS} (got {placements})")
+    rule = replace(rule, placements=placements)
     if not (5 <= ns.timeout <= 86400) or math.isnan(ns.timeout):
         raise UsageError(f"--timeout must be in [5, 86400] s (got {ns.timeout:g}): shorter waits would fire "
                          f"while a peer is still compiling kernels or verifying")

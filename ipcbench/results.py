@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Iterable
 
 # meta.json "schema_version": 1 = the 25 columns up to samples_us (runs before it carry no version);
-# 2 = the row facts appended (FACT_COLUMNS)
-SCHEMA_VERSION = 2
+# 2 = the row facts appended (FACT_COLUMNS); 3 = placements and sm_clock_mhz appended
+SCHEMA_VERSION = 3
 FACT_COLUMNS = ("engine", "access", "mechanism", "pattern", "timing", "mps", "round_pairs")
 COLUMNS = (
     "run_id", "host", "suite", "method", "direction", "src_rank", "dst_rank", "src_gpu", "dst_gpu",
     "same_gpu", "bytes", "iterations", "samples", "time_us_median", "time_us_min", "time_us_max",
     "bw_gbps_median", "bw_gbps_max", "cv", "verified", "note",
     # appended later (a results.csv without them still loads: they are derived on read, or left empty)
-    "kind", "checks", "noise", "samples_us", *FACT_COLUMNS, "sms_used",
+    "kind", "checks", "noise", "samples_us", *FACT_COLUMNS, "sms_used", "placements", "sm_clock_mhz",
 )
 BASE_COLUMNS = COLUMNS[:21]  # the columns every results.csv has had since the first version
 ROW_KINDS = ("bandwidth", "latency", "op", "error")
@@ -35,8 +35,9 @@ META_NAME = "meta.json"
 
 # how each column is typed when read back (ipcbench/record/table.py); every other column is text
 INT_COLUMNS = ("src_rank", "dst_rank", "src_gpu", "dst_gpu", "bytes", "iterations", "samples")
-OPT_INT_COLUMNS = ("checks", "round_pairs", "sms_used")
-FLOAT_COLUMNS = ("time_us_median", "time_us_min", "time_us_max", "bw_gbps_median", "bw_gbps_max", "cv", "noise")
+OPT_INT_COLUMNS = ("checks", "round_pairs", "sms_used", "placements")
+FLOAT_COLUMNS = ("time_us_median", "time_us_min", "time_us_max", "bw_gbps_median", "bw_gbps_max", "cv", "noise",
+                 "sm_clock_mhz")
 BOOL_COLUMNS = ("same_gpu", "verified")
 OPT_BOOL_COLUMNS = ("mps",)
 
@@ -107,6 +108,8 @@ class Row:
     mps: bool | None = None  # the processes ran under MPS (None: not recorded)
     round_pairs: int | None = None  # pairs measured at the same time, this one included (1: alone)
     sms_used: int | None = None  # SMs the transfer's CTAs were seen running on (sm_bulk rows: core/gpu.py)
+    placements: int | None = None  # places of its buffers the samples rotated over (core/placement.py)
+    sm_clock_mhz: float | None = None  # SM clock the driving GPU's gates ran at, median of the samples (MHz)
 
     def __post_init__(self):
         if not self.kind:

@@ -209,7 +209,8 @@ class FakeGpu:
                  jitter: Callable[[], float] | None = None, skew_ns: float = 0.0, drop_copies: bool = False,
                  gate_times_out: bool = False, sm_count: int = 132, l2_bytes: int = 4096,
                  free_bytes: int = 80 << 30, cc: str = "9.0", bulk_shape=None, capture_fails: bool = False,
-                 green_granularity: int = 8, green_why: str = "no green contexts on this fake GPU"):
+                 green_granularity: int = 8, green_why: str = "no green contexts on this fake GPU",
+                 clock_mhz: float | None = None):
         from ipcbench.core.bulk import BulkShape
 
         self.memory = memory
@@ -219,6 +220,7 @@ class FakeGpu:
         self.skew_ns = skew_ns
         self.drop_copies = drop_copies
         self.gate_times_out = gate_times_out
+        self.clock_mhz = clock_mhz  # what gate_clock_mhz reports (None: a gate too brief to tell)
         self.sm_count = sm_count
         self.l2_bytes = l2_bytes
         self.loop_in_kernel_bytes = 4 * l2_bytes
@@ -248,6 +250,9 @@ class FakeGpu:
         self.verifies: list[tuple[int, int, int, int]] = []  # (ptr, nbytes, seed, mismatched words)
         self.corrupted = 0
         self.log: list[str] = []  # "gate" and "release" in the order they happened
+
+    def gate_clock_mhz(self) -> float | None:
+        return self.clock_mhz
 
     # memory
     def malloc(self, nbytes: int) -> int:

@@ -265,7 +265,7 @@ def test_check_memory_counts_ranks_sharing_a_gpu():
         def rank(w):
             g = FakeGpu(mem, index=gpu_index[w.rank], free_bytes=free)
             try:
-                runner._check_memory(w, g, sizes, steps)
+                runner._check_memory(w, g, sizes, steps, 1)
                 return "ok"
             except UsageError as e:
                 return str(e)

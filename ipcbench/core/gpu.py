@@ -137,7 +137,8 @@ class Gpu:
         self.copy_shape = copy_shape or CopyShape()
         self.bulk_shape = bulk_shape or bulk.BulkShape()
         self._bulk_fn = None
-        # Host-mapped words: [0] gate release counter, [1] gate timeout status, [2..] scratch.
+        # Host-mapped words: [0] gate release counter, [1] gate timeout status, [2] the last gate's SM clock
+        # (kHz), [3..] scratch.
         self._host_ptr = runtime.hostAlloc(4096, runtime.hostAllocMapped)
         self.host_words = (ctypes.c_uint * 1024).from_address(self._host_ptr)
         ctypes.memset(self._host_ptr, 0, 4096)
@@ -360,6 +361,12 @@ class Gpu:
 
     def gate_timed_out(self, ticket: int) -> bool:
         return self.host_words[1] == ticket
+
+    def gate_clock_mhz(self) -> float | None:
+        """The SM clock the last released gate ran at while it held its stream (kernels/gate.cu: clock64 over
+        %globaltimer), MHz; None where the gate held too briefly to tell. Read after the stream was waited for."""
+        khz = int(self.host_words[2])
+        return khz / 1e3 if khz else None
 
     def stamp(self, slot: int, stream=None) -> None:
         """Write the GPU's %globaltimer (ns) into stamp slot 0 or 1 when the stream reaches this point."""

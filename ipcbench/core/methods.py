@@ -291,6 +291,19 @@ class StreamBatch:
         other.n_segments, other.count = n, k * n
         return other
 
+    def at(self, offset: int) -> "StreamBatch":
+        """The same batch with its source and destination `offset` bytes further into their buffers (a sample's
+        placement: core/placement.py); the warm-up is not repeated (a sample's first transfer at a new place
+        is part of the sample, as an application's would be)."""
+        if offset == 0:
+            return self
+        src, dst, nbytes = self.args
+        if src is None or dst is None:
+            raise ValueError("a batch with a missing endpoint (one half of a two-sided transfer) has no placement")
+        other = copy.copy(self)
+        other.args = (src + offset, dst + offset, nbytes)
+        return other
+
     def segments(self) -> list[int]:
         """What each gated segment enqueues (`enqueue`'s argument): one round of k transfers each."""
         return [1] * self.n_segments
@@ -314,6 +327,11 @@ class GraphBatch(StreamBatch):
             self.graph = s.end_capture()
         self.graph.upload(s)  # so that no launch behind a gate has to build the executable graph first
         s.synchronize()
+
+    def at(self, offset: int) -> "StreamBatch":
+        if offset:
+            raise ValueError("a captured graph's transfers cannot move (core/pair.py places one-sided batches only)")
+        return self
 
     def enqueue(self, reps: int = 1) -> None:
         for _ in range(reps):

@@ -15,9 +15,11 @@ its receive. docs/architecture.md.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from ipcbench.core import placement
 from ipcbench.core.methods import KERNEL_ENGINES, on_sms, per_segment, plan_segments
 from ipcbench.core.rows import join_note, make_row
 from ipcbench.core.sampler import take_samples
@@ -205,6 +207,7 @@ class PairSweep:
         elif self.both:
             self.sync = lambda: w.pair_barrier(r.peer, tag=SYNC_TAG)
         self.engine_note = method.describe(gpu) if me == src else ""  # how the kernel ran, for src's rows
+        self.clocks: list[float | None] = []  # the SM clock (MHz) of each sample of the size being sampled
 
     def calibrated_batch(self, nbytes: int):
         """The batch this rank enqueues for `nbytes`, calibrated (a two-sided pair in lockstep, and where both
@@ -231,30 +234,44 @@ class PairSweep:
             count = max(count, w.exchange(count, r.peer))
         return make(count)
 
+    def placements(self, nbytes: int) -> int:
+        """How many places of its buffers this size's samples rotate over (core/placement.py): one for a
+        two-sided transfer (its halves are bound to their buffers)."""
+        if self.two_sided:
+            return 1
+        return placement.usable(nbytes, self.bufs.slot_bytes, self.ctx.rule.placements)
+
     def sampler(self, nbytes: int, batch, n: int):
         """sample(s) for take_samples: fill the source, poison the destination, pair barrier, the timed batch,
-        swap the times (the end-of-sample barrier), verify what landed here -> (µs per transfer, checks, bad)."""
+        swap the times (the end-of-sample barrier), verify what landed here -> (µs per transfer, checks, bad).
+        Sample s lies at place s of the size's placements (both ranks compute the same offset); the SM clock
+        the driver's gate ran at is kept per sample (`clocks`)."""
         ctx, gpu, r, w, bufs = self.ctx, self.ctx.gpu, self.roles, self.ctx.world, self.bufs
         label, one_clock = self.label, self.one_clock
+        places = self.placements(nbytes)
+        self.clocks = []
 
         def sample(s: int):
+            off = placement.place_offset(s % places)
+            inbox = bufs.inbox_slot(r.peer) + off
             if self.me in r.sources:
-                gpu.fill(bufs.src, nbytes, seed_for(w.rank, nbytes, s, label))
+                gpu.fill(bufs.src + off, nbytes, seed_for(w.rank, nbytes, s, label))
             if r.receiving:
-                gpu.fill(bufs.inbox_slot(r.peer), nbytes, poison_seed(seed_for(self.peer_world, nbytes, s, label)))
+                gpu.fill(inbox, nbytes, poison_seed(seed_for(self.peer_world, nbytes, s, label)))
             gpu.wait(what="fill/poison")
             w.pair_barrier(r.peer)
-            mine = (None, None)
+            mine: tuple = (None, None, None)
             if r.driving:
-                res = time_batch(gpu, batch, self.sync, stamps=one_clock)
-                mine = res if one_clock else (res, None)
+                res = time_batch(gpu, batch.at(off), self.sync, stamps=one_clock)
+                mine = (*(res if one_clock else (res, None)), gpu.gate_clock_mhz())
             theirs = w.exchange(mine, r.peer, tag=END_TAG)
             t = per_transfer_us(self.direction, one_clock, mine, theirs, n)
+            self.clocks.append(min((c for c in (mine[2], theirs[2]) if c), default=None))
             checks = bad = 0
             if r.receiving and ctx.verify:
                 if ctx.corrupt == self.method.name:
-                    gpu.corrupt(bufs.inbox_slot(r.peer), nbytes)
-                bad = gpu.verify(bufs.inbox_slot(r.peer), nbytes, seed_for(self.peer_world, nbytes, s, label))
+                    gpu.corrupt(inbox, nbytes)
+                bad = gpu.verify(inbox, nbytes, seed_for(self.peer_world, nbytes, s, label))
                 checks = 1
             return t, checks, bad
 
@@ -273,7 +290,10 @@ class PairSweep:
                            else "; the two processes' kernels run concurrently (MPS)")
             text = join_note(text, "same GPU: both processes' transfers timed over one window on the GPU clock"
                              + kernels)
+        clocks = [c for c in self.clocks if c]
         return make_row(ctx, self.suite, method.name, row_direction or direction, src, dst, nbytes,
                         got.per_transfer_us, n, nbytes * receivers if kind != "latency" else None,
                         got.checks + theirs[0], got.mismatches + theirs[1], note=text, kind=kind,
-                        required=receivers * len(got.per_transfer_us), sms_used=facts.get("sms_used"))
+                        required=receivers * len(got.per_transfer_us), sms_used=facts.get("sms_used"),
+                        placements=self.placements(nbytes),
+                        sm_clock_mhz=statistics.median(clocks) if clocks else None)

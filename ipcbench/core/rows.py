@@ -21,12 +21,15 @@ def join_note(*parts: str) -> str:
 def make_row(ctx, suite: str, method: str, direction: str, src: int, dst: int, nbytes: int,
              per_us: list[float], iterations: int, moved: int | None, checks: int, mismatches: int,
              note: str = "", kind: str = "", required: int | None = None,
-             samples_us: list[float] | None = None, sms_used: int | None = None) -> Row:
+             samples_us: list[float] | None = None, sms_used: int | None = None, placements: int | None = None,
+             sm_clock_mhz: float | None = None) -> Row:
     """A row for the node-local pair (src, dst); `moved` None means no bandwidth column (latency, op).
 
     `per_us`: time per transfer/operation of each sample (µs); `checks`/`mismatches`: how many
     destination checks ran and what they found; `required`: checks that make the row verified
     (default: one per sample). `samples_us` overrides what is recorded as the samples (default per_us).
+    `placements`: how many places of its buffers the samples rotated over (core/placement.py); `sm_clock_mhz`:
+    the SM clock the driving GPU's gates ran at (median over the samples; kernels/gate.cu).
     """
     sm = summarize(per_us, moved)
     need = len(per_us) if required is None else required
@@ -50,7 +53,8 @@ def make_row(ctx, suite: str, method: str, direction: str, src: int, dst: int, n
         samples=len(per_us), time_us_median=sm.median_us, time_us_min=sm.min_us, time_us_max=sm.max_us,
         bw_gbps_median=sm.bw_median, bw_gbps_max=sm.bw_max, cv=sm.cv, verified=verified, note=note,
         kind=kind, checks=checks, noise=None if math.isinf(noise) else noise,
-        samples_us=format_samples(per_us if samples_us is None else samples_us), sms_used=sms_used)
+        samples_us=format_samples(per_us if samples_us is None else samples_us), sms_used=sms_used,
+        placements=placements, sm_clock_mhz=None if sm_clock_mhz is None else round(sm_clock_mhz, 1))
 
 
 def failed(row: Row, verify: bool) -> bool:

@@ -41,6 +41,7 @@ class SamplingRule:
     max_time_s: float = 0.25  # cap on the timed samples of one measurement
     warmup: int = 1  # runs at the calibrated count before the first sample
     max_count: int = 200_000  # transfers per sample, at most
+    placements: int = 1  # places of its buffers a row's samples rotate over (core/placement.py)
 
     @classmethod
     def fixed(cls, samples: int, min_time_s: float, **kw) -> "SamplingRule":
@@ -61,7 +62,8 @@ class SamplingRule:
     def as_dict(self) -> dict:
         return {"min_time_ms": self.min_time_s * 1e3, "min_samples": self.min_samples,
                 "max_samples": self.max_samples, "noise": self.noise,
-                "max_time_s": None if math.isinf(self.max_time_s) else self.max_time_s}
+                "max_time_s": None if math.isinf(self.max_time_s) else self.max_time_s,
+                "placements": self.placements}
 
 
 def _half_binomial_pmf(n: int, i: int) -> float:

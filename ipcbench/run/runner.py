@@ -22,7 +22,7 @@ from typing import Any
 
 from ipcbench import __version__
 from ipcbench.config import RunConfig
-from ipcbench.core import mps, topology
+from ipcbench.core import mps, placement, topology
 from ipcbench.core.context import Ctx
 from ipcbench.core.rows import failed
 from ipcbench.core.schedule import PairMode
@@ -74,9 +74,16 @@ def slot_bytes(steps, sizes) -> int:
     return max([max(sizes)] + [max(s.sizes) for s in steps if s.needs and s.sizes])
 
 
-def _check_memory(world, gpu, sizes, steps) -> None:
+def slot_with_places(steps, sizes, placements: int) -> int:
+    """slot_bytes with room for a row's placements (core/placement.py) at every size up to PLACED_BYTES, so
+    that a run of small --sizes places its samples as the full sweep does."""
+    largest = slot_bytes(steps, sizes)
+    return max(largest, min(largest, placement.PLACED_BYTES) + placement.span(placements))
+
+
+def _check_memory(world, gpu, sizes, steps, placements: int) -> None:
     kinds = {k for s in steps for k in s.needs if k in BUFFER_KINDS} or {"legacy"}  # buffer kinds, not libraries
-    slot = -(-slot_bytes(steps, sizes) // 4096) * 4096
+    slot = -(-slot_with_places(steps, sizes, placements) // 4096) * 4096
     need = len(kinds) * slot * (1 + world.local_size) + (64 << 20)
     sharing = world.node_allgather(gpu.index, "GPU sharing check").count(gpu.index)
     free = min(world.node_allgather(gpu.free_memory(), "the free memory of every GPU"))
@@ -88,7 +95,7 @@ def _check_memory(world, gpu, sizes, steps) -> None:
 
 def _setup_buffers(ctx, steps, sizes) -> None:
     needs = {k for s in steps for k in s.needs}
-    setup_buffers(ctx, needs, slot_bytes(steps, sizes))
+    setup_buffers(ctx, needs, slot_with_places(steps, sizes, ctx.rule.placements))
     setup_libraries(ctx, needs)
     setup_gpu_features(ctx, needs)
 
@@ -152,7 +159,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
 
     gpu = gpumod.Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)
     mps_on, mps_meta = _detect_mps(world, index)
-    _check_memory(world, gpu, sizes, steps)
+    _check_memory(world, gpu, sizes, steps, cfg.rule.placements)
     ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
               gpu_of=gpu_of, node_ranks=world.node_ranks, mps=mps_on,
               corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
