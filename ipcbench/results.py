@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Iterable
 
 # meta.json "schema_version": 1 = the 25 columns up to samples_us (runs before it carry no version);
-# 2 = the row facts appended (FACT_COLUMNS); 3 = placements and sm_clock_mhz appended
+# 2 = the row facts appended (FACT_COLUMNS); 3 = placements, sm_clock_mhz, noise_within and noise_floor appended
+# (`noise` then holds both levels: ipcbench/noise.py)
 SCHEMA_VERSION = 3
 FACT_COLUMNS = ("engine", "access", "mechanism", "pattern", "timing", "mps", "round_pairs")
 COLUMNS = (
@@ -26,6 +27,7 @@ COLUMNS = (
     "bw_gbps_median", "bw_gbps_max", "cv", "verified", "note",
     # appended later (a results.csv without them still loads: they are derived on read, or left empty)
     "kind", "checks", "noise", "samples_us", *FACT_COLUMNS, "sms_used", "placements", "sm_clock_mhz",
+    "noise_within", "noise_floor",
 )
 BASE_COLUMNS = COLUMNS[:21]  # the columns every results.csv has had since the first version
 ROW_KINDS = ("bandwidth", "latency", "op", "error")
@@ -37,7 +39,7 @@ META_NAME = "meta.json"
 INT_COLUMNS = ("src_rank", "dst_rank", "src_gpu", "dst_gpu", "bytes", "iterations", "samples")
 OPT_INT_COLUMNS = ("checks", "round_pairs", "sms_used", "placements")
 FLOAT_COLUMNS = ("time_us_median", "time_us_min", "time_us_max", "bw_gbps_median", "bw_gbps_max", "cv", "noise",
-                 "sm_clock_mhz")
+                 "sm_clock_mhz", "noise_within", "noise_floor")
 BOOL_COLUMNS = ("same_gpu", "verified")
 OPT_BOOL_COLUMNS = ("mps",)
 
@@ -97,7 +99,7 @@ class Row:
     note: str = ""
     kind: str = ""  # bandwidth | latency | op | error: the row's natural unit (see derive_kind)
     checks: int | None = None  # samples whose destination was checked (None: not recorded, older runs)
-    noise: float | None = None  # relative half-width of the median's distribution-free interval (core/sampler.py)
+    noise: float | None = None  # how far the median moves between runs (fraction): noise_within and noise_floor
     samples_us: str = ""  # every sample's time per transfer/operation in µs, space-separated
     # the row's facts (RowFacts, `described`), set by describe() before the row is written
     engine: str = ""
@@ -110,6 +112,8 @@ class Row:
     sms_used: int | None = None  # SMs the transfer's CTAs were seen running on (sm_bulk rows: core/gpu.py)
     placements: int | None = None  # places of its buffers the samples rotated over (core/placement.py)
     sm_clock_mhz: float | None = None  # SM clock the driving GPU's gates ran at, median of the samples (MHz)
+    noise_within: float | None = None  # the noise of the run's own samples (`noise` before the floor)
+    noise_floor: float | None = None  # the between-runs floor of the row's kind (ipcbench/noise.py)
 
     def __post_init__(self):
         if not self.kind:

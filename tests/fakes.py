@@ -210,7 +210,7 @@ class FakeGpu:
                  gate_times_out: bool = False, sm_count: int = 132, l2_bytes: int = 4096,
                  free_bytes: int = 80 << 30, cc: str = "9.0", bulk_shape=None, capture_fails: bool = False,
                  green_granularity: int = 8, green_why: str = "no green contexts on this fake GPU",
-                 clock_mhz: float | None = None):
+                 clock_mhz: float | None = None, place_factor: Callable[[int], float] | None = None):
         from ipcbench.core.bulk import BulkShape
 
         self.memory = memory
@@ -221,6 +221,8 @@ class FakeGpu:
         self.drop_copies = drop_copies
         self.gate_times_out = gate_times_out
         self.clock_mhz = clock_mhz  # what gate_clock_mhz reports (None: a gate too brief to tell)
+        self.place_factor = place_factor  # a copy's time x place_factor(its destination): where a buffer lies
+        self.copy_dsts: list[int] = []  # every copy's destination, in order
         self.sm_count = sm_count
         self.l2_bytes = l2_bytes
         self.loop_in_kernel_bytes = 4 * l2_bytes
@@ -283,7 +285,9 @@ class FakeGpu:
             self.memory.view(dst, nbytes)[:] = self.memory.view(src, nbytes)
 
     def copy_async(self, dst: int, src: int, nbytes: int, stream) -> None:
-        stream.submit(self.transfer_ns(nbytes), lambda: self._copy(dst, src, nbytes), ("copy", nbytes))
+        self.copy_dsts.append(dst)
+        ns = self.transfer_ns(nbytes) * (self.place_factor(dst) if self.place_factor else 1.0)
+        stream.submit(ns, lambda: self._copy(dst, src, nbytes), ("copy", nbytes))
 
     def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
         def run():

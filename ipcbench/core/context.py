@@ -57,6 +57,12 @@ class Ctx:
     def world_rank(self, local: int) -> int:
         return self.node_ranks[local]
 
+    @property
+    def gpu_model(self) -> str:
+        """This rank's GPU's name ("" for a test's fake without one): which between-runs floors its rows take."""
+        info = getattr(self.gpu, "info", None)
+        return str(getattr(info, "name", "") or "")
+
     def time_sliced(self, a: int, b: int) -> bool:
         """Two processes on one GPU without MPS: their kernels never run at the same time."""
         return self.same_gpu(a, b) and not self.mps

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ipcbench import noise
 from ipcbench.core.sampler import median_noise
 from ipcbench.core.stats import summarize
 from ipcbench.results import Row, format_samples
@@ -55,6 +56,19 @@ def make_row(ctx, suite: str, method: str, direction: str, src: int, dst: int, n
         kind=kind, checks=checks, noise=None if math.isinf(noise) else noise,
         samples_us=format_samples(per_us if samples_us is None else samples_us), sms_used=sms_used,
         placements=placements, sm_clock_mhz=None if sm_clock_mhz is None else round(sm_clock_mhz, 1))
+
+
+def state_noise(rows: list[Row], gpu_model: str) -> None:
+    """Make each row's `noise` honest (ipcbench/noise.py): its within-run noise (kept in `noise_within`) and its
+    kind's between-runs floor (`noise_floor`), combined. Needs the rows' facts (engine, timing): after describe."""
+    for r in rows:
+        if r.kind == "error":
+            continue
+        floor = noise.floor_for(gpu_model, r.engine, r.timing, r.bytes)
+        r.noise_within, r.noise_floor = r.noise, floor.fraction
+        r.noise = noise.combined(r.noise, floor.fraction)
+        if r.noise is None:
+            r.note = join_note(r.note, "noise not estimated (fewer than two samples)")
 
 
 def failed(row: Row, verify: bool) -> bool:

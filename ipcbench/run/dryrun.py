@@ -18,26 +18,30 @@ from ipcbench.core.schedule import SerialPairs
 from ipcbench.run.walk import agree_pair_mode, groups_of, measured, pairs_of
 from ipcbench.sizes import fmt_size
 
-# The cost of one measurement, fitted to suite wall times (meta.json's suite_wall_s) of `all` on a 2x H200
-# machine (2 ranks default and --quick, 4 ranks --quick): about 2 samples' worth of GPU time (3 samples,
-# a quarter-sample probe, fewer where the noise target stops early) plus the fixed work around it (fill,
-# poison, verify, barriers, exchanges). Steps weigh it by their `cost`. Both then scaled by 1.04 when
-# transfers moved from graph replays to stream enqueue and the stopping rule to 5 samples at least: on one
-# H100 (2 ranks, the same machine, one call) the transfer suites of `all` took 32.7 s before and 34.0 s after
-# (+3.9%), those of `all --quick` 6.27 s and 6.04 s (a sample is now at most one gated segment).
+# The cost of one measurement: about 2 samples' worth of GPU time (SAMPLES_PER_MEASUREMENT: 3-5 samples, a
+# quarter-sample probe, fewer where the noise target stops early; first fitted to 2 x H200 runs) plus the fixed
+# work around it (fill, poison, verify, barriers, exchanges, the row's bookkeeping). Steps weigh it by their
+# `cost`. The fixed part refitted on 2026-11-25 to `mpirun -np 2 ipcbench all` of the current measurement
+# (suite_wall_s of meta.json, same plan of 1,105 weighted measurements and 3.67 s of --min-time units): two
+# H100s through NVSwitch 41.9 s of suites (31 ms a measurement; the old 12 ms said 23 s for a 45 s run), two
+# ranks on one H100 56.3 s (44 ms: same-GPU pairs wait for each other's kernels); two ranks on one H200 45.1 s
+# (34 ms: 25% below this model, the residual). Where that time goes: docs/suites.md, "How long all takes".
 SAMPLES_PER_MEASUREMENT = 2.0 * 1.04
-FIXED_PER_MEASUREMENT_S = 0.0115 * 1.04
-STARTUP_S = 2.5  # MPI and CUDA start, kernels compiled, buffers shared: before the first measurement
+FIXED_PER_MEASUREMENT_S = 0.031  # one rank per GPU
+FIXED_SAME_GPU_S = 0.044  # ranks sharing a GPU
+STARTUP_S = 3.5  # mpirun, Python, MPI and CUDA start, kernels compiled, buffers shared, and the closing
 
 
-def estimate_seconds(steps, rule, mode=None) -> float:
+def estimate_seconds(steps, rule, mode=None, ranks_per_gpu: int = 1) -> float:
     """Expected wall time of a plan under `rule`: steps walked in rounds of disjoint pairs (`mode`
     concurrent) cost one measurement per round and size, not per pair; serial steps count the pairs of
-    the mode's coverage. Without a mode: every pair, one at a time."""
+    the mode's coverage. Without a mode: every pair, one at a time. Ranks sharing a GPU pay more per
+    measurement (FIXED_SAME_GPU_S)."""
     total = 0.0
+    fixed = FIXED_PER_MEASUREMENT_S if ranks_per_gpu <= 1 else FIXED_SAME_GPU_S
     for s in steps:
         walked = len(s.sizes) * len(groups_of(s, mode)) if mode is not None else s.measurements
-        per = SAMPLES_PER_MEASUREMENT * max(rule.min_time_s, s.min_sample_s) + FIXED_PER_MEASUREMENT_S
+        per = SAMPLES_PER_MEASUREMENT * max(rule.min_time_s, s.min_sample_s) + fixed
         total += walked * s.cost * per
     return total + STARTUP_S
 
@@ -76,7 +80,8 @@ def assumptions(gpu_source: str, link_source: str, mode) -> list[str]:
     return [f"GPUs: {gpu_source}", links.get(link_source, given),
             f"pairs: {mode.mode} ({mode.reason}); serial steps: {mode.serial.describe()}",
             f"{SAMPLES_PER_MEASUREMENT:g} samples' worth of --min-time and {FIXED_PER_MEASUREMENT_S * 1e3:g} ms per "
-            f"measurement, {STARTUP_S:g} s to start: fitted to the suite wall times of 2 x H200 runs"]
+            f"measurement ({FIXED_SAME_GPU_S * 1e3:g} ms where ranks share a GPU), {STARTUP_S:g} s to start and close: "
+            "fitted to `all` on 2 x H100 (NVSwitch) and on one H100 (2 ranks)"]
 
 
 def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
@@ -86,8 +91,8 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     gpus_here = info[world.rank][2] or local
     kinds = [cfg.topology] * (local * (local - 1)) if cfg.topology else topology.nvml_link_kinds()
     link_source = f"--topology {cfg.topology}" if cfg.topology else "NVML" if kinds else "unknown"
-    mode = agree_pair_mode(world, cfg.pairs, -(-local // min(local, gpus_here)), kinds, local,
-                           cfg.serial_pairs, cfg.quick)
+    ranks_per_gpu = -(-local // min(local, gpus_here))
+    mode = agree_pair_mode(world, cfg.pairs, ranks_per_gpu, kinds, local, cfg.serial_pairs, cfg.quick)
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
         return 0
@@ -104,7 +109,7 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
                        "rounds": [[list(p) for p in g] for g in groups_of(s, mode)] if mode.concurrent and s.rounds_ok
                        else None} for s in steps],
             "measurements": sum(measured(s, mode) for s in steps),
-            "estimated_s": round(estimate_seconds(steps, cfg.rule, mode), 1)}
+            "estimated_s": round(estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu), 1)}
     plan["assumptions"] = assumptions(plan["gpu_source"], link_source, mode)
     if cfg.json_plan:
         print(json.dumps(plan), flush=True)

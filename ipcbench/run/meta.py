@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ipcbench import __version__
 from ipcbench.core import topology
+from ipcbench.noise import NOISE_BASIS
 from ipcbench.results import SCHEMA_VERSION
 
 
@@ -125,6 +126,7 @@ def base_meta(run_id: str, argv: list[str]) -> dict:
     return {
         "run_id": run_id,
         "schema_version": SCHEMA_VERSION,  # the results.csv columns this run writes (results.py)
+        "noise_basis": NOISE_BASIS,  # the rows' noise holds the between-runs floors (ipcbench/noise.py)
         "ipcbench_version": __version__,
         "git_commit": git_commit(),
         "source_digest": source_digest(),

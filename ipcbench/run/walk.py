@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ipcbench.core.rows import join_note
+from ipcbench.core.rows import join_note, state_noise
 from ipcbench.core.schedule import ModeError, decide_mode, pair_rounds
 from ipcbench.errors import UsageError
 from ipcbench.run.console import Progress, say
@@ -89,6 +89,7 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
                         r.note = join_note(r.note, f"measured in a round of {len(group)} disjoint pairs")
             ranks = len(ctx.gpu_of)  # a step of every rank at once (the all-to-all) measures every ordered pair
             describe_rows(rows, ctx.mps, len(group) if group is not None else ranks * (ranks - 1))
+            state_noise(rows, ctx.gpu_model)
             mine_all.extend(rows)
             sink.add(rows, f"the rows of step '{step.label}'")
             n = len(step.sizes) * (1 if group is None else len(group))
