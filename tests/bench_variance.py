@@ -5,12 +5,14 @@ itself with one GPU), as the selftest's anchors do, and times small transfers (4
 engine (copy engine push, SM kernel write and read, bulk-copy write) in ROUNDS rounds spread over a few seconds,
 each round at PLACES places of the buffers (core/placement.py's offsets), each (round, place) REPS times. Every
 measurement records the SM clock its gate ran at (kernels/gate.cu) and NVML's SM clock. Rounds from
-`--reload-from` on load the copy modules afresh first (a new module at another address). The process prints one
+`--reload-from` on change one thing first (`--vary`): module (the copy modules loaded afresh, at another
+address), alloc (both buffers allocated afresh: other physical pages) or stream (a new stream: maybe another copy
+engine, another hardware queue). The process prints one
 JSON object per measurement; `--summary FILE...` reads the output of several processes and splits each row's
 variance into its levels (rep within place, place, round (time, module), process), with the clock beside it.
 
 Usage:
-  python tests/bench_variance.py [--rounds 8] [--places 5] [--reload-from 4] > proc1.jsonl
+  python tests/bench_variance.py [--rounds 8] [--places 5] [--reload-from 4] [--vary module|alloc|stream] > p1.jsonl
   python tests/bench_variance.py --summary proc*.jsonl
 """
 
@@ -96,10 +98,21 @@ def measure(args) -> None:
     counts = {}
     t_start = time.time()
     for rnd in range(args.rounds):
-        if rnd >= args.reload_from:
+        if rnd >= args.reload_from and args.vary == "module":
             gpu._modules.clear()
             gpu._functions.clear()
             gpu._bulk_fn = None
+        elif rnd >= args.reload_from and args.vary == "stream":
+            stream = gpu.new_stream()
+        elif rnd >= args.reload_from and args.vary == "alloc":
+            keep = (local, remote)  # held until the new ones exist, so the allocator cannot hand them back
+            local = gpu.malloc(span)
+            if other != 0:
+                with cupy.cuda.Device(other):
+                    remote = runtime.malloc(span)
+            else:
+                remote = gpu.malloc(span)
+            del keep
         for engine in ENGINES:
             if engine == "bulk_write" and not bulk_ok:
                 continue
@@ -124,7 +137,8 @@ def measure(args) -> None:
                         print(json.dumps({"pid": pid, "cpu": cpu, "node": node, "round": rnd, "place": p, "rep": rep,
                                           "engine": engine, "bytes": nbytes, "us": ms * 1e3 / n,
                                           "gate_mhz": clock, "nvml_mhz": nvml_clock,
-                                          "t": round(time.time() - t_start, 3), "reloaded": rnd >= args.reload_from}))
+                                          "t": round(time.time() - t_start, 3), "reloaded": rnd >= args.reload_from,
+                                          "vary": args.vary}))
         sys.stdout.flush()
         time.sleep(args.gap)
 
@@ -146,8 +160,10 @@ def summary(paths) -> None:
     nv = [r["nvml_mhz"] for r in rows if r["nvml_mhz"]]
     if nv:
         print(f"NVML SM clock: {min(nv)}-{max(nv)} MHz")
-    print("engine size | rep (within a place) | place (within a round) | round (same module) | round (module "
-          "reloaded) | process: medians over places and rounds | spread of those | of place-0-only medians")
+    varied = sorted({r.get("vary", "module") for r in rows})
+    print(f"engine size | rep (within a place) | place (within a round) | round (nothing changed) | round "
+          f"({'/'.join(varied)} changed) | process: medians over places and rounds | spread of those | "
+          "of place-0-only medians")
     for engine in ENGINES:
         for nbytes in SIZES:
             sel = [r for r in rows if r["engine"] == engine and r["bytes"] == nbytes]
@@ -188,6 +204,8 @@ def main() -> None:
     ap.add_argument("--places", type=int, default=5)
     ap.add_argument("--reload-from", type=int, default=4)
     ap.add_argument("--gap", type=float, default=0.3, help="seconds between rounds")
+    ap.add_argument("--vary", choices=("module", "alloc", "stream"), default="module",
+                    help="what rounds from --reload-from on change first")
     ap.add_argument("--summary", nargs="+", metavar="FILE")
     args = ap.parse_args()
     if args.summary:
