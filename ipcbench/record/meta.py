@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ipcbench.catalogue.links import rates_of_entry
 from ipcbench.errors import ResultsError
 from ipcbench.results import META_NAME
 
@@ -34,7 +35,7 @@ class GpuRecord:
 @dataclass(frozen=True)
 class Link:
     """One GPU pair of a host's NVML link table: its kind (nvlink, nvswitch, pcie, unknown) and its one-way
-    peak and ceiling, recomputed from the recorded facts with the one convention (core/link_rates.py), so runs
+    peak and ceiling, recomputed from the recorded facts with the one convention (catalogue/links.py), so runs
     recorded under an older convention read the same as new ones."""
 
     host: str
@@ -202,12 +203,10 @@ def _links(topology) -> list[Link]:
 
 
 def _link(host: str, src: int, dst: int, entry: dict) -> Link:
-    """A link entry read with today's rate convention (core/link_rates.rates_of_entry), whatever the run
+    """A link entry read with today's rate convention (catalogue/links.rates_of_entry), whatever the run
     recorded. Where its facts give no rate (an entry without the NVLink generation, say), the recorded
     rates are kept, the recorded peak standing for the ceiling when none was recorded; a malformed value
     reads as unknown, never as an error."""
-    from ipcbench.core.link_rates import rates_of_entry
-
     count, gen, width = _int(entry.get("nvlink_count")), _int(entry.get("pcie_gen")), _int(entry.get("pcie_width"))
     version, kind = _text(entry.get("nvlink_version")), _text(entry.get("kind"))
     r = rates_of_entry({"kind": kind, "nvlink_count": count, "nvlink_version": version, "pcie_gen": gen,

@@ -4,7 +4,7 @@ is complete. The one loader of `ipcbench report`, `ipcbench compare` and the phy
 A run is incomplete when meta.json does not say it completed, when its last line was cut short, or when
 rows of a fleet run's other nodes had to be recovered from <run>/nodes/<host>.csv (they write there as they
 measure and hand their rows to rank 0 only at the end; run/collect.py). Rows of runs written before the
-row facts existed get them derived here, from the method table and the suites (suites/registry.row_facts)
+row facts existed get them derived here, from the catalogue (catalogue/suites.row_facts)
 and from meta.json (MPS per GPU, pair mode), never from a note.
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from ipcbench.catalogue.suites import row_facts
 from ipcbench.errors import ResultsError, UsageError
 from ipcbench.record.meta import Meta, read_meta
 from ipcbench.record.table import Frame, read_table
@@ -154,8 +155,6 @@ def derive_facts(frame, meta: Meta) -> None:
     all-to-all, unknown where meta.json says some steps ran in rounds (the note says which)."""
     import numpy as np
     import pandas as pd
-
-    from ipcbench.suites.registry import row_facts
 
     for c, empty in (("engine", ""), ("access", ""), ("mechanism", ""), ("pattern", ""), ("timing", ""),
                      ("mps", pd.NA), ("round_pairs", np.nan)):
