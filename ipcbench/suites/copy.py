@@ -4,7 +4,7 @@ pairs of the node at once (all-to-all, from 4 MiB, with three or more ranks)."""
 from __future__ import annotations
 
 from ipcbench.core.methods import METHODS
-from ipcbench.suites.alltoall import alltoall_name, measure_alltoall
+from ipcbench.suites.alltoall import measure_alltoall
 from ipcbench.suites.registry import Step, SuiteSpec
 from ipcbench.suites.transfer import method_steps
 

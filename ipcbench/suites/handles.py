@@ -50,9 +50,9 @@ from ipcbench.core.rows import make_row
 from ipcbench.core.stats import seed_for
 from ipcbench.core.world import ordered_pairs
 from ipcbench.errors import ShareError
-from ipcbench.suites.handles_core import CORE_COSTS, measure_core_handles
-from ipcbench.suites.handles_pool import POOL_COSTS, measure_pool_handles
-from ipcbench.suites.handles_vmm import VMM_COSTS, measure_vmm_handles
+from ipcbench.suites.handles_core import measure_core_handles
+from ipcbench.suites.handles_pool import measure_pool_handles
+from ipcbench.suites.handles_vmm import measure_vmm_handles
 from ipcbench.suites.registry import Step, SuiteSpec
 
 # CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
