@@ -8,7 +8,7 @@ import json
 
 from test_run_on_fakes import cfg, fake_job  # noqa: F401 (a fixture)
 
-from ipcbench.record.meta import Skipped, read_meta
+from ipcbench.record.meta import Meta, Skipped, read_meta
 
 
 def test_a_run_records_the_steps_it_skipped_and_why(fake_job, tmp_path):  # noqa: F811
@@ -22,6 +22,9 @@ def test_a_run_records_the_steps_it_skipped_and_why(fake_job, tmp_path):  # noqa
     meta = read_meta(out)
     assert meta.skipped[0] == Skipped("pool", "pool_ce push", "no IPC pools on a fake GPU", "fakehost")
     assert set(meta.skipped_by_suite()) == {"pool"}
+    # what the runner wrote through the record class reads back equal, with the command as the list it was given
+    assert Meta.from_json(raw) == meta and Meta.from_json(meta.as_json()) == meta
+    assert meta.command == ["ipcbench", "copy", "pool"] and meta.status == "complete"
 
 
 def test_a_run_that_skipped_nothing_records_an_empty_list(fake_job, tmp_path):  # noqa: F811

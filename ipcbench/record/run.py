@@ -1,5 +1,7 @@
-"""A recorded run, read back: its rows (record/table.py), its meta.json (record/meta.py), and whether it
-is complete. The one loader of `ipcbench report`, `ipcbench compare` and the physical ceilings.
+"""A recorded run, read back: its rows (record/table.py), its meta.json (record/meta.py), whether it is
+complete, and which of its values cannot be true (record/validate.py: named file:line in `Run.invalid` and the
+frame's `invalid` column, the values NaN). The one loader of `ipcbench report`, `ipcbench compare` and `ipcbench
+check --from`; it imports nothing of the measuring side (tests/test_layering.py).
 
 A run is incomplete when meta.json does not say it completed, when its last line was cut short, or when
 rows of a fleet run's other nodes had to be recovered from <run>/nodes/<host>.csv (they write there as they
