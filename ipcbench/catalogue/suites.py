@@ -24,16 +24,21 @@ SUITE_METHODS: dict[str, tuple[str, ...]] = {
 ALLTOALL_METHODS = ("ce",)  # methods the copy suite also runs as an all-to-all (suites/alltoall.py)
 PIPELINE_DEPTHS = (2, 4, 8)  # the ring depths of the pipeline suite (suites/pipeline.py)
 
+# The handle costs of the mechanisms whose export is a POSIX fd, in the order each side writes them
+# (suites/share_costs.ShareCosts: the exporter's rows, then the importer's).
+SHARE_COST_ROWS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "pool": (("pool_export_fd", "pool_export_pointer", "fd_transfer"), ("pool_import", "pool_import_pointer")),
+    "core": (("core_export_pool", "core_export_buffer"), ("core_import_pool", "core_import_buffer")),
+    "vmm": (("vmm_create", "vmm_export_fd", "vmm_fd_transfer"),
+            ("vmm_import", "vmm_map", "vmm_set_access", "vmm_unmap_release")),
+}
 # The handle costs: host API calls, by the sharing mechanism each costs (suites/handles*.py write them).
 HANDLE_CALLS: dict[str, tuple[str, ...]] = {
     "legacy": ("ipc_get_mem_handle", "ipc_open_mem_handle_first", "ipc_open_mem_handle_repeat",
                "ipc_close_mem_handle", "err_open_freed_handle", "err_open_exited_owner_handle",
                "err_open_own_handle", "err_host_pointer_handle"),
     "event": ("ipc_get_event_handle", "ipc_open_event_handle"),
-    "pool": ("pool_export_fd", "pool_export_pointer", "fd_transfer", "pool_import", "pool_import_pointer"),
-    "core": ("core_export_pool", "core_export_buffer", "core_import_pool", "core_import_buffer"),
-    "vmm": ("vmm_create", "vmm_export_fd", "vmm_fd_transfer", "vmm_import", "vmm_map", "vmm_set_access",
-            "vmm_unmap_release"),
+    **{mech: exports + imports for mech, (exports, imports) in SHARE_COST_ROWS.items()},
 }
 
 
