@@ -18,7 +18,7 @@ from typing import Iterable
 
 # meta.json "schema_version": 1 = the 25 columns up to samples_us (runs before it carry no version);
 # 2 = the row facts appended (FACT_COLUMNS); 3 = placements, sm_clock_mhz, noise_within and noise_floor appended
-# (`noise` then holds both levels: ipcbench/noise.py)
+# (`noise` then holds both levels: ipcbench/catalogue/noise.py)
 SCHEMA_VERSION = 3
 FACT_COLUMNS = ("engine", "access", "mechanism", "pattern", "timing", "mps", "round_pairs")
 COLUMNS = (
@@ -113,7 +113,7 @@ class Row:
     placements: int | None = None  # places of its buffers the samples rotated over (core/placement.py)
     sm_clock_mhz: float | None = None  # SM clock the driving GPU's gates ran at, median of the samples (MHz)
     noise_within: float | None = None  # the noise of the run's own samples (`noise` before the floor)
-    noise_floor: float | None = None  # the between-runs floor of the row's kind (ipcbench/noise.py)
+    noise_floor: float | None = None  # the between-runs floor of the row's kind (ipcbench/catalogue/noise.py)
 
     def __post_init__(self):
         if not self.kind:

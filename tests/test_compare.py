@@ -114,6 +114,8 @@ def assert_mirrors(a, b) -> None:
     assert np.array_equal(x["p"].to_numpy(), y["p"].to_numpy(), equal_nan=True)
     assert np.array_equal(x["gain"].to_numpy(), -y["gain"].to_numpy(), equal_nan=True)
     both = x["verdict"].isin(["regression", "improvement", "unchanged", "not judged"])
+    assert (x["ratio"].isna() == y["ratio"].isna()).all()  # a row above a ceiling has no value either way
+    both &= x["ratio"].notna()
     assert np.allclose(x.loc[both, "ratio"] * y.loc[both, "ratio"], 1.0, equal_nan=True)
 
 

@@ -93,21 +93,65 @@ def package_of(module: str) -> str:
 
 
 # What each package of the measuring side may import besides itself: imports point down, never back up.
+# The catalogue (methods, suites' rows, link rates) is the bottom both sides stand on; the reading side
+# (record/, report/) imports nothing of the measuring side (core/, ipc/, suites/, run/, config).
 MAY_IMPORT = {
-    "core": {"errors", "results", "noise"},
+    "catalogue": {"results"},
+    "core": {"catalogue", "errors", "results"},
     "ipc": {"core", "errors"},
-    "suites": {"core", "ipc", "errors", "results", "sizes"},
+    "suites": {"catalogue", "core", "ipc", "errors", "results", "sizes"},
     "config": {"core", "errors", "sizes", "suites"},
-    "run": {"ipcbench", "config", "core", "ipc", "suites", "errors", "results", "sizes"},
-    "selftest": {"config", "core", "run", "suites", "errors", "sizes"},
+    "run": {"ipcbench", "catalogue", "config", "core", "ipc", "record", "suites", "errors", "results", "sizes"},
+    "selftest": {"catalogue", "config", "core", "run", "suites", "errors", "sizes", "status"},
+    "record": {"catalogue", "errors", "results", "sizes"},
+    "report": {"ipcbench", "catalogue", "record", "errors", "results", "sizes", "status"},
+    "check": {"catalogue", "record", "report", "errors", "results", "sizes", "status"},
 }
+# check measures too: these modules reach the measuring side, and only inside functions (a check --from, the
+# layer above, never loads them; test_check_reaches_the_measuring_side_only_lazily).
+CHECK_MEASURES = {"ipcbench.check.plan": {"core", "suites"}, "ipcbench.check.command": {"config", "run"}}
 
 
 @pytest.mark.parametrize("package", sorted(MAY_IMPORT))
 def test_imports_point_one_way(package):
     above = {(m, t) for m, ts in graph().items() if package_of(m) == package for t in ts
-             if package_of(t) != package and package_of(t) not in MAY_IMPORT[package]}
+             if package_of(t) != package and package_of(t) not in MAY_IMPORT[package] | CHECK_MEASURES.get(m, set())}
     assert above == set()
+
+
+def top_level_imports(path: Path) -> set[str]:
+    """The modules a file imports at its top (not inside a function)."""
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_check_reaches_the_measuring_side_only_lazily():
+    """check/plan.py and check/command.py measure, so they may import the measuring side, inside functions only:
+    importing them (check --from) loads none of it."""
+    known = modules()
+    eager = {(m, t) for m in CHECK_MEASURES for t in top_level_imports(known[m])
+             if t.startswith("ipcbench.") and package_of(t) in CHECK_MEASURES[m]}
+    assert eager == set()
+
+
+# Reading a run (report, compare, check --from) loads none of the measuring side: no NCCL, fdpass or suite code.
+READER = """
+import sys
+import ipcbench.record.run, ipcbench.report.command, ipcbench.report.compare
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[:2] in (["ipcbench", "suites"], ["ipcbench", "core"],
+                                                                      ["ipcbench", "ipc"], ["ipcbench", "run"]))))
+"""
+
+
+def test_reading_a_run_loads_no_measuring_module():
+    res = subprocess.run([sys.executable, "-c", READER], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == []
 
 
 # Modules that `--help`, `report`, `compare`, `--version`, a dry run (through run/runner.py), and `info` and

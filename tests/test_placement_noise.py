@@ -1,5 +1,5 @@
 """The samples' placements (core/placement.py), the SM clock a row records, and its honest noise
-(ipcbench/noise.py, core/rows.state_noise). The pair protocol runs on fakes (tests/fakes.py): a fake GPU whose
+(ipcbench/catalogue/noise.py, core/rows.state_noise). The pair protocol runs on fakes (tests/fakes.py): a fake GPU whose
 copies can take longer by where their destination lies, and a world of threads. These test the bookkeeping
 (both ranks place a sample alike, what is filled, verified and recorded), not a GPU."""
 
@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from fakes import FakeNode
-from ipcbench import noise
+from ipcbench.catalogue import noise
 from ipcbench.core import placement
 from ipcbench.core.methods import METHODS
 from ipcbench.core.pair import measure_pair

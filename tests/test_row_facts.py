@@ -65,6 +65,9 @@ def test_recorded_runs_get_their_facts_on_read(run_dir):
     run = load_run(run_dir / "results.csv")
     f = run.frame
     assert (f["engine"] != "").all() and (f["timing"] != "").all()
+    if not run.meta.found:  # results.csv alone (tests/data/h100x2/all-2, all-3 lost their meta.json): as written
+        assert f["mps"].notna().all()
+        return
     if run.meta.schema_version >= 2:  # the runner wrote the facts: what the table derives for an older run
         frame = read_table(run_dir / "results.csv")
         again = rederived(frame, run.meta)

@@ -171,7 +171,7 @@ def test_default_rule_describes_itself():
     assert not rule.is_fixed
     assert rule.describe() == "5-15 samples of >= 5 ms until the median is known to ±0.50% or 0.25 s"
     assert rule.as_dict() == {"min_time_ms": 5.0, "min_samples": 5, "max_samples": 15, "noise": 0.005,
-                              "max_time_s": 0.25}
+                              "max_time_s": 0.25, "placements": 1}
 
 
 def test_take_samples_tallies_checks_and_mismatches():

@@ -133,7 +133,7 @@ def measure_and_judge(opts: Options) -> int:
         return s  # a dry run
     rows, checks = runner.measure(s)
     runner.release(s)
-    status = runner.finish(s, rows, checks, {"command": "check"})
+    status = runner.finish(s, rows, checks)
     code, err = 0, ""
     if s.world.rank == 0:  # the other ranks wait for the verdict: nothing here may leave them waiting
         try:

@@ -5,7 +5,8 @@ transfer suites' own (suites/transfer.method_steps)."""
 
 from __future__ import annotations
 
-from ipcbench.core.methods import METHODS
+from ipcbench.catalogue.methods import METHOD_FACTS as METHODS
+from ipcbench.catalogue.methods import suite_of
 
 METHODS_JUDGED = ("ce", "sm_read", "sm_write")
 SIZES = "4K,256M"  # the per-transfer cost and the peak: what the shipped expectations name (check/defaults.toml)
@@ -24,8 +25,6 @@ def check_methods(text: str | None) -> list[str]:
 
 
 def suites_of(methods: list[str]) -> list[str]:
-    from ipcbench.suites.transfer import suite_of
-
     order = ["copy", "kernel", "pool", "vmm", "nccl"]
     return sorted({"nccl" if m == "nccl" else suite_of(m) for m in methods}, key=order.index)
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import copy
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from ipcbench.catalogue.methods import METHOD_FACTS, MethodFacts
 from ipcbench.core import bulk
 
 # Stream operations (copies, kernel launches, graph nodes) queued behind one gate: the most transfers of one
@@ -173,13 +174,8 @@ def on_sms(engine: str, same_gpu: bool) -> bool:
 
 
 @dataclass(frozen=True)
-class Method:
-    name: str
-    engine: str
-    style: str  # the one-way direction this method drives: "push" (P2P write) or "pull" (P2P read)
-    buffers: str  # a buffer kind of ipc/sharers.BUFFER_KINDS: "legacy", "pool", "vmm", "core"
-    directions: tuple[str, ...]
-    about: str
+class Method(MethodFacts):
+    """A method's facts (catalogue/methods.py: engine, style, buffers, directions) with what it does."""
 
     @property
     def gpu_needs(self) -> tuple[str, ...]:
@@ -221,38 +217,10 @@ class Method:
         return ENGINES[self.engine].warm(gpu, stream, src, dst, nbytes)
 
 
-def _m(name, engine, style, buffers, directions, about):
-    return Method(name, engine, style, buffers, directions, about)
-
-
-METHODS: dict[str, Method] = {m.name: m for m in (
-    _m("ce", "ce", "push", "legacy", ("push", "pull", "bidir"),
-       "cudaMemcpyAsync between a local buffer and a peer's legacy-IPC buffer"),
-    _m("sm_read", "sm", "pull", "legacy", ("pull", "bidir"),
-       "SM kernel on the destination GPU loading from the peer's legacy-IPC buffer"),
-    _m("sm_write", "sm", "push", "legacy", ("push", "bidir"),
-       "SM kernel on the source GPU storing into the peer's legacy-IPC buffer"),
-    _m("sm_bulk_read", "sm_bulk", "pull", "legacy", ("pull", "bidir"),
-       "bulk-copy kernel (cp.async.bulk, Hopper) on the destination GPU pulling the peer's legacy-IPC buffer"),
-    _m("sm_bulk_write", "sm_bulk", "push", "legacy", ("push", "bidir"),
-       "bulk-copy kernel (cp.async.bulk, Hopper) on the source GPU pushing into the peer's legacy-IPC buffer"),
-    _m("pool_ce", "ce", "push", "pool", ("push", "pull", "bidir"),
-       "cudaMemcpyAsync to/from a pointer imported from the peer's IPC memory pool"),
-    _m("pool_sm_read", "sm", "pull", "pool", ("pull", "bidir"),
-       "SM kernel loading from a pointer imported from the peer's memory pool"),
-    _m("pool_sm_write", "sm", "push", "pool", ("push", "bidir"),
-       "SM kernel storing into a pointer imported from the peer's memory pool"),
-    _m("core_ce", "ce", "push", "core", ("push", "pull"),
-       "cudaMemcpyAsync to/from a buffer imported through cuda.core (Buffer.from_ipc_descriptor)"),
-    _m("vmm_ce", "ce", "push", "vmm", ("push", "pull", "bidir"),
-       "cudaMemcpyAsync to/from the peer's cuMemCreate allocation, imported from its POSIX fd and mapped here"),
-    _m("vmm_sm_read", "sm", "pull", "vmm", ("pull", "bidir"),
-       "SM kernel loading from the peer's cuMemCreate allocation mapped here (cuMemMap)"),
-    _m("vmm_sm_write", "sm", "push", "vmm", ("push", "bidir"),
-       "SM kernel storing into the peer's cuMemCreate allocation mapped here (cuMemMap)"),
-    _m("nccl", "nccl", "push", "legacy", ("push", "bidir"),
-       "ncclSend on the source rank, ncclRecv on the destination (a 2-rank communicator per GPU pair)"),
-)}
+# The table of facts is the catalogue's (catalogue/methods.py: the reading side reads it too); here each gets
+# its behaviour.
+METHODS: dict[str, Method] = {name: Method(*(getattr(f, x.name) for x in fields(MethodFacts)))
+                              for name, f in METHOD_FACTS.items()}
 
 
 class StreamBatch:

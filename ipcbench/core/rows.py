@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ipcbench import noise
+from ipcbench.catalogue import noise
 from ipcbench.core.sampler import median_noise
 from ipcbench.core.stats import summarize
 from ipcbench.results import Row, format_samples
@@ -59,7 +59,7 @@ def make_row(ctx, suite: str, method: str, direction: str, src: int, dst: int, n
 
 
 def state_noise(rows: list[Row], gpu_model: str) -> None:
-    """Make each row's `noise` honest (ipcbench/noise.py): its within-run noise (kept in `noise_within`) and its
+    """Make each row's `noise` honest (catalogue/noise.py): its within-run noise (kept in `noise_within`) and its
     kind's between-runs floor (`noise_floor`), combined. Needs the rows' facts (engine, timing): after describe."""
     for r in rows:
         if r.kind == "error":

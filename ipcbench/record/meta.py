@@ -1,8 +1,14 @@
-"""A run's meta.json, read once into typed fields: what report, compare and the ceilings need of it.
+"""A run's meta.json as one typed record: the class that writes it is the class that reads it.
+
+`Meta.as_json()` is what run/meta.write_meta writes (every run, check and selftest included); `Meta.from_json()`
+is what every reader reads (report, compare, check --from). What the writer writes reads back equal
+(tests/test_record_meta.py), as pyperf's Run owns both `_as_json` and `_json_load`.
 
 meta.json grew over the project's life, so every field is optional: a field that is missing or not of its
 type reads as unknown (None, empty), never as an error; only a file that is not JSON, or not an object,
-is a ResultsError (file:line). run/runner.py and run/meta.py write it.
+is a ResultsError (file:line). What older writers got wrong reads as what they meant: a command written as a
+string ("check") reads as [that string]. The measured facts the record does not type (ranks, the topology's
+link table, GPU details) are carried as recorded (`raw`) and read through the views below.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ipcbench.catalogue.links import rates_of_entry
+from ipcbench.catalogue.noise import NOISE_BASIS, OLD_BASIS
 from ipcbench.errors import ResultsError
-from ipcbench.results import META_NAME
+from ipcbench.results import META_NAME, write_meta
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class GpuRecord:
 @dataclass(frozen=True)
 class Link:
     """One GPU pair of a host's NVML link table: its kind (nvlink, nvswitch, pcie, unknown) and its one-way
-    peak and ceiling, recomputed from the recorded facts with the one convention (core/link_rates.py), so runs
+    peak and ceiling, recomputed from the recorded facts with the one convention (catalogue/links.py), so runs
     recorded under an older convention read the same as new ones."""
 
     host: str
@@ -50,11 +58,36 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A step that could not run, and why (a GPU feature missing, NCCL unavailable): run/walk.py records it, so
+    a reader can say why some rows are absent instead of guessing (nvbandwidth writes WAIVED)."""
+
+    suite: str
+    step: str
+    reason: str
+    host: str = ""
+
+    def as_json(self) -> dict:
+        return {"suite": self.suite, "step": self.step, "reason": self.reason, "host": self.host}
+
+    @classmethod
+    def from_json(cls, v) -> "Skipped | None":
+        """None for an entry that is not an object with a suite, a step and a reason."""
+        if not isinstance(v, dict) or not all(isinstance(v.get(k), str) for k in ("suite", "step", "reason")):
+            return None
+        return cls(v["suite"], v["step"], v["reason"], str(v.get("host") or ""))
+
+
+NOISE_BASES = (OLD_BASIS, NOISE_BASIS)  # what a row's `noise` covers (catalogue/noise.py, docs/results.md)
+
+
+@dataclass(frozen=True)
 class Meta:
     found: bool = False
-    raw: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict, compare=False)  # the object as recorded: what as_json carries on
     run_id: str | None = None
     start: str | None = None
+    end: str | None = None
     status: str | None = None
     command: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
@@ -71,6 +104,45 @@ class Meta:
     versions: dict = field(default_factory=dict)
     suites: list[str] | None = None
     schema_version: int = 1
+    # what the `noise` column covers: "within-run" (runs without the key: the spread of one run's samples) or
+    # "between-runs" (how far the row moves between runs of the same code on the same node)
+    noise_basis: str = "within-run"
+    skipped: list[Skipped] = field(default_factory=list)  # steps that could not run, with the reason
+
+    # ---------------------------------------------------------------------------------- the JSON form
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "Meta":
+        """A meta.json object as a Meta: each field typed, or unknown where it is missing or malformed."""
+        return parse_meta(raw)
+
+    def as_json(self) -> dict:
+        """The meta.json object of this record: what it carries as recorded, with its typed fields written in
+        their one form (a key left out where the field is unknown)."""
+        out = dict(self.raw)
+        typed = {"run_id": self.run_id, "schema_version": self.schema_version, "command": list(self.command),
+                 "start": self.start, "end": self.end, "status": self.status, "hosts": list(self.hosts),
+                 "ranks_per_gpu": self.ranks_per_gpu, "pair_mode": self.pair_mode, "versions": self.versions,
+                 "suites": None if self.suites is None else list(self.suites), "sizes": list(self.sizes),
+                 "options": self.options,
+                 "noise_basis": self.noise_basis, "skipped": [s.as_json() for s in self.skipped]}
+        for k, v in typed.items():
+            if k in out or v not in (None, [], {}) and not (k == "noise_basis" and v == "within-run"):
+                out[k] = v  # written where recorded or known; a run without noise_basis stays without
+        return out
+
+    def write(self, run_dir: str | os.PathLike) -> Path:
+        """meta.json of `run_dir`, replaced atomically (results.write_meta)."""
+        return write_meta(run_dir, self.as_json())
+
+    def skipped_by_suite(self) -> dict[str, list[str]]:
+        """{suite: ["step: reason", ...]} of the steps that could not run (a step once per reason, over hosts)."""
+        out: dict[str, list[str]] = {}
+        for s in self.skipped:
+            text = f"{s.step}: {s.reason}"
+            if text not in out.setdefault(s.suite, []):
+                out[s.suite].append(text)
+        return out
 
     # ---------------------------------------------------------------------------------- derived views
 
@@ -138,7 +210,7 @@ def read_meta(run_dir: str | os.PathLike) -> Meta:
         raise ResultsError(f"{path}: cannot open ({e.strerror or e})") from None
     if not isinstance(raw, dict):
         raise ResultsError(f"{path}:1: not a JSON object")
-    return parse_meta(raw)
+    return Meta.from_json(raw)
 
 
 def parse_meta(raw: dict) -> Meta:
@@ -147,7 +219,7 @@ def parse_meta(raw: dict) -> Meta:
     ranks = raw.get("ranks") if isinstance(raw.get("ranks"), list) else None
     return Meta(
         found=True, raw=raw, run_id=_text(raw.get("run_id")), start=_text(raw.get("start")),
-        status=_text(raw.get("status")), command=[str(c) for c in _list(raw.get("command"))],
+        end=_text(raw.get("end")), status=_text(raw.get("status")), command=_command(raw.get("command")),
         hosts=[str(h) for h in _list(raw.get("hosts"))], gpus=_gpus(raw.get("gpus")),
         links=_links(raw.get("topology")), active_links=_active(raw.get("topology")), mps=_mps(raw.get("mps")),
         n_ranks=len(ranks) if ranks is not None else None,
@@ -156,7 +228,16 @@ def parse_meta(raw: dict) -> Meta:
         pair_mode=_dict(raw.get("pair_mode")),
         versions=_dict(raw.get("versions")),
         suites=[str(s) for s in raw["suites"]] if isinstance(raw.get("suites"), list) else None,
-        schema_version=raw["schema_version"] if isinstance(raw.get("schema_version"), int) else 1)
+        schema_version=raw["schema_version"] if isinstance(raw.get("schema_version"), int) else 1,
+        noise_basis=raw["noise_basis"] if raw.get("noise_basis") in NOISE_BASES else "within-run",
+        skipped=[s for v in _list(raw.get("skipped")) if (s := Skipped.from_json(v)) is not None])
+
+
+def _command(v) -> list[str]:
+    """The command line as a list; a string (check and selftest wrote "check" before) as [that string]."""
+    if isinstance(v, str):
+        return [v]
+    return [str(c) for c in v] if isinstance(v, list) else []
 
 
 def _text(v) -> str | None:
@@ -202,12 +283,10 @@ def _links(topology) -> list[Link]:
 
 
 def _link(host: str, src: int, dst: int, entry: dict) -> Link:
-    """A link entry read with today's rate convention (core/link_rates.rates_of_entry), whatever the run
+    """A link entry read with today's rate convention (catalogue/links.rates_of_entry), whatever the run
     recorded. Where its facts give no rate (an entry without the NVLink generation, say), the recorded
     rates are kept, the recorded peak standing for the ceiling when none was recorded; a malformed value
     reads as unknown, never as an error."""
-    from ipcbench.core.link_rates import rates_of_entry
-
     count, gen, width = _int(entry.get("nvlink_count")), _int(entry.get("pcie_gen")), _int(entry.get("pcie_width"))
     version, kind = _text(entry.get("nvlink_version")), _text(entry.get("kind"))
     r = rates_of_entry({"kind": kind, "nvlink_count": count, "nvlink_version": version, "pcie_gen": gen,

@@ -1,10 +1,12 @@
-"""A recorded run, read back: its rows (record/table.py), its meta.json (record/meta.py), and whether it
-is complete. The one loader of `ipcbench report`, `ipcbench compare` and the physical ceilings.
+"""A recorded run, read back: its rows (record/table.py), its meta.json (record/meta.py), whether it is
+complete, and which of its values cannot be true (record/validate.py: named file:line in `Run.invalid` and the
+frame's `invalid` column, the values NaN). The one loader of `ipcbench report`, `ipcbench compare` and `ipcbench
+check --from`; it imports nothing of the measuring side (tests/test_layering.py).
 
 A run is incomplete when meta.json does not say it completed, when its last line was cut short, or when
 rows of a fleet run's other nodes had to be recovered from <run>/nodes/<host>.csv (they write there as they
 measure and hand their rows to rank 0 only at the end; run/collect.py). Rows of runs written before the
-row facts existed get them derived here, from the method table and the suites (suites/registry.row_facts)
+row facts existed get them derived here, from the catalogue (catalogue/suites.row_facts)
 and from meta.json (MPS per GPU, pair mode), never from a note.
 """
 
@@ -15,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from ipcbench.catalogue.suites import row_facts
 from ipcbench.errors import ResultsError, UsageError
 from ipcbench.record.meta import Meta, read_meta
-from ipcbench.record.table import Frame, read_table
+from ipcbench.record.table import Frame, read_lines
+from ipcbench.record.validate import validate
 from ipcbench.results import CSV_NAME, META_NAME, described
 
 
@@ -34,6 +38,9 @@ class Run:
     notes: list[str] = field(default_factory=list)
     incomplete: str = ""
     lost: list[str] = field(default_factory=list)
+    # every value that cannot be true (above a physical ceiling, negative, NaN, infinite), file:line first;
+    # the rows say it in frame["invalid"] and their values are NaN (record/validate.py)
+    invalid: list[str] = field(default_factory=list)
 
     @property
     def remarks(self) -> list[str]:
@@ -55,24 +62,27 @@ def load_run(csv_path: str | os.PathLike, label: str | None = None) -> Run:
     run_dir = csv_path.parent
     whole = csv_path.name == CSV_NAME
     cut: list[str] = []
-    frame = read_table(csv_path, cut)
+    table = read_lines(csv_path, cut)
+    frame = table.frame
     meta = read_meta(run_dir) if whole else Meta()
     if frame.empty:
         raise ResultsError(f"{csv_path}: no rows (only a header)")
+    derive_facts(frame, meta)
+    validate(frame, meta, csv_path.name, table.lines, table.nan_text)
     notes = [f"no {META_NAME} beside {csv_path}"] if whole and not meta.found else []
     notes += cut
     why = ["its last line was cut short"] if cut else []
     lost: list[str] = []
     if whole:
-        frame, recovered = _recover_node_parts(run_dir, frame, lost)
+        frame, recovered = _recover_node_parts(run_dir, frame, meta, lost)
         notes += recovered
         why += ["rows of other nodes recovered from nodes/"] if recovered else []
         if meta.status not in (None, "complete"):
             why.insert(0, f"meta.json status: {meta.status}")
-    derive_facts(frame, meta)
     incomplete = "; ".join(why)
+    invalid = [m for m in frame["invalid"] if m]
     return Run(label or (run_dir.name if whole else csv_path.stem), run_dir, csv_path, meta, frame, notes, incomplete,
-               lost)
+               lost, invalid)
 
 
 def find_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -125,9 +135,9 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> tuple[list[Run], list[str]]
     return runs, skipped
 
 
-def _recover_node_parts(run_dir: Path, frame: Frame, lost: list[str]) -> tuple[Frame, list[str]]:
-    """Fleet runs: the rows of <run>/nodes/<host>.csv of hosts that never reached results.csv (the errors of
-    part files that cannot be read go to `lost`)."""
+def _recover_node_parts(run_dir: Path, frame: Frame, meta: Meta, lost: list[str]) -> tuple[Frame, list[str]]:
+    """Fleet runs: the rows of <run>/nodes/<host>.csv of hosts that never reached results.csv, their facts
+    derived and values validated as results.csv's (the errors of part files that cannot be read go to `lost`)."""
     import pandas as pd
 
     notes, extra = [], []
@@ -135,10 +145,13 @@ def _recover_node_parts(run_dir: Path, frame: Frame, lost: list[str]) -> tuple[F
     for part in sorted((run_dir / "nodes").glob("*.csv")):
         cut: list[str] = []
         try:
-            rows = read_table(part, cut)
+            table = read_lines(part, cut)
         except ResultsError as e:
             lost.append(str(e))
             continue
+        rows = table.frame
+        derive_facts(rows, meta)
+        validate(rows, meta, part.relative_to(run_dir).as_posix(), table.lines, table.nan_text)
         hosts = set(rows["host"]) - have
         if hosts:
             extra.append(rows[rows["host"].isin(hosts)])
@@ -154,8 +167,6 @@ def derive_facts(frame, meta: Meta) -> None:
     all-to-all, unknown where meta.json says some steps ran in rounds (the note says which)."""
     import numpy as np
     import pandas as pd
-
-    from ipcbench.suites.registry import row_facts
 
     for c, empty in (("engine", ""), ("access", ""), ("mechanism", ""), ("pattern", ""), ("timing", ""),
                      ("mps", pd.NA), ("round_pairs", np.nan)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,25 @@ TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
 Frame = Any  # a pandas.DataFrame: pandas is imported only inside the functions that use it
 
 
+@dataclass
+class Table:
+    """A CSV of rows as read: the typed frame, the physical line of each row (a note may span lines), and
+    per value column where a NaN was written as text ("nan": an empty field is no value, "nan" a bad one)."""
+
+    frame: Frame
+    lines: list[int]
+    nan_text: dict[str, Any] = field(default_factory=dict)  # column -> bool array over the rows
+
+
 def read_table(csv_path: str | os.PathLike, warnings: list[str] | None = None) -> Frame:
     """The rows of a results.csv as a DataFrame: the columns of COLUMNS typed (int64; float64 with NaN where
     empty, also for `checks` and `round_pairs`; bool; `mps` pandas' nullable boolean), any extra column as
     text. A cut-short last line is dropped with a message appended to `warnings`."""
+    return read_lines(csv_path, warnings).frame
+
+
+def read_lines(csv_path: str | os.PathLike, warnings: list[str] | None = None) -> Table:
+    """read_table, with the line of each row and the NaNs written as text (what record/validate.py names)."""
     import pandas as pd
 
     path = Path(csv_path)
@@ -37,11 +53,11 @@ def read_table(csv_path: str | os.PathLike, warnings: list[str] | None = None) -
     if raw is None:  # pandas split the text otherwise than the csv module: the records as they are, as text
         raw = pd.DataFrame(dict(zip(header, map(list, zip(*records)))) if records else {c: [] for c in header},
                            dtype=object)
-    typed, problems = _typed(raw, lambda i, c: records[i][header.index(c)])
+    typed, problems, nan_text = _typed(raw, lambda i, c: records[i][header.index(c)])
     if problems:
         i, _, message = min(problems)  # the first bad record; its first unreadable column, else its first bad value
         raise ResultsError(f"{path}:{lines[i]}: {message}")
-    return typed[list(COLUMNS) + [c for c in typed.columns if c not in COLUMNS]]
+    return Table(typed[list(COLUMNS) + [c for c in typed.columns if c not in COLUMNS]], lines, nan_text)
 
 
 def read_rows(csv_path: str | os.PathLike, warnings: list[str] | None = None) -> list[Row]:
@@ -130,14 +146,19 @@ def _cut_tail(text: str, path: Path, header: list[str]) -> tuple[str, str | None
                           f"killed writer leaves): dropped, the {line - 2} rows before it kept")
 
 
-def _typed(raw: Frame, text_of=None) -> tuple[Frame, list[tuple[int, int, str]]]:
+NAN_TEXT = ("nan", "+nan", "-nan")  # how a NaN may be written: read (as NaN), then named (record/validate.py)
+
+
+def _typed(raw: Frame, text_of=None) -> tuple[Frame, list[tuple[int, int, str]], dict[str, Any]]:
     """(the typed frame, [(record index, check number, message)]: the first record each check finds bad;
-    the checks in column order, then the values' own rules). `text_of(i, column)`: a field as written."""
+    the checks in column order, then the values' own rules, {float column: where a NaN was written as text}).
+    `text_of(i, column)`: a field as written."""
     import numpy as np
     import pandas as pd
 
     out: dict = {}
     problems: list[tuple[int, int, str]] = []
+    nan_text: dict[str, Any] = {}
 
     def bad(mask, message) -> None:
         mask = np.asarray(mask, dtype=bool)
@@ -156,8 +177,10 @@ def _typed(raw: Frame, text_of=None) -> tuple[Frame, list[tuple[int, int, str]]]
             out[c] = values.astype("int64") if c in INT_COLUMNS and ok.all() else values.astype("float64")
         elif c in FLOAT_COLUMNS:
             values = (col if parsed else pd.to_numeric(col, errors="coerce")).astype("float64")
-            ok = values.notna() | (values.isna() if parsed else _blank(col, values, ("nan", "+nan", "-nan")))
+            ok = values.notna() | (values.isna() if parsed else _blank(col, values, NAN_TEXT))
             out[c] = values
+            if not parsed:
+                nan_text[c] = (values.isna() & ~_blank(col, values)).to_numpy()
         elif c in BOOL_COLUMNS or c in OPT_BOOL_COLUMNS:
             low = col if col.isin(("true", "false")).all() else col.str.strip().str.lower()
             yes, no = low.isin(TRUE).to_numpy(), low.isin(FALSE).to_numpy()
@@ -175,7 +198,7 @@ def _typed(raw: Frame, text_of=None) -> tuple[Frame, list[tuple[int, int, str]]]
     bad(frame["bytes"].to_numpy() < 0, lambda i: "column 'bytes': negative")
     bad(~frame["kind"].isin(ROW_KINDS), lambda i: f"column 'kind': {frame['kind'].iat[i]!r} is not one of "
                                                    f"{', '.join(ROW_KINDS)}")
-    return frame, problems
+    return frame, problems, nan_text
 
 
 def _blank(col, values, also: tuple[str, ...] = ()):
@@ -184,7 +207,10 @@ def _blank(col, values, also: tuple[str, ...] = ()):
     out = values.notna() & False
     miss = values.isna()
     if miss.any():
-        out[miss] = col[miss].str.strip().str.lower().isin(("",) + also)
+        # pandas gives an empty field of a numeric column as NaN even where the column is text (it holds a "nan"
+        # elsewhere): that is blank too, not a field that cannot be read (which once named the wrong line)
+        text = col[miss]
+        out[miss] = text.isna() | text.astype(str).str.strip().str.lower().isin(("",) + also)
     return out
 
 

@@ -1,118 +1,35 @@
-"""Physical ceilings: rows whose bandwidth is more than the hardware described in meta.json can move.
-
-A pure function of one run's rows (record/table.py's columns) and its meta.json (record/meta.Meta); pandas
-only inside the functions. Three checks, each only where meta.json has the numbers it needs:
-
-1. link: a cross-GPU bandwidth row above its link's one-way peak (twice that for bidir, which counts both ways).
-2. memory: a same-GPU bandwidth row larger than the GPU's L2 above half the GPU's memory bandwidth (a copy
-   reads and writes every byte; bidir's two directions share that memory, so the ceiling is the same).
-3. alltoall: the sum of one source GPU's cross-GPU all-to-all flows at one size above its NVLink aggregate
-   (active links x GB/s per link).
-
-A row passes a ceiling that it reaches within TOLERANCE (2 %): rounding of the peaks and clock skew are not
-impossible numbers. `ipcbench compare` fails a NEW row above a ceiling; the report flags it.
+"""Physical ceilings, as the report, compare and check ask for them: the rows of a run above what the hardware
+described in its meta.json can move. The logic is the record's (record/validate.py), which applies it once
+when a run is read: a frame read by record/run.load_run carries what each row was above (`above_*` columns; its
+values are blanked), and impossible_rows gives those rows back as recorded; a frame of values (tests, tools) is
+checked here and now.
 """
 
 from __future__ import annotations
 
 from ipcbench.record.meta import Meta
-from ipcbench.sizes import fmt_size
+from ipcbench.record.table import Frame
+from ipcbench.record.validate import COLUMNS, TOLERANCE, ceiling_hits
 
-TOLERANCE = 0.02
-COLUMNS = ("check", "ceiling_gbps", "value_gbps", "reason")  # added to the offending rows
-
-
-def _gb(v: float) -> str:
-    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+__all__ = ["COLUMNS", "TOLERANCE", "impossible_rows"]
 
 
-def _per_row(table: dict, *keys):
-    """table[(key, ...)] for every row, NaN where it has none (a vectorised lookup)."""
-    import numpy as np
+def impossible_rows(frame: Frame, meta: Meta, tolerance: float = TOLERANCE) -> Frame:
+    """The rows of one run above a physical ceiling: the offending rows (their index and columns kept, the
+    bandwidth as recorded) plus `check` (link | memory | alltoall, several joined by '+'), `ceiling_gbps` (the
+    lowest), `value_gbps` and a one-line `reason`. Empty (same columns) when nothing is impossible or meta.json
+    has none of the numbers."""
     import pandas as pd
 
-    if not table:
-        return np.full(len(keys[0]), np.nan)
-    values = pd.Series(list(table.values()), index=pd.MultiIndex.from_tuples(list(table)), dtype=float)
-    return values.reindex(pd.MultiIndex.from_arrays(list(keys))).to_numpy(dtype=float)
-
-
-def _link_hits(rows, meta: Meta, tolerance: float) -> list:
-    """(row index, check, ceiling, value, reason) of cross-GPU rows above their link's ceiling (the signalling
-    rate: core/link_rates.py)."""
-    import numpy as np
-
-    cross = rows[~rows["same_gpu"]]
-    factor = np.where(cross["direction"].to_numpy() == "bidir", 2.0, 1.0)
-    ceiling = _per_row(meta.link_ceilings(), cross["host"], cross["src_gpu"], cross["dst_gpu"]) * factor
-    over = np.isfinite(ceiling) & (cross["bw_gbps_median"].to_numpy() > ceiling * (1 + tolerance))
-    both = " (2x the one-way ceiling: bidir counts both ways)"
-    return [(i, "link", c, r.bw_gbps_median, f"{_gb(r.bw_gbps_median)} GB/s on GPU {r.src_gpu}→{r.dst_gpu} is "
-             f"above the link's ceiling {_gb(c)} GB/s{both if f == 2 else ''}")
-            for i, r, c, f in zip(cross.index[over], cross[over].itertuples(), ceiling[over], factor[over])]
-
-
-def _memory_hits(rows, meta: Meta, tolerance: float) -> list:
-    """Same-GPU rows larger than L2 above half the GPU's memory bandwidth."""
-    import numpy as np
-
-    local = rows[rows["same_gpu"]]
-    known = [(h, g) for h, gs in meta.gpus.items() for g in gs if g.l2_bytes and g.mem_bw_gbps]
-    l2 = _per_row({(h, g.index): g.l2_bytes for h, g in known}, local["host"], local["src_gpu"])
-    mem = _per_row({(h, g.index): g.mem_bw_gbps for h, g in known}, local["host"], local["src_gpu"])
-    ceiling = mem / 2.0
-    over = (np.isfinite(ceiling) & (local["bytes"].to_numpy() > l2)
-            & (local["bw_gbps_median"].to_numpy() > ceiling * (1 + tolerance)))
-    return [(i, "memory", c, r.bw_gbps_median,
-             f"{_gb(r.bw_gbps_median)} GB/s within GPU {r.src_gpu} at {fmt_size(r.bytes)} (larger than its "
-             f"{fmt_size(int(cache))} L2) is above half its {_gb(m)} GB/s memory bandwidth ({_gb(c)} GB/s: a copy "
-             "reads and writes every byte)")
-            for i, r, c, m, cache in zip(local.index[over], local[over].itertuples(), ceiling[over], mem[over],
-                                         l2[over])]
-
-
-def _alltoall_hits(rows, meta: Meta, tolerance: float) -> list:
-    """Every flow of a source GPU's all-to-all whose flows at one size sum above its NVLink aggregate."""
-    agg = meta.nvlink_aggregate()
-    a2a = rows[~rows["same_gpu"] & (rows["pattern"] == "alltoall")]
-    out = []
-    for key, g in a2a.groupby(["host", "suite", "method", "direction", "src_gpu", "bytes"], sort=True):
-        lim = agg.get((str(key[0]), int(key[4])))
-        if lim is None:
-            continue
-        total, active, per_link = lim
-        ceiling = total * (2.0 if key[3] == "bidir" else 1.0)
-        s = float(g["bw_gbps_median"].sum())
-        if s > ceiling * (1 + tolerance):
-            out += [(i, "alltoall", ceiling, s, f"GPU {key[4]}'s {len(g)} cross-GPU flows at {fmt_size(key[5])} sum to "
-                     f"{_gb(s)} GB/s, above its aggregate NVLink bandwidth {_gb(ceiling)} GB/s ({active} links x "
-                     f"{per_link:g} GB/s)") for i in g.index]
-    return out
-
-
-def impossible_rows(frame, meta: Meta, tolerance: float = TOLERANCE):
-    """The rows of one run above a physical ceiling: the offending rows (their index and columns kept) plus
-    `check` (link | memory | alltoall, several joined by '+'), `ceiling_gbps` (the lowest), `value_gbps` and
-    a one-line `reason`. Empty (same columns) when nothing is impossible or meta.json has none of the numbers."""
-    import pandas as pd
-
-    empty = frame.iloc[0:0].assign(**{c: pd.Series(dtype=object) for c in COLUMNS})
-    if frame.empty or not meta.found:
-        return empty
-    bw = frame["bw_gbps_median"]
-    rows = frame[(frame["kind"] == "bandwidth") & bw.notna() & (bw > 0) & (frame["src_gpu"] >= 0)
-                 & (frame["dst_gpu"] >= 0)]
-    rows = rows.assign(same_gpu=rows["same_gpu"] | (rows["src_gpu"] == rows["dst_gpu"]))
-    hits: dict[object, list] = {}
-    for check in (_link_hits, _memory_hits, _alltoall_hits):
-        for i, *hit in check(rows, meta, tolerance):
-            hits.setdefault(i, []).append(hit)
-    if not hits:
-        return empty
-    idx = [i for i in frame.index if i in hits]
-    out = frame.loc[idx].copy()
-    out["check"] = ["+".join(h[0] for h in hits[i]) for i in idx]
-    out["ceiling_gbps"] = [min(h[1] for h in hits[i]) for i in idx]
-    out["value_gbps"] = [hits[i][0][2] for i in idx]
-    out["reason"] = ["; ".join(h[3] for h in hits[i]) for i in idx]
+    if "above_check" not in frame.columns:
+        return ceiling_hits(frame, meta, tolerance)
+    hit = frame["above_check"].astype(str) != ""
+    out = frame[hit].copy()
+    if out.empty:
+        return frame.iloc[0:0].assign(**{c: pd.Series(dtype=object) for c in COLUMNS})
+    out["check"] = out["above_check"]
+    out["ceiling_gbps"] = out["above_ceiling_gbps"].astype(float)
+    out["value_gbps"] = out["above_value_gbps"].astype(float)
+    out["bw_gbps_median"] = out["above_bw_gbps"].astype(float)  # as recorded (the validated frame holds NaN)
+    out["reason"] = out["invalid"]
     return out

@@ -6,10 +6,10 @@ method_sort are pandas, but pandas is not imported here.
 from __future__ import annotations
 
 from ipcbench.sizes import fmt_size
-from ipcbench.suites.registry import ORDER
+from ipcbench.catalogue.suites import ORDER
 
 DIR_ORDER = {"push": 0, "pull": 1, "bidir": 2, "oneway": 3, "op": 4}
-SUITE_ORDER = {name: i for i, name in enumerate(ORDER)}  # the one list of suites (suites/registry.py)
+SUITE_ORDER = {name: i for i, name in enumerate(ORDER)}  # the one list of suites (catalogue/suites.py)
 
 
 def f1(v) -> str:

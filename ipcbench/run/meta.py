@@ -1,5 +1,8 @@
 """Run metadata for meta.json: who ran what, where, on which GPUs, drivers and libraries.
 
+meta.json is written only through the record class that reads it (record/meta.Meta: base_meta builds one,
+write_meta writes any run's object through it), so what a run writes is what every reader reads.
+
 `ipcbench --version` imports this module (source_digest), so it imports CuPy and mpi4py only inside the
 functions that read versions from them (importing mpi4py.MPI initialises MPI).
 """
@@ -18,7 +21,8 @@ from pathlib import Path
 
 from ipcbench import __version__
 from ipcbench.core import topology
-from ipcbench.noise import NOISE_BASIS
+from ipcbench.catalogue.noise import NOISE_BASIS
+from ipcbench.record.meta import Meta
 from ipcbench.results import SCHEMA_VERSION
 
 
@@ -123,17 +127,16 @@ def source_digest() -> str:
 
 
 def base_meta(run_id: str, argv: list[str]) -> dict:
-    return {
-        "run_id": run_id,
-        "schema_version": SCHEMA_VERSION,  # the results.csv columns this run writes (results.py)
-        "noise_basis": NOISE_BASIS,  # the rows' noise holds the between-runs floors (ipcbench/noise.py)
-        "ipcbench_version": __version__,
-        "git_commit": git_commit(),
-        "source_digest": source_digest(),
-        "command": ["ipcbench", *argv],
-        "start": now_iso(),
-        "end": None,
-        "status": "running",
-        "platform": platform.platform(),
-        "python_executable": os.path.basename(sys.executable),
-    }
+    """The start of a run's meta.json: `argv` the command's arguments (a list: ["check", ...] for check)."""
+    facts = {"run_id": run_id, "schema_version": SCHEMA_VERSION, "ipcbench_version": __version__,
+             "git_commit": git_commit(), "source_digest": source_digest(), "command": None, "start": None,
+             "end": None, "status": None, "platform": platform.platform(),
+             "python_executable": os.path.basename(sys.executable)}  # in the order meta.json lists them
+    return Meta(found=True, raw=facts, run_id=run_id, schema_version=SCHEMA_VERSION, command=["ipcbench", *argv],
+                start=now_iso(), status="running", noise_basis=NOISE_BASIS).as_json()
+
+
+def write_meta(run_dir: str | os.PathLike, meta: dict | Meta) -> Path:
+    """meta.json of `run_dir` (atomically), through the record class: a field of the wrong form (a command
+    given as a string) is written in its one form, the form every reader reads."""
+    return (meta if isinstance(meta, Meta) else Meta.from_json(meta)).write(run_dir)

@@ -29,12 +29,13 @@ from ipcbench.core.schedule import PairMode
 from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
 from ipcbench.errors import UsageError
 from ipcbench.ipc.sharers import BUFFER_KINDS, setup_buffers, setup_gpu_features, setup_libraries
-from ipcbench.results import ResultsWriter, write_meta
+from ipcbench.results import ResultsWriter
 from ipcbench.run import meta as run_meta
 from ipcbench.run.collect import RowSink
 from ipcbench.run.console import matrices, say
 from ipcbench.run.dryrun import dry_run, estimate_seconds
 from ipcbench.run.outdir import choose_run_dir
+from ipcbench.run.meta import write_meta
 from ipcbench.run.walk import agree_pair_mode, walk
 from ipcbench.sizes import fmt_size
 
@@ -193,7 +194,8 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
 def measure(s: Session):
     """Walk the plan (run/walk.py): (every row rank 0 holds, every node's concurrency checks on rank 0)."""
     profile = _profiler()
-    rows, node_checks = walk(s.ctx, s.steps, s.sink, quiet=s.cfg.quiet, mode=s.mode, timings=s.timings)
+    rows, node_checks = walk(s.ctx, s.steps, s.sink, quiet=s.cfg.quiet, mode=s.mode, timings=s.timings,
+                             skipped=s.meta.setdefault("skipped", []))
     if profile:
         profile.disable()
         profile.dump_stats(os.path.join(os.environ["IPCBENCH_PROFILE"], f"rank{s.world.rank}.prof"))

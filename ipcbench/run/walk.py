@@ -12,6 +12,7 @@ import time
 from ipcbench.core.rows import join_note, state_noise
 from ipcbench.core.schedule import ModeError, decide_mode, pair_rounds
 from ipcbench.errors import UsageError
+from ipcbench.record.meta import Skipped
 from ipcbench.run.console import Progress, say
 from ipcbench.sizes import fmt_size
 from ipcbench.suites.registry import describe_rows
@@ -52,11 +53,15 @@ def groups_of(step, mode) -> list:
     return [[p] for p in pairs_of(step, mode)]
 
 
-def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
+def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None, skipped: list | None = None):
     """Run every step over its pairs (one at a time or in rounds), or all ranks at once; the node's rows go
     to `sink` after each group. Returns (every row rank 0 holds, the node's concurrency checks: one per
-    engine walked in rounds, on the node leader; [] elsewhere)."""
+    engine walked in rounds, on the node leader; [] elsewhere). A step that cannot run here (a buffer kind,
+    library or GPU feature missing: ctx.unavailable says why) is skipped with its reason; with `skipped`
+    (every rank passes one: it is gathered), world rank 0's list gets every node's skipped steps as
+    meta.json records them (record/meta.Skipped)."""
     world = ctx.world
+    mine_skipped: list[dict] = []
     totals: dict[str, float] = {}
     meas: dict[str, int] = {}
     for s in steps:
@@ -69,8 +74,10 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
         t0 = time.monotonic()
         missing = [k for k in step.needs if not ctx.has(k)]
         if missing:
-            say(world, f"[{step.suite:8s}] skipping {step.label}: "
-                       f"{ctx.unavailable.get(missing[0], f'{missing[0]} unavailable')}")
+            reason = ctx.unavailable.get(missing[0], f"{missing[0]} unavailable")
+            say(world, f"[{step.suite:8s}] skipping {step.label}: {reason}")
+            if world.local_rank == 0:
+                mine_skipped.append(Skipped(step.suite, step.label, reason, world.host).as_json())
             progress.advance(step.suite, step.label, measured(step, mode) * step.cost, measured(step, mode),
                              meas[step.suite])
             continue
@@ -102,6 +109,10 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None):
                 checks.append(check)
         if timings is not None:
             timings[step.suite] = round(timings.get(step.suite, 0.0) + time.monotonic() - t0, 3)
+    if skipped is not None:
+        every = world.world_gather(mine_skipped, "the skipped steps")
+        if every is not None:
+            skipped.extend(s for node in every for s in node)
     return sink.finish(), checks
 
 

@@ -132,7 +132,7 @@ def run(cfg, names: list[str], tolerance: plan.Tolerance, cross: str) -> int:
     if world.rank == 0:
         checks = verdict.judge(rows, anchors, tolerance)
         verdict.write_csv(s.run_dir / "selftest.csv", checks)
-        extra = {"command": "selftest", "selftest": {**verdict.summary(checks, tolerance), "cross": cross,
+        extra = {"selftest": {**verdict.summary(checks, tolerance), "cross": cross,
                                                     "methods": names}}
     status = runner.finish(s, rows, round_checks, extra)
     judged = 0

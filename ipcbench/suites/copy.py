@@ -4,9 +4,9 @@ pairs of the node at once (all-to-all, from 4 MiB, with three or more ranks)."""
 from __future__ import annotations
 
 from ipcbench.core.methods import METHODS
-from ipcbench.suites.alltoall import alltoall_name, measure_alltoall
+from ipcbench.suites.alltoall import measure_alltoall
 from ipcbench.suites.registry import Step, SuiteSpec
-from ipcbench.suites.transfer import facts_of, method_facts, method_steps
+from ipcbench.suites.transfer import method_steps
 
 ALLTOALL_MIN_BYTES = 4 << 20
 
@@ -27,10 +27,5 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     return method_steps("copy", ["ce"], n, sizes) + alltoall_steps("ce", n, sizes)
 
 
-def _rows():
-    return {**method_facts(["ce"]),
-            alltoall_name(METHODS["ce"]): facts_of(METHODS["ce"], pattern="alltoall", timing="window")}
-
-
 SUITE = SuiteSpec("copy", "copy engine (cudaMemcpyAsync) into and out of a peer's legacy-IPC buffer: push, "
-                  "pull, bidir, and all pairs at once", steps, _rows())
+                  "pull, bidir, and all pairs at once", steps)

@@ -50,10 +50,9 @@ from ipcbench.core.rows import make_row
 from ipcbench.core.stats import seed_for
 from ipcbench.core.world import ordered_pairs
 from ipcbench.errors import ShareError
-from ipcbench.results import RowFacts
-from ipcbench.suites.handles_core import CORE_COSTS, measure_core_handles
-from ipcbench.suites.handles_pool import POOL_COSTS, measure_pool_handles
-from ipcbench.suites.handles_vmm import VMM_COSTS, measure_vmm_handles
+from ipcbench.suites.handles_core import measure_core_handles
+from ipcbench.suites.handles_pool import measure_pool_handles
+from ipcbench.suites.handles_vmm import measure_vmm_handles
 from ipcbench.suites.registry import Step, SuiteSpec
 
 # CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
@@ -429,16 +428,6 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     return out
 
 
-def _rows() -> dict:
-    """Every row is a host API call timed on the host clock; its mechanism is what it shares."""
-    by_mechanism = {
-        "legacy": ("ipc_get_mem_handle", "ipc_open_mem_handle_first", "ipc_open_mem_handle_repeat",
-                   "ipc_close_mem_handle", "err_open_freed_handle", "err_open_exited_owner_handle",
-                   "err_open_own_handle", "err_host_pointer_handle"),
-        "event": ("ipc_get_event_handle", "ipc_open_event_handle"),
-        **{c.label: c.exporter_rows + c.importer_rows for c in (POOL_COSTS, CORE_COSTS, VMM_COSTS)}}
-    return {m: RowFacts("api", mech, pattern="op", timing="host") for mech, ms in by_mechanism.items() for m in ms}
-
 
 SUITE = SuiteSpec("handles", "what sharing costs: IPC memory and event handle get/open/close per size class, "
-                "and the error paths people hit (freed or exited owner, own handle, host pointer)", steps, _rows())
+                "and the error paths people hit (freed or exited owner, own handle, host pointer)", steps)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pickle
 import time
 
+from ipcbench.catalogue.suites import SHARE_COST_ROWS
 from ipcbench.ipc import cucore
 from ipcbench.suites.share_costs import ShareCosts, measure_share_costs, us_between
 
@@ -90,8 +91,8 @@ def _supported(ctx) -> bool:
 
 
 CORE_COSTS = ShareCosts(
-    label="core", exporter_rows=("core_export_pool", "core_export_buffer"),
-    importer_rows=("core_import_pool", "core_import_buffer"), tags=(41, 42), supported=_supported,
+    label="core", exporter_rows=SHARE_COST_ROWS["core"][0],
+    importer_rows=SHARE_COST_ROWS["core"][1], tags=(41, 42), supported=_supported,
     export_once=_export_once, import_once=_import_once, awaits="release the buffer",
     note=lambda ctx, nbytes: "data checked through the imported buffer", open=_open, close=_close)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 
+from ipcbench.catalogue.suites import SHARE_COST_ROWS
 from ipcbench.suites.share_costs import ShareCosts, measure_share_costs, us_between
 
 # CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
@@ -104,8 +105,8 @@ def _supported(ctx) -> bool:
 
 
 POOL_COSTS = ShareCosts(
-    label="pool", exporter_rows=("pool_export_fd", "pool_export_pointer", "fd_transfer"),
-    importer_rows=("pool_import", "pool_import_pointer"), tags=(31, 32), supported=_supported,
+    label="pool", exporter_rows=SHARE_COST_ROWS["pool"][0],
+    importer_rows=SHARE_COST_ROWS["pool"][1], tags=(31, 32), supported=_supported,
     export_once=_export_once, import_once=_import_once, awaits="release the pool",
     note=lambda ctx, nbytes: "data checked through the imported pointer", open=_open, close=_close)
 

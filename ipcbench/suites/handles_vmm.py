@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 import time
 
+from ipcbench.catalogue.suites import SHARE_COST_ROWS
 from ipcbench.errors import ShareError
 from ipcbench.sizes import fmt_size
 from ipcbench.suites.share_costs import ShareCosts, measure_share_costs, us_between
 
 # CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
-EXPORTER_ROWS = ("vmm_create", "vmm_export_fd", "vmm_fd_transfer")
-IMPORTER_ROWS = ("vmm_import", "vmm_map", "vmm_set_access", "vmm_unmap_release")
+EXPORTER_ROWS, IMPORTER_ROWS = SHARE_COST_ROWS["vmm"]  # the catalogue's (catalogue/suites.py)
 
 
 def _open(ctx) -> int:

@@ -4,10 +4,11 @@ kernels/bulk.cu, core/bulk.py; skipped with the reason on GPUs below compute cap
 
 from __future__ import annotations
 
+from ipcbench.catalogue.suites import SUITE_METHODS
 from ipcbench.suites.registry import SuiteSpec
-from ipcbench.suites.transfer import method_facts, method_steps
+from ipcbench.suites.transfer import method_steps
 
-METHOD_NAMES = ["sm_read", "sm_write", "sm_bulk_read", "sm_bulk_write"]
+METHOD_NAMES = list(SUITE_METHODS["kernel"])  # the catalogue's (catalogue/suites.py)
 
 
 def steps(n: int, sizes: list[int]):
@@ -15,5 +16,4 @@ def steps(n: int, sizes: list[int]):
 
 
 SUITE = SuiteSpec("kernel", "SM kernels reading (sm_read) and writing (sm_write) a peer's memory over P2P, and "
-                            "the same with Hopper's bulk copies (sm_bulk_read, sm_bulk_write)", steps,
-                  method_facts(METHOD_NAMES))
+                            "the same with Hopper's bulk copies (sm_bulk_read, sm_bulk_write)", steps)

@@ -23,10 +23,8 @@ from ipcbench.core.rows import join_note, make_row
 from ipcbench.core.sampler import take_samples
 from ipcbench.core.world import ordered_pairs, unordered_pairs
 from ipcbench.errors import MeasureError
-from ipcbench.results import RowFacts
 from ipcbench.suites.registry import Step, SuiteSpec
-from ipcbench.suites.staged import ROWS as STAGED, sweep_staged
-from ipcbench.suites.transfer import method_facts
+from ipcbench.suites.staged import sweep_staged
 
 # CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
@@ -228,11 +226,6 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
             pingpong(event_pingpong, "event pingpong")]
 
 
-def _rows() -> dict:
-    return {**method_facts(["ce", "sm_write", "sm_read"]), **STAGED,
-            "sm_pingpong": RowFacts("sm", "legacy", pattern="pingpong", timing="handoff", access="write"),
-            "event_pingpong": RowFacts("event", "event", pattern="pingpong", timing="handoff")}
-
 
 SUITE = SuiteSpec("latency", "small messages (4 B - 64 KiB) one way by ce/sm and the host paths, a device-side "
-                  "P2P flag ping-pong, and interprocess-event ping-pong", steps, _rows())
+                  "P2P flag ping-pong, and interprocess-event ping-pong", steps)

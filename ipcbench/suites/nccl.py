@@ -30,10 +30,8 @@ from ipcbench.core.stats import poison_seed, seed_for
 from ipcbench.core.timing import time_batch
 from ipcbench.core.world import ordered_pairs, unordered_pairs
 from ipcbench.ipc.nccl import pair_for
-from ipcbench.results import RowFacts
 from ipcbench.suites.latency import LAT_SIZES, QUICK_LAT_SIZES
 from ipcbench.suites.registry import Step, SuiteSpec
-from ipcbench.suites.transfer import method_facts
 
 NEEDS = ("legacy", "nccl")  # the legacy buffers' local halves are the send and receive buffers
 PINGPONG_BYTES = 4  # as latency/sm_pingpong's flag
@@ -134,10 +132,7 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
             Step("nccl", "nccl pingpong", unordered_pairs(n), [PINGPONG_BYTES], pingpong, needs=NEEDS, cost=3.0)]
 
 
-def _rows() -> dict:
-    return {**method_facts(["nccl"]), "nccl_pingpong": RowFacts("nccl", "nccl", pattern="pingpong", timing="handoff")}
-
 
 SUITE = SuiteSpec("nccl", "ncclSend/ncclRecv between the two ranks of a pair (a communicator per GPU pair): "
                   "push and bidir over the sizes, one way and a ping-pong on small messages; the baseline "
-                  "the report divides IPC by (needs NCCL: pip install -e '.[nccl]')", steps, _rows())
+                  "the report divides IPC by (needs NCCL: pip install -e '.[nccl]')", steps)

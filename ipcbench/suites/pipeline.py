@@ -40,18 +40,18 @@ from dataclasses import replace
 
 import numpy as np
 
+from ipcbench.catalogue.suites import PIPELINE_DEPTHS
 from ipcbench.core.rows import join_note, make_row
 from ipcbench.core.sampler import take_samples
 from ipcbench.core.stats import percentile, seed_for
 from ipcbench.core.world import ordered_pairs
 from ipcbench.errors import PipelineError
-from ipcbench.results import RowFacts
 from ipcbench.suites.registry import Step, SuiteSpec
 
 # CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
 CHUNK_TARGETS = (64 << 10, 1 << 20, 4 << 20)
-DEPTHS = (2, 4, 8)
+DEPTHS = PIPELINE_DEPTHS  # the catalogue's (catalogue/suites.py: the rows they write)
 CTRL_OFF = 32 << 10  # byte offset of the pipeline's counters inside each rank's 64 KiB ctrl block
 MAX_LANES = 1024
 THREADS = 512
@@ -278,13 +278,7 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     return out
 
 
-def _rows() -> dict:
-    """The producer's SM kernel writes each chunk into the consumer's memory (legacy IPC); the time is the
-    hand-off of chunks between the two processes' kernels."""
-    ring = RowFacts("sm", "legacy", pattern="ring", timing="handoff", access="write")
-    return {name: ring for d in DEPTHS for name in (f"ring_d{d}", f"ring_d{d}_latency")}
-
 
 SUITE = SuiteSpec("pipeline", "producer/consumer stage: chunks through a ring in the consumer's GPU memory, "
                 "signalled by device-side flags, every chunk verified; sustained GB/s and per-chunk latency",
-                steps, _rows())
+                steps)

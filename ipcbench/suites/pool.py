@@ -4,10 +4,11 @@ over a Unix socket, ipc/pool.py), and the copy engine on buffers shared through 
 
 from __future__ import annotations
 
+from ipcbench.catalogue.suites import SUITE_METHODS
 from ipcbench.suites.registry import SuiteSpec
-from ipcbench.suites.transfer import method_facts, method_steps
+from ipcbench.suites.transfer import method_steps
 
-METHOD_NAMES = ["pool_ce", "pool_sm_read", "pool_sm_write", "core_ce"]
+METHOD_NAMES = list(SUITE_METHODS["pool"])  # the catalogue's (catalogue/suites.py)
 
 
 def steps(n: int, sizes: list[int]):
@@ -15,5 +16,4 @@ def steps(n: int, sizes: list[int]):
 
 
 SUITE = SuiteSpec("pool", "the copy and kernel methods on pointers imported from peers' IPC memory pools "
-                  "(POSIX fds over a Unix socket), and the copy engine on buffers shared through cuda.core", steps,
-                  method_facts(METHOD_NAMES))
+                  "(POSIX fds over a Unix socket), and the copy engine on buffers shared through cuda.core", steps)

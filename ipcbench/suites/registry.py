@@ -1,6 +1,7 @@
 """The suite registry: what a suite is (a list of Steps), which suites exist, and in which order.
 
-`ORDER` is the one list of suite names: the CLI's help, `all`, the dry run and the report all read it.
+`ORDER` is the one list of suite names (catalogue/suites.py, with what each suite's rows are): the CLI's
+help, `all`, the dry run and the report all read it.
 Each name is a module of this package that defines `SUITE = SuiteSpec(...)`; modules are imported only
 when a plan is made, so importing this registry pulls in no CUDA, MPI or suite code (no import circle:
 suites import `Step` from here, this module imports suites by name). See docs/architecture.md.
@@ -9,13 +10,14 @@ suites import `Step` from here, this module imports suites by name). See docs/ar
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from ipcbench.catalogue.suites import ORDER, ROWS, row_facts
 from ipcbench.results import RowFacts
 
-# The suites, in the order `all` runs them and the report lists them.
-ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "vmm", "staged", "nccl", "latency", "handles", "pipeline")
+__all__ = ["ORDER", "Step", "SuiteSpec", "UnknownSuite", "spec", "row_facts", "describe_rows", "resolve", "plan",
+           "thinned", "TWIN_STRIDE"]
 
 
 @dataclass
@@ -68,9 +70,12 @@ class SuiteSpec:
     name: str
     about: str
     steps: Callable[[int, list[int]], list[Step]]  # (node-local ranks, sizes) -> steps
-    # every method its rows name -> what those rows are (engine, sharing mechanism, pattern, timing): the one
-    # declaration that rows are described by when written (describe_rows) and when an older run is read
-    rows: Mapping[str, RowFacts] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> Mapping[str, RowFacts]:
+        """Every method its rows name -> what those rows are: the catalogue's declaration
+        (catalogue/suites.ROWS), which rows are described by when written (describe_rows) and when read."""
+        return ROWS[self.name]
 
 
 class UnknownSuite(KeyError):
@@ -86,11 +91,6 @@ def spec(name: str) -> SuiteSpec:
     if s.name != name:
         raise RuntimeError(f"ipcbench.suites.{name} declares suite {s.name!r}")
     return s
-
-
-def row_facts(suite: str, method: str) -> RowFacts | None:
-    """What the rows of (suite, method) are, as the suite declares them; None for a name no suite writes."""
-    return spec(suite).rows.get(method) if suite in ORDER else None
 
 
 def describe_rows(rows: list, mps: bool, round_pairs: int) -> None:

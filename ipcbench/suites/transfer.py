@@ -4,22 +4,13 @@ memory shared other than by legacy IPC is a twin step (registry.Step.twin)."""
 
 from __future__ import annotations
 
+from ipcbench.catalogue.methods import facts_of, method_facts, suite_of
 from ipcbench.core.methods import METHODS
 from ipcbench.core.pair import measure_pair
 from ipcbench.core.world import ordered_pairs, unordered_pairs
-from ipcbench.results import ACCESS, RowFacts
 from ipcbench.suites.registry import Step
 
-
-def facts_of(method, **kw) -> RowFacts:
-    """The facts of a method's rows from the method table: its engine, its buffer kind as the sharing
-    mechanism (a two-sided engine, NCCL, shares through its own library), its style as its access."""
-    mechanism = method.engine if method.two_sided else method.buffers
-    return RowFacts(engine=method.engine, mechanism=mechanism, access=ACCESS[method.style], **kw)
-
-
-def method_facts(names: list[str]) -> dict[str, RowFacts]:
-    return {name: facts_of(METHODS[name]) for name in names}
+__all__ = ["facts_of", "method_facts", "suite_of", "method_steps", "pair_runner"]  # the facts: the catalogue's
 
 
 def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) -> list[Step]:
@@ -41,11 +32,3 @@ def pair_runner(suite: str, method_name: str, direction: str):
 
     return run
 
-
-def suite_of(method_name: str) -> str:
-    """The suite whose rows a method's are (the one `ipcbench all` measures it in): copy for the legacy copy
-    engine, kernel for the legacy kernels, pool for memory-pool and cuda.core memory, vmm for VMM memory."""
-    m = METHODS[method_name]
-    if m.buffers == "legacy":
-        return "copy" if m.engine == "ce" else "kernel"
-    return "vmm" if m.buffers == "vmm" else "pool"

@@ -5,10 +5,11 @@ writes no rows and says why."""
 
 from __future__ import annotations
 
+from ipcbench.catalogue.suites import SUITE_METHODS
 from ipcbench.suites.registry import SuiteSpec
-from ipcbench.suites.transfer import method_facts, method_steps
+from ipcbench.suites.transfer import method_steps
 
-METHOD_NAMES = ["vmm_ce", "vmm_sm_read", "vmm_sm_write"]
+METHOD_NAMES = list(SUITE_METHODS["vmm"])  # the catalogue's (catalogue/suites.py)
 
 
 def steps(n: int, sizes: list[int]):
@@ -16,5 +17,4 @@ def steps(n: int, sizes: list[int]):
 
 
 SUITE = SuiteSpec("vmm", "the copy and kernel methods on peers' cuMemCreate allocations (VMM: POSIX fd over a "
-                  "Unix socket, cuMemImportFromShareableHandle, cuMemMap)", steps,
-                  method_facts(METHOD_NAMES))
+                  "Unix socket, cuMemImportFromShareableHandle, cuMemMap)", steps)

@@ -1,0 +1,68 @@
+"""record/meta.py: the one typed record of meta.json. The class that writes it (Meta.as_json, through
+run/meta.py) is the class that reads it (Meta.from_json): what the writer writes reads back equal, old files read
+as before, and what an older writer got wrong (a command as a string) reads as what it meant."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ipcbench.record.meta import Meta, Skipped, read_meta
+from ipcbench.results import META_NAME
+from ipcbench.run import meta as run_meta
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = sorted(p.parent for d in ("results", "tests/data") for p in (ROOT / d).rglob(META_NAME))
+
+
+def test_what_the_writer_writes_reads_back_equal(tmp_path):
+    written = run_meta.base_meta("rid", ["copy", "--quick"])
+    run_meta.write_meta(tmp_path, {**written, "skipped": [{"suite": "nccl", "step": "nccl push", "reason": "no NCCL",
+                                                           "host": "h"}]})
+    m = read_meta(tmp_path)
+    assert m.command == ["ipcbench", "copy", "--quick"] and m.run_id == "rid" and m.status == "running"
+    assert m.skipped == [Skipped("nccl", "nccl push", "no NCCL", "h")]
+    assert Meta.from_json(m.as_json()) == m
+    assert Meta.from_json(json.loads(json.dumps(m.as_json()))) == m  # through the JSON text too
+
+
+@pytest.mark.parametrize("run_dir", RECORDED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_recorded_meta_round_trips(run_dir):
+    """Every meta.json under results/ and tests/data/ reads the same after being written by the record class."""
+    m = read_meta(run_dir)
+    assert m.found and Meta.from_json(m.as_json()) == m
+    raw = json.loads((run_dir / META_NAME).read_text())
+    again = m.as_json()
+    assert {k: again[k] for k in raw if k != "command"} == {k: v for k, v in raw.items() if k != "command"}
+
+
+def test_a_command_written_as_a_string_reads_as_a_list():
+    """check and selftest once wrote "command": "check"; it read as [] (the command lost)."""
+    assert Meta.from_json({"command": "check"}).command == ["check"]
+    assert Meta.from_json({"command": ["ipcbench", "check", "--from", "x"]}).command == ["ipcbench", "check", "--from",
+                                                                                       "x"]
+    assert Meta.from_json({"command": 7}).command == []
+
+
+def test_the_writer_never_writes_a_command_string(tmp_path):
+    run_meta.write_meta(tmp_path, {**run_meta.base_meta("rid", ["check"]), "command": "check"})
+    assert json.loads((tmp_path / META_NAME).read_text())["command"] == ["check"]
+
+
+def test_noise_basis_defaults_to_within_run_and_round_trips():
+    assert Meta().noise_basis == "within-run" and Meta.from_json({}).noise_basis == "within-run"
+    m = Meta.from_json({"noise_basis": "between-runs"})
+    assert m.noise_basis == "between-runs" and Meta.from_json(m.as_json()).noise_basis == "between-runs"
+    assert Meta.from_json({"noise_basis": 3}).noise_basis == "within-run"
+
+
+def test_skipped_steps_are_typed_and_malformed_ones_left_out():
+    m = Meta.from_json({"skipped": [{"suite": "kernel", "step": "sm_bulk_read pull", "reason": "needs cc 9.0"},
+                                    "junk", {"suite": "x"}]})
+    assert m.skipped == [Skipped("kernel", "sm_bulk_read pull", "needs cc 9.0")]
+    assert m.as_json()["skipped"] == [{"suite": "kernel", "step": "sm_bulk_read pull", "reason": "needs cc 9.0",
+                                       "host": ""}]
+    assert Meta.from_json({}).skipped == []
+    assert m.skipped_by_suite() == {"kernel": ["sm_bulk_read pull: needs cc 9.0"]}
