@@ -199,7 +199,8 @@ def _matched(bases: list[Run], new: Run):
 def _invalid_values(k):
     """Each row's invalid value, named (COMMON interface: the reader's `invalid` column, record/run.py): the
     reader's message where it gave one, else the judged value (GB/s or µs median) when it is empty (NaN),
-    infinite, zero or negative: a number no measurement gives. Error-path rows carry no value to judge."""
+    infinite, zero or negative: a number no measurement gives. Error-path rows carry no value to judge; a
+    value above a physical ceiling (an infinite rate) is counted as impossible, once."""
     import numpy as np
 
     said = k["invalid"].fillna("").astype(str).to_numpy() if "invalid" in k.columns else np.full(len(k), "")
@@ -207,7 +208,7 @@ def _invalid_values(k):
     col = np.where(k["kind"].to_numpy() == "bandwidth", "bw_gbps_median", "time_us_median")
     what = np.where(np.isnan(v), "is empty or NaN", np.where(np.isinf(v), "is infinite",
                     np.where(v < 0, "is negative", np.where(v == 0, "is zero", ""))))
-    what = np.where(k["kind"].to_numpy() == "error", "", what)
+    what = np.where((k["kind"].to_numpy() == "error") | (k["impossible"].to_numpy() != ""), "", what)
     mine = [f"{c} {x:g} {w}" if w and np.isfinite(x) else (f"{c} {w}" if w else "")
             for c, x, w in zip(col, v, what)]
     return np.where(said != "", said, np.array(mine, dtype=object))
@@ -434,10 +435,10 @@ def _num(v, unit) -> str:
 
 
 def _pct(v) -> str:
-    """0.032 -> '3.2%', 0.26 -> '26%', 1.5 -> '150%'."""
+    """0.032 -> '3.2%', 0.135 -> '13.5%', 0.2667 -> '26.7%', 1.5 -> '150%'."""
     if v is None or v != v:
         return ""
-    return f"{100 * v:.2g}%" if v < 1 else f"{100 * v:.0f}%"
+    return f"{100 * v:.3g}%" if v < 10 else f"{100 * v:.0f}%"
 
 
 def _p(v) -> str:
