@@ -31,7 +31,7 @@ MAX_LISTED = 40  # rows per section in text/md (csv lists every row)
 CSV_COLUMNS = ["suite", "method", "direction", "host", "src_gpu", "dst_gpu", "same_gpu", "bytes", "seq", "kind",
                "timing", "sliced", "unit", "base", "new", "ratio", "change", "p", "test", "base_runs", "spread",
                "verdict", "note", "impossible", "bound", "rule", "invalid"]
-# the noise rule that judged the rows, by the runs' noise basis (meta.json "noise_basis"; docs/results.md)
+# the noise rule that judged the rows, by the runs' noise basis (meta.json "noise_basis"; docs/report.md)
 NOISE_RULES = {"between-runs": "between-runs noise",
                "within-run": "within-run noise + between-runs floors for runs older than the between-runs noise"}
 ENGINE_ORDER = ("ce", "sm", "sm_bulk", "nccl", "shm", "event", "mpi", "api")
@@ -81,9 +81,10 @@ def load(path) -> Run:
 
 
 def noise_basis(run: Run) -> str:
-    """"between-runs" when the run's meta.json says its `noise` covers how far a row moves between runs of the
-    same code on the same node, else "within-run" (runs older than that, a CSV without meta.json): the too small
-    noise of the old sampler. Meta.noise_basis where the reader has it, else meta.json's key."""
+    """The run's noise basis: "between-runs" when its meta.json says its `noise` covers how far a row moves
+    between runs of the same code on the same node, else "within-run" (runs older than that, a CSV without
+    meta.json): the too small noise of the old sampler. Meta.noise_basis where the reader has it, else
+    meta.json's key."""
     basis = getattr(run.meta, "noise_basis", None) or run.meta.raw.get("noise_basis")
     return "between-runs" if basis == "between-runs" else "within-run"
 
