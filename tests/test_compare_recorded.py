@@ -63,11 +63,21 @@ def test_loaded_as_base_shows_improvements_only():
     assert "regression" not in v.values() and "improvement" in v.values()
 
 
-def test_several_base_runs():
-    p = compare("quiet1", "quiet2", "quiet3", fmt="text")
+@pytest.mark.parametrize("new", QUIET)
+def test_two_quiet_base_runs_pass_the_third(new):
+    p = compare(*[q for q in QUIET if q != new], new, fmt="text")
     assert p.returncode == 0, p.stdout[-2000:]
+    assert "2 BASE run(s)" in p.stdout and "verdict: no regression" in p.stdout
+
+
+def test_several_base_runs_catch_the_loaded_link():
     p = compare("quiet1", "quiet2", "quiet3", "loaded", fmt="text")
     assert p.returncode == 1 and "REGRESSION" in p.stdout
+    v = verdicts(compare("quiet1", "quiet2", "quiet3", "loaded").stdout)
+    regressed = {k for k, x in v.items() if x == "regression"}
+    assert any(k[:3] == ("kernel", "sm_read", "pull") and k[-1] == str(512 << 20) for k in regressed)
+    assert any(k[:3] == ("copy", "ce", "push") for k in regressed)
+    assert not any(x == "improvement" for x in v.values())
 
 
 def test_a_base_given_twice_counts_once():
