@@ -25,11 +25,17 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def is_quick(meta: Meta) -> bool | None:
+    """Whether the run was measured with --quick, from its recorded options (None: not recorded)."""
+    quick = meta.options.get("quick")
+    return quick if isinstance(quick, bool) else None
+
+
 def run_options(meta: Meta, frame=None) -> dict[str, str]:
     """How a run was measured, as {field: text}: mode, sampling, sizes, ranks per GPU, pairs (and verify,
     command when known). Fields meta.json lacks (older runs) say "not recorded"."""
     o, samp = meta.options, meta.sampling
-    quick = o.get("quick")
+    quick = is_quick(meta)
     out = {"mode": "quick (--quick)" if quick else "full" if quick is False else "not recorded"}
     min_time = o.get("min_time_ms", samp.get("min_time_ms"))
     each = f", each sample ≥ {min_time:g} ms" if _number(min_time) else ""
@@ -92,7 +98,7 @@ def options_short(meta: Meta, frame=None) -> dict[str, str]:
     """The options of a run in a few characters each, for the side-by-side table: mode, sampling, sizes,
     ranks per GPU, pairs."""
     o, samp = meta.options, meta.sampling
-    quick = o.get("quick")
+    quick = is_quick(meta)
     out = {"mode": "quick" if quick else "full" if quick is False else "?"}
     mt = o.get("min_time_ms", samp.get("min_time_ms"))
     each = f" × ≥{mt:g} ms" if _number(mt) else ""
