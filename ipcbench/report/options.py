@@ -16,13 +16,18 @@ PAIR_MODES = {"sequential": ("one pair at a time", "one at a time"),  # (the opt
               "concurrent": ("disjoint pairs at once", "at once")}
 
 
-def _sizes(meta: Meta, frame) -> list[int]:
+def sizes_of(meta: Meta, frame=None) -> list[int]:
     """The run's sizes from meta.json, else (older runs) from its rows."""
     return meta.sizes or (sorted(int(b) for b in set(frame["bytes"]) if b > 0) if frame is not None else [])
 
 
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def sizes_text(sizes: list[int]) -> str:
+    """"17 sizes, 4K–256M"."""
+    return f"{len(sizes)} sizes, {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "not recorded"
 
 
 def is_quick(meta: Meta) -> bool | None:
@@ -48,8 +53,8 @@ def run_options(meta: Meta, frame=None) -> dict[str, str]:
         out["sampling"] = rule + (f" (or {tmax:g} s)" if _number(tmax) else "") + each
     else:
         out["sampling"] = ("rule not recorded" + each) if o else "not recorded"
-    sizes = _sizes(meta, frame)
-    out["sizes"] = f"{len(sizes)} sizes, {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "not recorded"
+    sizes = sizes_of(meta, frame)
+    out["sizes"] = sizes_text(sizes)
     out["ranks per GPU"] = "not recorded" if meta.ranks_per_gpu is None else str(meta.ranks_per_gpu)
     pm = meta.pair_mode
     if pm.get("mode"):
@@ -110,7 +115,7 @@ def options_short(meta: Meta, frame=None) -> dict[str, str]:
                            + (f", to ±{float(noise or 0) * 100:g}%" if _number(noise) else ""))
     else:
         out["sampling"] = "?"
-    sizes = _sizes(meta, frame)
+    sizes = sizes_of(meta, frame)
     out["sizes"] = f"{len(sizes)}: {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "?"
     out["ranks/GPU"] = "?" if meta.ranks_per_gpu is None else str(meta.ranks_per_gpu)
     mode = meta.pair_mode.get("mode")
