@@ -120,7 +120,8 @@ def test_a_uniformly_slow_run_is_a_fact_beside_the_counts(tmp_path):
     rc, md, _ = run_report(tmp_path, tmp_path / "results")
     g = glance(md)
     assert "runs healthy" not in g and "4 cannot be judged" in g  # synth's H200 NVLink pairs: no expectation
-    assert re.search(r"\*\*Slower than the other runs of their GPU model\*\*: r2-h3 \(best path (\d+\.\d)% below the median of 4", g)
+    assert re.search(r"\*\*Slower than the other runs of their GPU model\*\*: r2-h3 \(best path (\d+\.\d)% below "
+                     r"the median of 4", g)
 
 
 # ------------------------------------------------------------------------------------------ invalid values

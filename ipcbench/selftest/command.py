@@ -8,10 +8,10 @@ for both. It measures every one-way method of the copy, kernel, pool and vmm sui
 on which pairs), then the same transfers through the anchor (selftest/anchor.py: one process, no IPC,
 stream enqueue between events behind a spin kernel), and prints the difference of every row. Exit 0: every
 row is within its noise plus its anchor's plus --tolerance (2%; --small-tolerance, 10%, for transfers the
-anchor moves in under 10 us: plan.Tolerance); 1: a row is not (the rows are named), or
-a transfer failed verification; 2: it cannot judge (no GPU, no mpirun, too little memory, ranks bound one
-per GPU, nothing measured, a row without its anchor). Each row's verdict and the whole are a Status
-(ipcbench/status.py; selftest/verdict.overall). The run directory holds the rows (results.csv, meta.json) and selftest.csv.
+anchor moves in under 10 us: plan.Tolerance); 1: a row is not (the rows are named), or a transfer failed
+verification; 2: it cannot judge (no GPU, no mpirun, too little memory, ranks bound one per GPU, nothing
+measured, a row without its anchor). Each row's verdict and the whole are a Status (ipcbench/status.py;
+selftest/verdict.overall). The run directory holds the rows (results.csv, meta.json) and selftest.csv.
 
 cli.py imports this module to parse and check the arguments before any rank starts (as the bench command's
 config.py), so the runner and the anchor, which import CuPy, are imported when the run starts.

@@ -81,8 +81,9 @@ class RowVsAnchor:
 def judge(rows, anchors: dict, tolerance: Tolerance) -> list[RowVsAnchor]:
     """A RowVsAnchor per one-way bandwidth row: PASS when |row / anchor - 1| <= row noise + anchor noise + the
     tolerance of its size (plan.Tolerance), the row and its anchor verified; FAIL when beyond, or either
-    failed verification; UNJUDGED when no anchor of its transfer was measured. `anchors`: {(host, AnchorKey, bytes): Anchor}, per driver; a row is held
-    against its transfer's anchors of every driver combined (by_transfer)."""
+    failed verification; UNJUDGED when no anchor of its transfer was measured. `anchors`: {(host, AnchorKey,
+    bytes): Anchor}, per driver; a row is held against its transfer's anchors of every driver combined
+    (by_transfer)."""
     combined = by_transfer(anchors)
     out = []
     for r in rows:
