@@ -99,7 +99,7 @@ MAY_IMPORT = {
     "suites": {"core", "ipc", "errors", "results", "sizes"},
     "config": {"core", "errors", "sizes", "suites"},
     "run": {"ipcbench", "config", "core", "ipc", "suites", "errors", "results", "sizes"},
-    "selftest": {"config", "core", "run", "suites", "errors", "sizes"},
+    "selftest": {"config", "core", "run", "suites", "errors", "sizes", "status"},
 }
 
 
