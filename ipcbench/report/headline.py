@@ -1,8 +1,11 @@
 """The report's headline ("At a glance"): per run, the numbers a reader came for, in a few lines at the top
-of the HTML, the markdown and the terminal summary. Is the node healthy (every GPU pair's best path and %
-of link peak, the weakest pair, red flags), what IPC buys over the host-staged paths and NCCL, the P2P
-latency, and how the run was measured (options.py). Numbers come from tables.py; this module only chooses
-and words them.
+of the HTML, the markdown and the terminal summary. Is the node healthy: `ipcbench check`'s judgement of the
+run, the one verdict (health; the report never judges by rules of its own); then facts: every GPU pair's best
+path and % of link peak, the weakest pair, what IPC buys over the host-staged paths and NCCL, the P2P latency,
+what to know before quoting a number (invalid values by file:line, unverified rows, noise, a quick run), and
+how the run was measured (options.py). With several runs, how many check judged healthy, unhealthy or could
+not judge. Numbers come from tables.py, made of valid values only (validity.py); this module only chooses and
+words them.
 """
 
 from __future__ import annotations
@@ -281,7 +284,7 @@ def _flags(run: Run, t: dict, cv_threshold: float, flags: list[str]) -> list[tup
     if bad:
         flags.append(_n(len(bad), "invalid value"))
         shown = list(bad.values())[:MAX_INVALID_SHOWN]
-        more = f"; and {len(bad) - len(shown)} more (the Flags section)" if len(bad) > len(shown) else ""
+        more = f"; and {len(bad) - len(shown)} more" if len(bad) > len(shown) else ""
         lines.append(("warn", f"**{_n(len(bad), 'invalid value')}** (NaN, infinite, negative or above a physical "
                               f"ceiling), left out of every number here: " + "; ".join(shown) + more + "."))
     if len(unver):
