@@ -97,6 +97,19 @@ def test_the_weakest_pair_is_a_fact_not_a_second_verdict(tmp_path):
     assert sum(g.count(w) for w in WORDS.values()) == 1
 
 
+def test_a_weak_row_of_a_method_check_does_not_judge_is_no_second_verdict(tmp_path, capsys):
+    """pool_ce push 0→1 256M of a 2 x H100 run 27% slow (a neighbour on the link while that one row ran): the
+    report said "✗ Check: 1 weak-pair row … up to 27% below" beside "✓ Weakest pair … 0.1% below" while check,
+    which does not judge pool_ce, passed. The report says check's verdict; the weak row is listed under Flags."""
+    run = edited_copy(DATA / "h100x2" / "all-1", tmp_path / "run", 299, bw_gbps_median=396.22 * 0.73)
+    assert check_code(run, capsys) == 0
+    rc, md, _ = run_report(tmp_path, run)
+    g = glance(md)
+    assert "✓ **Healthy**" in g and "✗" not in g and "weak-pair" not in g
+    assert "Weak links (pairs more than 10% below their method's typical pair: the median, or the stronger of " \
+           "two): 1" in md
+
+
 def test_many_runs_are_counted_by_their_verdicts(tmp_path, capsys):
     """`ipcbench report results/` opened with "✓ All 5 runs healthy" while each run had no health verdict."""
     runs = sorted(p.parent for p in (REPO / "results").glob("*/results.csv"))
