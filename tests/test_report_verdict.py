@@ -140,13 +140,15 @@ def test_a_uniformly_slow_run_is_a_fact_beside_the_counts(tmp_path):
 # ------------------------------------------------------------------------------------------ invalid values
 
 @pytest.mark.parametrize("value", ["600", "inf", "-5"])  # a "nan" in the CSV: the reader's (record/table.py)
-def test_an_invalid_value_never_drives_the_headline(value, tmp_path):
+def test_an_invalid_value_never_drives_the_headline(value, tmp_path, capsys):
     """ce push 0->1 256M of a 2 x H200 run set to 600 GB/s (link peak 450): the report said "Weakest pair 1→0 …
     a slow or degraded link", "497.5 GB/s = 110.6% of the link peak", "What IPC buys: 9.8×"; inf gave "inf×";
     a negative rate was shown without a flag."""
     run = edited_copy(H200X2, tmp_path / "run", 18, bw_gbps_median=value)
+    code = check_code(run, capsys)
     rc, md, _ = run_report(tmp_path, run)
     g = glance(md)
+    assert WORDS[{0: Status.PASS, 1: Status.FAIL, 2: Status.UNJUDGED}[code]] in g  # whatever check says of it
     flag = next(ln for ln in g.splitlines() if "invalid value" in ln)
     assert "results.csv:18" in flag
     assert "inf×" not in md and "nan×" not in md and "110.6%" not in g and "9.8×" not in g
