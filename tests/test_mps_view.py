@@ -71,3 +71,55 @@ def test_notes_match_the_recorded_mode(name):
         assert not same["note"].str.contains("no MPS").any() and same["note"].str.contains("concurrently").any()
     else:
         assert not same["note"].str.contains("concurrently").any() and same["note"].str.contains("no MPS").any()
+
+
+# ------------------------------------------------------------------------------------------ matched by what they are
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def meta_copy(src: Path, dst: Path, change) -> Path:
+    """A copy of a run with its meta.json changed by change(meta)."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    meta = json.loads((dst / "meta.json").read_text())
+    change(meta)
+    (dst / "meta.json").write_text(json.dumps(meta))
+    return dst
+
+
+def test_runs_of_another_gpu_never_pair():
+    """h200-nomps and h100-mps were paired (both host `vm`): an "MPS gain" of an H200 against an H100."""
+    runs, _ = load_runs([RESULTS / "h200-nomps", RESULTS / "h100-mps"])
+    assert side_by_side(runs) == []
+
+
+def test_the_committed_results_pair_their_h100_runs():
+    """`ipcbench report results/` printed no MPS section: the newest run without MPS on host `vm` was an H200's
+    (64M-1G), which has no size in common with the H100's run under MPS, and the view was dropped."""
+    runs, _ = load_runs([RESULTS])
+    views = side_by_side(runs)
+    assert [(h, a, b) for h, a, b, _ in views] == [("vm", "h100-nomps", "h100-mps")]
+
+
+def test_report_of_results_has_the_section(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    rc = report.run(parser.parse_args([str(RESULTS), "--no-figures", "--quiet", "--out", str(tmp_path / "r")]))
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert rc == 0 and "## Same GPU: without and with MPS" in md
+    assert "without MPS `h100-nomps`, with MPS `h100-mps`" in md and "h200" not in md.split("MPS gain")[1][:2000]
+
+
+@pytest.mark.parametrize("what, change", [
+    ("another GPU board", lambda m: m["gpus"]["vm"][0].update(uuid="GPU-00000000-other")),
+    ("other sizes", lambda m: m.update(sizes=m["sizes"][:-1])),
+    ("a full run beside a quick one", lambda m: m["options"].update(quick=False)),
+    ("another rank count per GPU", lambda m: m.update(ranks_per_gpu=4)),
+])
+def test_runs_measured_differently_never_pair(what, change, tmp_path):
+    changed = meta_copy(DATA / "h100-mps", tmp_path / "h100-mps", change)
+    runs, _ = load_runs([DATA / "h100-nomps", changed])
+    assert side_by_side(runs) == [], what

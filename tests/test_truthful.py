@@ -111,7 +111,8 @@ def test_a_run_whose_last_line_was_cut_is_not_healthy(tmp_path, capsys):
     rc, out, err = run_cmd(report, capsys, run, "--no-figures", "--out", tmp_path / "o")
     g = glance(out)
     assert "Healthy" not in g and "run complete" not in g
-    assert "✗ Check: the run did not complete" in g and "Incomplete run (its last line was cut short)" in g
+    assert "! Cannot judge the node's health" in g and "the run did not complete (its last line was cut short)" in g
+    assert "Incomplete run (its last line was cut short)" in g
     assert "the run did not complete (its last line was cut short)" in err
 
 

@@ -19,6 +19,7 @@ from ipcbench.report.headline import glance_blocks
 from ipcbench.report.mps_view import side_by_side
 from ipcbench.report.options import options_line, run_options
 from ipcbench.report.render import Block, Figure, Heading, Para, Table, clean
+from ipcbench.report.validity import valid_frame
 from ipcbench.results import META_NAME
 
 MAX_FLAG_ROWS = 40  # rows listed per kind of flag in the report (all are counted)
@@ -84,12 +85,13 @@ def _tables(runs: list[Run], cv_threshold: float) -> dict:
 
     from ipcbench.report import tables as T
 
-    df = pd.concat([r.frame.assign(run=r.label) for r in runs], ignore_index=True)
+    df = pd.concat([valid_frame(r).assign(run=r.label) for r in runs], ignore_index=True)  # invalid values NaN
+    as_read = pd.concat([r.frame.assign(run=r.label) for r in runs], ignore_index=True)  # the Flags name them
     df["run"] = pd.Categorical(df["run"], categories=[r.label for r in runs])
     df = T.add_scope(df)
     t = dict(df=df, summary=T.method_summary(df), weak=T.weak_links(df), noisy=T.noisy_rows(df, cv_threshold),
              unver=T.unverified_rows(df), links=T.link_table({r.label: r.meta for r in runs}),
-             impossible=T.impossible_rows(df, {r.label: r.meta for r in runs}), sp=T.speedup_rows(df),
+             impossible=T.impossible_rows(as_read, {r.label: r.meta for r in runs}), sp=T.speedup_rows(df),
              sp_nccl=T.speedup_rows(df, "nccl"), handles=T.handle_costs(df))
     t.update(flags=T.flag_counts(t["weak"], t["noisy"], t["unver"], t["impossible"]),
              sp_sum=T.speedup_summary(t["sp"]), sp_nccl_sum=T.speedup_summary(t["sp_nccl"]),

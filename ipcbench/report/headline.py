@@ -1,8 +1,11 @@
 """The report's headline ("At a glance"): per run, the numbers a reader came for, in a few lines at the top
-of the HTML, the markdown and the terminal summary. Is the node healthy (every GPU pair's best path and %
-of link peak, the weakest pair, red flags), what IPC buys over the host-staged paths and NCCL, the P2P
-latency, and how the run was measured (options.py). Numbers come from tables.py; this module only chooses
-and words them.
+of the HTML, the markdown and the terminal summary. Is the node healthy: `ipcbench check`'s judgement of the
+run, the one verdict (health; the report never judges by rules of its own); then facts: every GPU pair's best
+path and % of link peak, the weakest pair, what IPC buys over the host-staged paths and NCCL, the P2P latency,
+what to know before quoting a number (invalid values by file:line, unverified rows, noise, a quick run), and
+how the run was measured (options.py). With several runs, how many check judged healthy, unhealthy or could
+not judge. Numbers come from tables.py, made of valid values only (validity.py); this module only chooses and
+words them.
 """
 
 from __future__ import annotations
@@ -13,14 +16,21 @@ from ipcbench.record.meta import Meta
 from ipcbench.record.run import Run
 from ipcbench.report.cells import f1, method_label, size_text, times, us
 from ipcbench.report.figure_style import series_of, size_label
-from ipcbench.report.options import MAX_TERMINAL_RUN_ROWS, options_blocks, options_line, options_short, run_options
+from ipcbench.report.options import (MAX_TERMINAL_RUN_ROWS, is_quick, options_blocks, options_line, options_short,
+                                     run_options)
 from ipcbench.report.render import Block, Callout, Heading, Para, Table, clean
+from ipcbench.report.validity import invalid
 from ipcbench.results import STAGED_ENGINES
+from ipcbench.status import Status
 
 MAX_GLANCE_RUNS = 4  # runs that get a full "at a glance" block; every run gets a row in the runs table
 MAX_PAIR_ROWS = 12  # pairs listed in the best-path table; beyond that, the weakest ones
 WEAKEST_SHOWN = 6
-WEAK_PCT = 10.0  # a pair this far below the typical pair (tables.typical) is weak
+WEAK_PCT = 10.0  # a run this far below the other runs of its GPU model is slow (slow_runs)
+MAX_CHECKS_SHOWN = 3  # failed or unjudged checks named in a run's verdict line
+MAX_INVALID_SHOWN = 3  # invalid values named (file:line) in a run's headline
+MAX_RUNS_NAMED = 8  # runs named per verdict in the multi-run headline
+CHECK_EXPECTATIONS = "the expectations it ships (ipcbench/check/defaults.toml) and the node's own pairs"
 # how the headline names the family of the fastest path (figure_style.Series.family)
 FAMILY_WORDS = {"ce": "the copy engine", "sm read": "SM read kernels", "sm write": "SM write kernels",
                 "sm_bulk read": "bulk-copy read kernels", "sm_bulk write": "bulk-copy write kernels",
@@ -112,8 +122,9 @@ def _reference(n_pairs: int) -> str:
     return "the other pair" if n_pairs == 2 else "the median pair"
 
 
-def _health(best, reds: list[str]) -> list[tuple[str, str]]:
-    """The best path per pair and the weakest pair."""
+def _health(best) -> list[tuple[str, str]]:
+    """The best path per pair and the weakest pair, as facts: whether the node is healthy is check's verdict
+    (health), said once above them."""
     n_pairs = len(best)
     ref = _reference(n_pairs)
     med = float(best["bw"].median())
@@ -127,25 +138,12 @@ def _health(best, reds: list[str]) -> list[tuple[str, str]]:
     w = best.loc[best["bw"].idxmin()]
     host = f" ({w.host})" if best["host"].nunique() > 1 else ""
     wp = f" = {w.pct:.1f}% of peak" if w.pct == w.pct else ""
-    level = "bad" if w.below_pct > WEAK_PCT else "ok"
     if n_pairs > 1:
         text = (f"**Weakest pair** {_pair(w)}{host}: {w.bw:.1f} GB/s{wp}, {abs(w.below_pct):.1f}% "
-                f"{'below' if w.below_pct >= 0 else 'above'} {ref}")
-        text += " (more than 10%: a slow or degraded link)." if level == "bad" else "."
+                f"{'below' if w.below_pct >= 0 else 'above'} {ref}.")
     else:
         text = f"**Only one GPU pair** measured ({_pair(w)}{host}): nothing to compare it with."
-    lines.append((level, text))
-    low = best[best["below_pct"] > WEAK_PCT]
-    if len(low) > 1:
-        hosts = Counter(map(str, low["host"]))
-        where = ""
-        if best["host"].nunique() > 1:
-            where = " on " + ", ".join(f"{h} ({n})" for h, n in hosts.most_common(4))
-            where += f" and {len(hosts) - 4} more hosts" if len(hosts) > 4 else ""
-        reds.append(f"{len(low)} of {n_pairs} GPU pairs more than 10% below the median pair{where}")
-    elif level == "bad":
-        reds.append(f"pair {_pair(w)}{host} is {w.below_pct:.1f}% below {ref}")
-    return lines
+    return [*lines, ("info", text)]
 
 
 def _small_speedups(sp, digits: int) -> str:
@@ -276,69 +274,88 @@ def _methods_text(rows, limit: int = 3) -> str:
     return out + (f" and {len(c) - limit} more methods" if len(c) > limit else "")
 
 
-def _flags(run: Run, t: dict, cv_threshold: float, reds: list[str], ambers: list[str]) -> list[tuple[str, str]]:
-    """Unverified rows, impossible numbers, weak pairs, an incomplete run, noise, a quick run, no meta.json."""
+def _flags(run: Run, t: dict, cv_threshold: float, flags: list[str]) -> list[tuple[str, str]]:
+    """What a reader must know before quoting a number (invalid values, unverified rows, verification off, an
+    incomplete run, noise, a quick run, no meta.json): facts beside the verdict, never a verdict of their own.
+    `flags` gets each in a few words (the runs table)."""
     lines = []
-    unver, impossible, weak, noisy = t["unver"], t["impossible"], t["weak"], t["noisy"]
+    unver, noisy = t["unver"], t["noisy"]
+    bad = invalid(run)
+    if bad:
+        flags.append(_n(len(bad), "invalid value"))
+        shown = list(bad.values())[:MAX_INVALID_SHOWN]
+        more = f"; and {len(bad) - len(shown)} more" if len(bad) > len(shown) else ""
+        lines.append(("warn", f"**{_n(len(bad), 'invalid value')}** (NaN, infinite, negative or above a physical "
+                              f"ceiling), left out of every number here: " + "; ".join(shown) + more + "."))
     if len(unver):
-        reds.append(_n(len(unver), "unverified row"))
-        lines.append(("bad", f"**{_n(len(unver), 'unverified row')}** (the destination did not hold what was sent, or "
-                             f"the check did not run): {_methods_text(unver)}. Never quote these numbers."))
-    if len(impossible):
-        reds.append(_n(len(impossible), "impossible number"))
-        lines.append(("bad", f"**{_n(len(impossible), 'impossible number')}** (above a physical ceiling): "
-                             f"{_methods_text(impossible)}. A timing bug or flows counted twice."))
-    if len(weak):
-        pairs = Counter(f"{int(s)}→{int(d)}" for s, d in zip(weak["src_gpu"], weak["dst_gpu"]))
-        reds.append(_n(len(weak), "weak-pair row") + " (" + ", ".join(p for p, _ in pairs.most_common(4)) + ")")
-        lines.append(("bad", f"**{_n(len(weak), 'weak-pair row')}** (a pair more than 10% below its method's "
-                             "typical pair): " + ", ".join(f"{p} ({_n(n, 'method')})" for p, n in pairs.most_common(4))
-                             + f", up to {weak['below_pct'].max():.0f}% below."))
+        flags.append(_n(len(unver), "unverified row"))
+        lines.append(("warn", f"**{_n(len(unver), 'unverified row')}** (the destination did not hold what was sent, "
+                              f"or the check did not run): {_methods_text(unver)}. Never quote these numbers."))
+    if run.meta.options.get("verify") is False:
+        flags.append("verification off")
+        lines.append(("warn", "**Verification off** (--no-verify): no number of this run is checked."))
     if run.incomplete:
-        reds.append("the run did not complete")
-        lines.append(("bad", f"**Incomplete run** ({run.incomplete}): only the rows measured before it stopped."))
+        flags.append("the run did not complete")
+        lines.append(("warn", f"**Incomplete run** ({run.incomplete}): only the rows measured before it stopped."))
     if len(noisy):
         by_suite = ", ".join(f"{s} {n}" for s, n in Counter(map(str, noisy["suite"])).most_common())
-        ambers.append("noisy rows")
+        flags.append("noisy rows")
         lines.append(("warn", f"{_n(len(noisy), 'noisy row')} (CV above {cv_threshold:g}): {by_suite}: re-measure "
                               "those with more samples or on a quieter machine before quoting them (host-timed ops "
                               "are often noisy)."))
+    if is_quick(run.meta):
+        flags.append("quick run")
+        lines.append(("warn", "**Quick run** (--quick): a looser stopping rule, fine for a health check; re-run "
+                              "without --quick for numbers to quote."))
     if not run.meta.found:
-        ambers.append("no meta.json")
+        flags.append("no meta.json")
         lines.append(("warn", "No meta.json: options, GPUs, link peaks and versions unknown."))
     elif len(t["best"]) and not t["best"]["pct"].notna().any():
         lines.append(("info", "No NVML link table in meta.json: % of link peak unknown."))
     return lines
 
 
+def health(run: Run):
+    """check's judgement of the run (check/judge.Verdict): the expectations `ipcbench check` ships, its default
+    methods and rules, the node's own pairs; what `ipcbench check --from RUN` says, so that the report and the
+    gate cannot disagree. Judged on the run as read, as check reads it."""
+    from ipcbench.check import expect, judge, plan
+
+    return judge.judge(run, expect.defaults(), list(plan.METHODS_JUDGED))
+
+
+def _worst(verdict, limit: int = MAX_CHECKS_SHOWN) -> str:
+    """What made check's verdict what it is: the worst failed checks (or those it could not judge), in its
+    own words, and how many more."""
+    status = Status(verdict.status)
+    bad = sorted((c for c in verdict.checks if Status(c.status) is status), key=lambda c: -c.shortfall)
+    more = f"; and {len(bad) - limit} more" if len(bad) > limit else ""
+    return "; ".join(c.brief or c.reason for c in bad[:limit]) + more if bad else "nothing was judged"
+
+
+def _verdict_line(verdict) -> tuple[str, str]:
+    """check's verdict in one headline line: healthy, unhealthy naming what failed, or cannot judge and why."""
+    status = Status(verdict.status)
+    against = f"against {CHECK_EXPECTATIONS}"
+    if status is Status.PASS:
+        return "ok", f"**Healthy** (ipcbench check: {_n(len(verdict.checks), 'check')} passed {against})."
+    if status is Status.FAIL:
+        return "bad", f"**Unhealthy** (ipcbench check, {against}): {_worst(verdict)}."
+    return "warn", f"**Cannot judge** the node's health (ipcbench check, {against}): {_worst(verdict)}."
+
+
 def glance_facts(run: Run, t: dict, cv_threshold: float) -> dict:
     """Everything the headline says about one run, as (level, words) lines, from its part of each table that
-    document._tables gives the glance; the verdict first."""
-    reds: list[str] = []
-    ambers: list[str] = []
-    lines = _health(t["best"], reds) if len(t["best"]) else []
+    document._tables gives the glance; check's verdict first, then facts."""
+    flags: list[str] = []
+    verdict = health(run)
+    lines = _health(t["best"]) if len(t["best"]) else []
     lines += _ipc_buys(t) + _no_nccl(run)
     lines += _latency(t["lat"]) if len(t["lat"]) else []
     lines += _same_gpu(t["same"], run) if t.get("same") is not None and len(t["same"]) else []
-    lines += _flags(run, t, cv_threshold, reds, ambers)
-    opts = run_options(run.meta, run.frame)
-    if opts.get("mode", "").startswith("quick"):
-        ambers.append("quick run")
-        lines.append(("warn", "**Quick run** (--quick): a looser stopping rule, fine for a health check; re-run "
-                              "without --quick for numbers to quote."))
-    if opts.get("verify"):
-        reds.append("verification off")
-        lines.append(("bad", f"**Verification {opts['verify']}**: no number of this run is checked."))
-    checks = ("every row verified, no impossible numbers, no pair more than 10% below "
-              + ("the other" if len(t["best"]) == 2 else "the median"))
-    if reds:
-        verdict = ("bad", "**Check**: " + "; ".join(reds) + ".")
-    elif not len(t["best"]):
-        verdict = ("warn", "**No health verdict**: no cross-GPU bandwidth rows (run the copy, kernel or pool suite "
-                           "on two GPUs or more); nothing else is flagged.")
-    else:
-        verdict = ("ok", f"**Healthy**: {checks}" + (", run complete." if run.meta.status == "complete" else "."))
-    return dict(lines=[verdict] + lines, options=opts, reds=reds, ambers=ambers, ok=not reds)
+    lines += _flags(run, t, cv_threshold, flags)
+    return dict(lines=[_verdict_line(verdict)] + lines, options=run_options(run.meta, run.frame), flags=flags,
+                status=Status(verdict.status), verdict=verdict)
 
 
 # ------------------------------------------------------------------------------------------ the blocks
@@ -413,30 +430,52 @@ def _run_row(run: Run, t: dict, facts: dict) -> list[str]:
     if len(lat) and (lat["method"] == "sm_pingpong").any():
         p = lat[lat["method"] == "sm_pingpong"].iloc[0]
         lat_txt = f"{us(p['median'])} ({us(p['min'])}–{us(p['max'])})" if p["pairs"] > 1 else us(p["median"])
-    flags = "; ".join(facts["reds"] + facts["ambers"]) or "none"
-    return [run.label, gpu_desc(run).split(" · ", 1)[-1], options_short(run.meta, run.frame)["mode"], med, pct,
-            weakest, sp, lat_txt, flags]
+    return [run.label, gpu_desc(run).split(" · ", 1)[-1], facts["status"].word,
+            options_short(run.meta, run.frame)["mode"], med, pct, weakest, sp, lat_txt,
+            "; ".join(facts["flags"]) or "none"]
 
 
-def _runs_side_by_side(runs: list[Run], summary_rows: list, to_check: list[str]) -> list[Block]:
-    cols = ["run", "GPUs", "mode", "best path GB/s", "% of peak", "weakest pair", "IPC × staged", "P2P latency µs",
-            "flags"]
-    numeric = [False, False, False, True, True, False, True, False, False]
-    if to_check:
-        shown = to_check[:8]
-        verdict = ("bad", f"**{len(to_check)} of {len(runs)} runs to check**: " + "; ".join(shown)
-                   + (f"; and {len(to_check) - len(shown)} more (the flags column)" if len(to_check) > 8 else "") + ".")
-    else:
-        verdict = ("ok", f"**All {len(runs)} runs healthy**: every row verified, no impossible numbers, no pair more "
-                         "than 10% below its run's median, no run more than 10% below the others.")
-    caption = ("Runs side by side (best path: median over GPU pairs of each pair's fastest one-way method at the "
-               "largest size; weakest pair: vs the median pair; IPC × staged: the best IPC method over the best "
-               "host-staged path; P2P latency: sm_pingpong one way, median (min–max) over pairs)")
-    flagged_first = sorted(summary_rows, key=lambda r: r[-1] == "none" or r[-1].startswith(("noisy", "quick")))
+STATUS_FIRST = {Status.FAIL: 0, Status.UNJUDGED: 1, Status.PASS: 2}  # the runs table on a terminal: worst first
+
+
+def _counts(runs: list[Run], facts: list[dict], slow: dict[str, str]) -> list[tuple[str, str]]:
+    """The multi-run verdict: how many runs check judged healthy, unhealthy, or could not judge (never "all
+    healthy" for runs not judged), the runs of each that are not healthy, and runs slower than their peers."""
+    by = {s: [(r, f) for r, f in zip(runs, facts) if f["status"] is s] for s in Status}
+    level = "bad" if by[Status.FAIL] else "warn" if by[Status.UNJUDGED] else "ok"
+    lines = [(level, f"**{len(runs)} runs judged by ipcbench check**: {len(by[Status.PASS])} healthy, "
+                     f"{len(by[Status.FAIL])} unhealthy, {len(by[Status.UNJUDGED])} cannot be judged (each run's "
+                     f"headline below says what failed or why).")]
+    for status, title in ((Status.FAIL, "Unhealthy"), (Status.UNJUDGED, "Cannot judge")):
+        named = by[status][:MAX_RUNS_NAMED]
+        if named:
+            more = f"; and {len(by[status]) - len(named)} more (the check column)" if len(by[status]) > len(named) \
+                else ""
+            lines.append(("info", f"**{title}**: " + "; ".join(
+                f"{r.label} ({_worst(f['verdict'], 1)})" for r, f in named) + more + "."))
+    if slow:
+        lines.append(("warn", "**Slower than the other runs of their GPU model**: "
+                              + "; ".join(f"{label} ({why})" for label, why in slow.items())
+                              + ": every pair of such a run is slow alike (a throttled GPU, fewer NVLinks, another "
+                                "load), so only the other runs show it."))
+    return lines
+
+
+def _runs_side_by_side(runs: list[Run], summary_rows: list, facts: list[dict], slow: dict[str, str]) -> list[Block]:
+    cols = ["run", "GPUs", "check", "mode", "best path GB/s", "% of peak", "weakest pair", "IPC × staged",
+            "P2P latency µs", "flags"]
+    numeric = [False, False, False, False, True, True, False, True, False, False]
+    caption = ("Runs side by side (check: ipcbench check's verdict of the run; best path: median over GPU pairs of "
+               "each pair's fastest one-way method at the largest size; weakest pair: vs the median pair; IPC × "
+               "staged: the best IPC method over the best host-staged path; P2P latency: sm_pingpong one way, "
+               "median (min–max) over pairs)")
+    order = sorted(range(len(runs)), key=lambda i: (STATUS_FIRST[facts[i]["status"]], runs[i].label not in slow,
+                                                    not facts[i]["flags"]))
+    worst_first = [summary_rows[i] for i in order]
     blocks: list[Block] = [
-        Callout([verdict], terminal=True), Table(cols, summary_rows, numeric=numeric, caption=caption),
-        Table(cols, flagged_first[:MAX_TERMINAL_RUN_ROWS], terminal=True, files=False, numeric=numeric,
-              caption="Runs side by side" + (" (runs to check first)" if to_check else ""))]
+        Callout(_counts(runs, facts, slow), terminal=True), Table(cols, summary_rows, numeric=numeric, caption=caption),
+        Table(cols, worst_first[:MAX_TERMINAL_RUN_ROWS], terminal=True, files=False, numeric=numeric,
+              caption="Runs side by side (not healthy first)")]
     if len(summary_rows) > MAX_TERMINAL_RUN_ROWS:
         blocks.append(Para(f"… and {len(summary_rows) - MAX_TERMINAL_RUN_ROWS} more runs in the report.",
                            terminal=True, files=False))
@@ -448,26 +487,25 @@ def _runs_side_by_side(runs: list[Run], summary_rows: list, to_check: list[str])
 
 def glance_blocks(runs: list[Run], tables: dict, cv_threshold: float) -> list[Block]:
     """The "At a glance" section: per run (the first MAX_GLANCE_RUNS) a callout, its options and two small
-    tables; with several runs, a one-row-per-run table; with runs of different options, a warning."""
+    tables; with several runs, the count of check's verdicts and a one-row-per-run table; with runs of
+    different options, a warning."""
     split = {name: dict(tuple(t.groupby("run", observed=True, sort=False))) if len(t) else {}
              for name, t in tables.items()}
-    summary_rows, per_run, to_check = [], [], []
+    summary_rows, per_run, all_facts = [], [], []
     slow = slow_runs(runs, tables["best"])
     for i, run in enumerate(runs):
         t = {name: split[name].get(run.label, tables[name].iloc[0:0]) for name in tables}
         facts = glance_facts(run, t, cv_threshold)
         if run.label in slow:
-            facts["reds"].append(slow[run.label])
-            facts["lines"][0] = ("bad", "**Check**: " + "; ".join(facts["reds"]) + ".")
-            facts["lines"].insert(1, ("bad", f"**Slow against the other runs**: {slow[run.label]}: every pair of "
-                                             "this run is slow alike (a throttled GPU, fewer NVLinks, another "
-                                             "load), so only the other runs show it."))
+            facts["flags"].append("slower than the other runs")
+            facts["lines"].insert(1, ("warn", f"**Slower than the other runs**: {slow[run.label]}: every pair of "
+                                              "this run is slow alike (a throttled GPU, fewer NVLinks, another "
+                                              "load), so only the other runs show it."))
         summary_rows.append(_run_row(run, t, facts))
-        if facts["reds"]:
-            to_check.append(f"{run.label} ({'; '.join(facts['reds'])})")
+        all_facts.append(facts)
         if i < MAX_GLANCE_RUNS:
             per_run += _run_block(run, t, facts, len(runs) > 1)
     blocks: list[Block] = [Heading(2, "At a glance", terminal=True)]
     if len(runs) > 1:
-        blocks += _runs_side_by_side(runs, summary_rows, to_check)
+        blocks += _runs_side_by_side(runs, summary_rows, all_facts, slow)
     return blocks + per_run

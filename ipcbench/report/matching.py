@@ -1,20 +1,46 @@
-"""The runs `ipcbench compare` puts side by side (report/compare.py): naming their GPUs by UUID (or index),
-turning each run into one value per matched row key in its natural unit, combining several BASE runs, and
-the warnings when the runs differ in options, ranks, GPUs or versions.
+"""Runs matched by what they are: which node and GPUs a run measured and how (`node_of`, `measured_as`: the
+MPS side-by-side pairs runs that agree in both), and for `ipcbench compare` (report/compare.py): naming their
+GPUs by UUID (or index), turning each run into one value per matched row key in its natural unit, combining
+several BASE runs, and the warnings when the runs differ in options, sizes, ranks, MPS, GPUs or versions.
 """
 
 from __future__ import annotations
 
 import json
 
+from ipcbench.record.meta import Meta
 from ipcbench.record.run import Run
 from ipcbench.report.ceilings import impossible_rows
+from ipcbench.report.options import is_quick, sizes_of, sizes_text
 from ipcbench.report.significance import _sample_stats, host_timed, time_sliced
 
 KEY = ["suite", "method", "direction", "src", "dst", "bytes"]
-WARN_OPTIONS = ("quick", "sampling", "samples", "min_time_ms")
+WARN_OPTIONS = ("quick", "sampling", "samples", "min_time_ms", "verify", "sm_copy", "sm_bulk")
+MAX_UUIDS_NAMED = 4
 VALUE_COLS = ["host", "src_gpu", "dst_gpu", "same_gpu", "kind", "unit", "value", "lv", "verified", "s_n", "s_mean",
               "s_m2", "c_n", "c_mean", "c_m2", "exact", "timing", "host_timed", "sliced", "impossible"]
+
+
+def node_of(meta: Meta, host: str) -> tuple:
+    """What a run's node is: its host and its GPUs (index, model, UUID), as meta.json lists them."""
+    return host, tuple(sorted((g.index, g.name, g.uuid or "") for g in meta.gpus.get(host, [])))
+
+
+def measured_as(run: Run) -> tuple:
+    """How a run was measured, in what makes its numbers differ: its sizes, --quick, ranks per GPU."""
+    return tuple(sizes_of(run.meta, run.frame)), is_quick(run.meta), run.meta.ranks_per_gpu
+
+
+def _mps_words(meta: Meta) -> str:
+    """"without MPS (vm)", "with MPS (a, b)", "MPS on some GPUs (vm)", "" when not recorded."""
+    hosts = sorted({h for h, _ in meta.mps})
+    states = {h: meta.mps_state(h) for h in hosts}
+    parts = []
+    for word, state in (("without MPS", False), ("with MPS", True), ("MPS on some GPUs", None)):
+        on = [h for h in hosts if states[h] is state]
+        if on:
+            parts.append(f"{word} ({', '.join(on)})")
+    return "; ".join(parts)
 
 
 def identities(runs: list[Run]):
@@ -122,10 +148,16 @@ def _fmt_opt(v) -> str:
     return json.dumps(v) if v is None or isinstance(v, bool) else str(v)
 
 
+def _uuids(uuids: list[str]) -> str:
+    return ", ".join(uuids[:MAX_UUIDS_NAMED]) + (f" (+{len(uuids) - MAX_UUIDS_NAMED})" if len(uuids) > MAX_UUIDS_NAMED
+                                                  else "")
+
+
 def meta_warnings(base: Run, new: Run) -> list[str]:
     """What differs between a BASE run and NEW that makes their numbers less comparable: options (quick,
-    sampling rule, samples, min_time_ms), the serial steps' pairs (--serial-pairs), rank counts and ranks
-    per GPU, hosts, GPU models, driver and ipcbench versions. One line each."""
+    sampling rule, samples, min_time_ms, verify, kernel shapes), the serial steps' pairs (--serial-pairs),
+    rank counts and ranks per GPU, hosts, MPS, sizes, GPUs (UUIDs) and their models, driver and ipcbench
+    versions. One line each."""
     who = f"BASE {base.label} vs NEW {new.label}"
     bm, nm = base.meta, new.meta
     if not bm.found or not nm.found:
@@ -147,6 +179,18 @@ def meta_warnings(base: Run, new: Run) -> list[str]:
                    f"rank(s), {nm.ranks_per_gpu} per GPU")
     if bm.hosts and nm.hosts and sorted(bm.hosts) != sorted(nm.hosts):
         out.append(f"{who}: hosts differ: {', '.join(bm.hosts)} vs {', '.join(nm.hosts)}")
+    bw, nw = _mps_words(bm), _mps_words(nm)
+    if bw and nw and bw != nw:
+        out.append(f"{who}: MPS differs: {bw} vs {nw}: same-GPU kernels time-slice without MPS and run "
+                   f"concurrently with it (ping-pongs and pipelines change by orders of magnitude)")
+    bsz, nsz = sizes_of(bm), sizes_of(nm)
+    if bsz and nsz and bsz != nsz:
+        out.append(f"{who}: sizes differ: {sizes_text(bsz)} vs {sizes_text(nsz)}: only the sizes both measured "
+                   f"are compared")
+    bu, nu = sorted(set(bm.uuids().values())), sorted(set(nm.uuids().values()))
+    if bu and nu and bu != nu:
+        out.append(f"{who}: GPUs differ: {_uuids(bu)} vs {_uuids(nu)} ({len(set(bu) & set(nu))} in common): "
+                   f"other boards, whose own spread is in the difference")
     for what, b, n in (("GPU models", bm.gpu_models(), nm.gpu_models()),
                        ("driver versions", bm.versions.get("driver"), nm.versions.get("driver")),
                        ("ipcbench versions", bm.ipcbench_version, nm.ipcbench_version)):

@@ -16,7 +16,7 @@ PAIR_MODES = {"sequential": ("one pair at a time", "one at a time"),  # (the opt
               "concurrent": ("disjoint pairs at once", "at once")}
 
 
-def _sizes(meta: Meta, frame) -> list[int]:
+def sizes_of(meta: Meta, frame=None) -> list[int]:
     """The run's sizes from meta.json, else (older runs) from its rows."""
     return meta.sizes or (sorted(int(b) for b in set(frame["bytes"]) if b > 0) if frame is not None else [])
 
@@ -25,11 +25,22 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def sizes_text(sizes: list[int]) -> str:
+    """"17 sizes, 4K–256M"."""
+    return f"{len(sizes)} sizes, {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "not recorded"
+
+
+def is_quick(meta: Meta) -> bool | None:
+    """Whether the run was measured with --quick, from its recorded options (None: not recorded)."""
+    quick = meta.options.get("quick")
+    return quick if isinstance(quick, bool) else None
+
+
 def run_options(meta: Meta, frame=None) -> dict[str, str]:
     """How a run was measured, as {field: text}: mode, sampling, sizes, ranks per GPU, pairs (and verify,
     command when known). Fields meta.json lacks (older runs) say "not recorded"."""
     o, samp = meta.options, meta.sampling
-    quick = o.get("quick")
+    quick = is_quick(meta)
     out = {"mode": "quick (--quick)" if quick else "full" if quick is False else "not recorded"}
     min_time = o.get("min_time_ms", samp.get("min_time_ms"))
     each = f", each sample ≥ {min_time:g} ms" if _number(min_time) else ""
@@ -42,8 +53,8 @@ def run_options(meta: Meta, frame=None) -> dict[str, str]:
         out["sampling"] = rule + (f" (or {tmax:g} s)" if _number(tmax) else "") + each
     else:
         out["sampling"] = ("rule not recorded" + each) if o else "not recorded"
-    sizes = _sizes(meta, frame)
-    out["sizes"] = f"{len(sizes)} sizes, {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "not recorded"
+    sizes = sizes_of(meta, frame)
+    out["sizes"] = sizes_text(sizes)
     out["ranks per GPU"] = "not recorded" if meta.ranks_per_gpu is None else str(meta.ranks_per_gpu)
     pm = meta.pair_mode
     if pm.get("mode"):
@@ -92,7 +103,7 @@ def options_short(meta: Meta, frame=None) -> dict[str, str]:
     """The options of a run in a few characters each, for the side-by-side table: mode, sampling, sizes,
     ranks per GPU, pairs."""
     o, samp = meta.options, meta.sampling
-    quick = o.get("quick")
+    quick = is_quick(meta)
     out = {"mode": "quick" if quick else "full" if quick is False else "?"}
     mt = o.get("min_time_ms", samp.get("min_time_ms"))
     each = f" × ≥{mt:g} ms" if _number(mt) else ""
@@ -104,7 +115,7 @@ def options_short(meta: Meta, frame=None) -> dict[str, str]:
                            + (f", to ±{float(noise or 0) * 100:g}%" if _number(noise) else ""))
     else:
         out["sampling"] = "?"
-    sizes = _sizes(meta, frame)
+    sizes = sizes_of(meta, frame)
     out["sizes"] = f"{len(sizes)}: {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "?"
     out["ranks/GPU"] = "?" if meta.ranks_per_gpu is None else str(meta.ranks_per_gpu)
     mode = meta.pair_mode.get("mode")

@@ -8,9 +8,10 @@ for both. It measures every one-way method of the copy, kernel, pool and vmm sui
 on which pairs), then the same transfers through the anchor (selftest/anchor.py: one process, no IPC,
 stream enqueue between events behind a spin kernel), and prints the difference of every row. Exit 0: every
 row is within its noise plus its anchor's plus --tolerance (2%; --small-tolerance, 10%, for transfers the
-anchor moves in under 10 us: plan.Tolerance); 1: a row is not (the rows are named), or
-a transfer failed verification; 2: it cannot judge (no GPU, no mpirun, too little memory, ranks bound one
-per GPU, nothing measured). The run directory holds the rows (results.csv, meta.json) and selftest.csv.
+anchor moves in under 10 us: plan.Tolerance); 1: a row is not (the rows are named), or a transfer failed
+verification; 2: it cannot judge (no GPU, no mpirun, too little memory, ranks bound one per GPU, nothing
+measured, a row without its anchor). Each row's verdict and the whole are a Status (ipcbench/status.py;
+selftest/verdict.overall). The run directory holds the rows (results.csv, meta.json) and selftest.csv.
 
 cli.py imports this module to parse and check the arguments before any rank starts (as the bench command's
 config.py), so the runner and the anchor, which import CuPy, are imported when the run starts.
@@ -26,6 +27,7 @@ from ipcbench.core.methods import METHODS
 from ipcbench.errors import UsageError
 from ipcbench.run.console import say
 from ipcbench.selftest import plan, verdict
+from ipcbench.status import Status
 from ipcbench.suites.registry import Step
 from ipcbench.suites.transfer import pair_runner
 
@@ -137,7 +139,6 @@ def run(cfg, names: list[str], tolerance: plan.Tolerance, cross: str) -> int:
     status = runner.finish(s, rows, round_checks, extra)
     judged = 0
     if world.rank == 0:
-        bad = [c for c in checks if not c.ok]
         print()
         print("ipcbench selftest: each one-way row against the same transfer in one process (no IPC, stream "
               "enqueue between events behind a spin kernel); difference from the anchor, '!' beyond the "
@@ -146,18 +147,28 @@ def run(cfg, names: list[str], tolerance: plan.Tolerance, cross: str) -> int:
         print()
         print(verdict.anchors_table(anchors))
         print(f"-> {s.run_dir / 'selftest.csv'}")
-        if not checks:
-            print("ipcbench: error: the selftest measured nothing it could judge (every step was skipped: see "
-                  "above)", file=sys.stderr)
-            judged = 2
-        elif bad:
-            worst = sorted(bad, key=lambda c: -abs(c.diff or 0))[:5]
-            print(f"ipcbench: selftest FAILED: {len(bad)} of {len(checks)} rows differ from their anchor, e.g. "
-                  + "; ".join(f"{c.method} {c.direction} {c.src_rank}->{c.dst_rank} {c.bytes} B: {c.why}"
-                              for c in worst),
-                  file=sys.stderr)
-            judged = 1
-        else:
-            print(f"selftest passed: {len(checks)} rows within their anchor's tolerance")
+        judged = _say(verdict.overall(checks), checks)
     judged = world.world_allreduce_max(judged, "the selftest's verdict")
     return max(status, judged) if judged != 2 else 2
+
+
+def _say(status: Status, checks: list[verdict.RowVsAnchor]) -> int:
+    """The verdict in words (stdout when it passed, one line on stderr when not); its exit code."""
+    def named(cs):
+        worst = sorted(cs, key=lambda c: -abs(c.diff or 0))[:5]
+        return "; ".join(f"{c.method} {c.direction} {c.src_rank}->{c.dst_rank} {c.bytes} B: {c.why}" for c in worst)
+
+    if status is Status.PASS:
+        print(f"selftest passed: {len(checks)} rows within their anchor's tolerance")
+    elif status is Status.FAIL:
+        bad = [c for c in checks if c.status is Status.FAIL]
+        print(f"ipcbench: selftest FAILED: {len(bad)} of {len(checks)} rows differ from their anchor, e.g. "
+              + named(bad), file=sys.stderr)
+    elif not checks:
+        print("ipcbench: error: the selftest measured nothing it could judge (every step was skipped: see above)",
+              file=sys.stderr)
+    else:
+        lost = [c for c in checks if c.status is Status.UNJUDGED]
+        print(f"ipcbench: selftest cannot judge {len(lost)} of {len(checks)} rows, e.g. " + named(lost),
+              file=sys.stderr)
+    return status.exit_code

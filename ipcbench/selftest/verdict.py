@@ -1,5 +1,6 @@
 """The selftest's verdict (pure): each of ipcbench's one-way rows against its anchor, within both noises
-plus a tolerance; the table a person reads and the CSV a script reads."""
+plus a tolerance, as a Status (ipcbench/status.py: pass, fail, cannot judge); the whole is the Status of its
+rows; the table a person reads and the CSV a script reads."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 from ipcbench.selftest.plan import Tolerance, anchor_key
 from ipcbench.sizes import fmt_size
+from ipcbench.status import Status
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ def by_transfer(anchors: dict) -> dict:
 
 
 @dataclass(frozen=True)
-class Check:
+class RowVsAnchor:
+    """One of ipcbench's rows held against its anchor."""
+
     method: str
     direction: str
     src_rank: int
@@ -66,15 +70,20 @@ class Check:
     diff: float | None  # ipcbench / anchor - 1
     tolerance: float | None  # the tolerance of the transfer's size (plan.Tolerance.of)
     allowed: float | None  # both noises + the tolerance
-    ok: bool
+    status: Status  # pass; fail (beyond what is allowed, or a copy failed verification); cannot judge (no anchor)
     why: str = ""
 
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.PASS
 
-def judge(rows, anchors: dict, tolerance: Tolerance) -> list[Check]:
-    """A Check per one-way bandwidth row: ok when |row / anchor - 1| <= row noise + anchor noise + the
-    tolerance of its size (plan.Tolerance), the row and its anchor verified. A row without an anchor, or an
-    unverified one, is not ok. `anchors`: {(host, AnchorKey, bytes): Anchor}, per driver; a row is held
-    against its transfer's anchors of every driver combined (by_transfer)."""
+
+def judge(rows, anchors: dict, tolerance: Tolerance) -> list[RowVsAnchor]:
+    """A RowVsAnchor per one-way bandwidth row: PASS when |row / anchor - 1| <= row noise + anchor noise + the
+    tolerance of its size (plan.Tolerance), the row and its anchor verified; FAIL when beyond, or either
+    failed verification; UNJUDGED when no anchor of its transfer was measured. `anchors`: {(host, AnchorKey,
+    bytes): Anchor}, per driver; a row is held against its transfer's anchors of every driver combined
+    (by_transfer)."""
     combined = by_transfer(anchors)
     out = []
     for r in rows:
@@ -87,8 +96,8 @@ def judge(rows, anchors: dict, tolerance: Tolerance) -> list[Check]:
                     src_gpu=r.src_gpu, dst_gpu=r.dst_gpu, bytes=r.bytes, ipcbench_gbps=r.bw_gbps_median,
                     ipcbench_noise=noise, anchor=key.describe(drivers))
         if a is None:
-            out.append(Check(**base, anchor_gbps=None, anchor_noise=None, diff=None, tolerance=None, allowed=None,
-                             ok=False, why="no anchor was measured"))
+            out.append(RowVsAnchor(**base, anchor_gbps=None, anchor_noise=None, diff=None, tolerance=None,
+                                   allowed=None, status=Status.UNJUDGED, why="no anchor was measured"))
             continue
         diff = r.bw_gbps_median / a.gbps - 1
         tol = tolerance.of(r.bytes, a.gbps)
@@ -96,16 +105,22 @@ def judge(rows, anchors: dict, tolerance: Tolerance) -> list[Check]:
         why = ("the row failed verification" if not r.verified else
                "the anchor's copy failed verification" if a.mismatches else
                f"{diff:+.1%} is beyond {allowed:.1%}" if abs(diff) > allowed else "")
-        out.append(Check(**base, anchor_gbps=a.gbps, anchor_noise=a.noise, diff=diff, tolerance=tol,
-                         allowed=allowed, ok=not why, why=why))
+        out.append(RowVsAnchor(**base, anchor_gbps=a.gbps, anchor_noise=a.noise, diff=diff, tolerance=tol,
+                               allowed=allowed, status=Status.FAIL if why else Status.PASS, why=why))
     return out
 
 
-def table(checks: list[Check]) -> str:
+def overall(checks: list[RowVsAnchor]) -> Status:
+    """The selftest's verdict: FAIL if a row failed, else UNJUDGED if a row could not be judged or none was,
+    else PASS (exit 0, 1, 2: Status.exit_code)."""
+    return Status.of(c.status for c in checks)
+
+
+def table(checks: list[RowVsAnchor]) -> str:
     """One line per (method, direction, pair), one column per size: the difference from the anchor, with
     '!' where it is beyond what is allowed."""
     sizes = sorted({c.bytes for c in checks})
-    lines: dict[tuple, dict[int, Check]] = {}
+    lines: dict[tuple, dict[int, RowVsAnchor]] = {}
     for c in checks:
         lines.setdefault((c.method, c.direction, c.src_rank, c.dst_rank, c.src_gpu, c.dst_gpu), {})[c.bytes] = c
     head = f"{'method':14s} {'dir':4s} {'ranks':7s} {'GPUs':6s}" + "".join(f"{fmt_size(s):>8s}" for s in sizes)
@@ -134,18 +149,21 @@ def anchors_table(anchors: dict) -> str:
     return "\n".join(out)
 
 
-def write_csv(path: str | os.PathLike, checks: list[Check]) -> None:
-    """Every check as a row (a new file: the selftest writes into its own new run directory)."""
+def write_csv(path: str | os.PathLike, checks: list[RowVsAnchor]) -> None:
+    """Every check as a row (a new file: the selftest writes into its own new run directory): its fields,
+    `status` in the vocabulary's words (pass, fail, unknown), and `ok` (True only for pass) as before."""
     with open(path, "x", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(Check.__dataclass_fields__))
+        w = csv.DictWriter(fh, fieldnames=[*RowVsAnchor.__dataclass_fields__, "ok"])
         w.writeheader()
         for c in checks:
-            w.writerow({k: ("" if v is None else v) for k, v in asdict(c).items()})
+            w.writerow({**{k: ("" if v is None else str(v)) for k, v in asdict(c).items()}, "ok": c.ok})
 
 
-def summary(checks: list[Check], tolerance: Tolerance) -> dict:
-    """What meta.json records of the verdict."""
-    bad = [c for c in checks if not c.ok]
-    return {"rows": len(checks), "mismatches": len(bad), "tolerance": tolerance.large,
+def summary(checks: list[RowVsAnchor], tolerance: Tolerance) -> dict:
+    """What meta.json records of the verdict: its status, rows, those beyond their anchor (mismatches) and
+    those that could not be judged."""
+    return {"status": overall(checks).value, "rows": len(checks),
+            "mismatches": sum(c.status is Status.FAIL for c in checks),
+            "unjudged": sum(c.status is Status.UNJUDGED for c in checks), "tolerance": tolerance.large,
             "small_tolerance": tolerance.small, "small_us": tolerance.small_us,
             "worst": max((abs(c.diff) for c in checks if c.diff is not None), default=None)}
