@@ -3,15 +3,14 @@ of its run's meta.json (ceilings.py). Each is named once with its file:line and 
 report shows (its value becomes NaN), so a corrupt row cannot make a best path, a weakest pair, a % of peak or
 a speedup.
 
-The reader names them itself where it can (record/run.load_run: the frame's `invalid` column, "" for a good
-row, the values already NaN); for a frame without that column this guard applies the same rule, so the report
-holds either way (docs/report.md, "Invalid values").
+The reader names them (record/run.load_run through record/validate.py: the frame's `invalid` column, "" for a
+good row, the values already NaN); a frame built without that column goes through the same validation here
+(docs/report.md, "Invalid values").
 """
 
 from __future__ import annotations
 
 import csv
-import math
 
 from ipcbench.record.run import Run
 from ipcbench.record.table import Frame
@@ -42,41 +41,20 @@ def _where(run: Run, lines: list[int], i) -> str:
     return f"{run.csv.name} (a row recovered from nodes/)"
 
 
-def _bad(value: float, needed: bool) -> str:
-    """Why a value is invalid ("" when it is fine); `needed`: NaN is invalid too (a bandwidth row's rate)."""
-    if math.isnan(value):
-        return "is not a number" if needed else ""
-    if math.isinf(value):
-        return "is infinite"
-    return "is negative" if value < 0 else ""
-
-
 def invalid(run: Run) -> dict:
-    """{frame index: "results.csv:LINE: what is wrong"} of the run's invalid values, one message per row."""
-    import numpy as np
-
+    """{frame index: "results.csv:LINE: what is wrong"} of the run's invalid values, one message per row: the
+    record's words (record/validate.py names them when a run is read: the frame's `invalid` column); a frame
+    built by hand, without that column, is validated here by the same function."""
     f = run.frame
-    if "invalid" in f.columns:
-        named = f["invalid"].fillna("").astype(str)
-        return {i: m for i, m in named.items() if m}
-    from ipcbench.report.ceilings import impossible_rows
+    if "invalid" not in f.columns:
+        from ipcbench.record.validate import validate
 
-    out: dict = {}
-    kinds = f["kind"].astype(str).to_numpy()
-    for col, unit in ((RATE, "GB/s"), (TIME, "µs")):
-        values = f[col].to_numpy(dtype=float)
-        needed = kinds == "bandwidth" if col == RATE else kinds != "error"
-        suspect = ~np.isfinite(values) | (values < 0)
-        for pos in np.flatnonzero(suspect):
-            why = _bad(float(values[pos]), bool(needed[pos]))
-            if why and f.index[pos] not in out:
-                out[f.index[pos]] = f"{col} {values[pos]:g} {unit} {why}" if not math.isnan(values[pos]) \
-                    else f"{col} {why}"
-    finite = f[~f.index.isin(list(out))]
-    for i, r in impossible_rows(finite, run.meta).iterrows():
-        out[i] = f"{RATE} {r['reason']}"
-    lines = _csv_lines(run) if out else []
-    return {i: f"{_where(run, lines, i)}: {m}" for i, m in sorted(out.items(), key=lambda kv: f.index.get_loc(kv[0]))}
+        f = f.copy()
+        lines = _csv_lines(run)
+        lines += [0] * (len(f) - len(lines))
+        validate(f, run.meta, run.csv.name, lines)
+    named = f["invalid"].fillna("").astype(str)
+    return {i: m for i, m in named.items() if m}
 
 
 def valid_frame(run: Run) -> Frame:
