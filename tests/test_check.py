@@ -292,19 +292,9 @@ def test_the_reason_line_is_one_short_line():
 
 # ---- the command's input ---------------------------------------------------------------------------------
 
-def test_another_nodes_run_is_refused(tmp_path):
-    run = copy_run(QUIET, tmp_path / "run")
-    meta = json.loads((run / "meta.json").read_text())
-    meta["hosts"] = ["elsewhere"]
-    (run / "meta.json").write_text(json.dumps(meta))
-    p = check("--from", str(run))
-    assert p.returncode == 2 and "the run was made on elsewhere, this is" in p.stderr and "--any-host" in p.stderr
-
-
 @pytest.mark.parametrize("args, words", [
     (["--from", "nowhere"], "--from nowhere: "),
     (["--topology", "pcie"], "--topology plans a node that is not this machine: it goes with --dry-run"),
-    (["--any-host"], "--any-host goes with --from"),
     (["--methods", "nope"], "--methods: nope: choose from"),
     (["--peer-drop", "150%"], "--peer-drop:"),
     (["--no-defaults", "--from", str(QUIET)], "nothing to judge against"),
