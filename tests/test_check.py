@@ -416,3 +416,34 @@ def test_checks_verdict_is_the_one_status_vocabulary_and_its_words_stay():
     d = json.loads(json.dumps(v.as_dict(), default=str))
     assert {c["status"] for c in d["checks"]} == {"pass"} and d["verdict"] == "healthy"
     assert hasattr(selftest_verdict, "Check") and not hasattr(judge, "Check")
+
+
+def _users_ce_push(tmp_path, floor: float) -> Path:
+    f = tmp_path / f"ce-push-{floor:g}.toml"
+    f.write_text('[[expect]]\ngpu = "NVIDIA H200"\nlink = "nvswitch"\nmethod = "ce"\ndirection = "push"\n'
+                 f'sizes = "64M:1G"\nfloor_gbps = {floor}\nwhy = "this site\'s own"\n')
+    return f
+
+
+def test_a_users_looser_floor_replaces_the_shipped_one_and_the_row_passes(tmp_path):
+    """The loaded run's GPU 0 -> GPU 1 ce push rows (196-198 GB/s) fail the shipped 340 GB/s floor; a user's
+    100 GB/s for the same key replaces it (not applied on top of it): they pass, each judged once."""
+    args = ("--from", str(LOADED), "--no-peers", "--methods", "ce", "--verbose")
+    shipped = check(*args)
+    assert "FAIL [thresholds] GPU 0 -> GPU 1 ce push 128M 196 GB/s < 340 GB/s" in shipped.stdout
+    mine = check(*args, "--thresholds", str(_users_ce_push(tmp_path, 100)))
+    def pushes(out: str) -> list[str]:
+        return [ln for ln in out.splitlines() if "[thresholds] GPU 0 -> GPU 1 ce push" in ln and "GB/s" in ln]
+    assert pushes(mine.stdout) and all(ln.lstrip().startswith("ok") and ">= 100 GB/s" in ln
+                                       for ln in pushes(mine.stdout)), pushes(mine.stdout)
+    assert len(pushes(mine.stdout)) == len(pushes(shipped.stdout))  # each row judged once, by the user's floor
+    assert not any("ce push" in ln and "340 GB/s" in ln for ln in mine.stdout.splitlines())
+
+
+def test_a_users_stricter_floor_replaces_the_shipped_one_and_a_quiet_row_fails(tmp_path):
+    """The quiet run's ce push rows (392-395 GB/s) pass the shipped 340 floor; a user's 420 for the same key
+    fails them."""
+    p = check("--from", str(QUIET), "--no-peers", "--methods", "ce", "--thresholds",
+              str(_users_ce_push(tmp_path, 420)))
+    assert p.returncode == 1, p.stdout
+    assert "FAIL [thresholds] GPU 0 -> GPU 1 ce push 128M" in p.stdout and "< 420 GB/s" in p.stdout
