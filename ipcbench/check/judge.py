@@ -140,23 +140,61 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
           peer_drop: float = PEER_DROP) -> Verdict:
     """The checks of a run (record/run.Run) against its expectations (check/expect.py), a baseline comparison
     (report/compare.Comparison of this run against known-good runs, or None) and its peers. `methods`: the
-    methods judged (rows of others are left alone)."""
+    methods judged (rows of others are left alone). A row whose value cannot be true (invalid_rows) is a
+    finding of its own, UNJUDGED, and is judged by nothing else nor used to judge another pair."""
     v = Verdict()
     frame = run.frame
+    invalid = invalid_rows(run)
     rows = frame[frame["method"].isin(methods) & frame["kind"].isin(["bandwidth", "latency"])]
+    good = rows.drop(index=[i for i in invalid if i in rows.index])
     if run.incomplete:
         v.checks.append(_whole(run, "run", f"the run did not complete ({run.incomplete})",
                                f"the run did not complete ({run.incomplete})"))
-    v.checks += _coverage_and_floors(run, rows, expectations, methods)
+    v.checks += [_row_check(run, r, "run", None, "", None, Status.UNJUDGED,
+                            f"{_what(run, r)}: {invalid[r.Index]}: not judged, nor used to judge another pair",
+                            f"{_what(run, r)}: {invalid[r.Index]}") for r in frame.loc[list(invalid)].itertuples()]
+    v.checks += _coverage_and_floors(run, rows, expectations, methods, set(invalid))
     if baseline is not None:
-        v.checks += _baseline(run, baseline, methods)
+        v.checks += _baseline(run, baseline, methods, {_key(r) for r in frame.loc[list(invalid)].itertuples()})
     if peers:
-        v.checks += _peers(run, rows, peer_drop)
+        v.checks += _peers(run, good, peer_drop)
     v.checks += [_row_check(run, r, "verification", None, "", None, Status.FAIL,
                             f"{_what(run, r)}: failed verification ({r.note})", f"{_what(run, r)} failed verification")
                  for r in rows.itertuples() if not r.verified]
-    v.checks += _impossible(run, frame)
     return v
+
+
+def invalid_rows(run) -> dict:
+    """{frame index: "results.csv:LINE: why"} of the rows whose value cannot be true: those the reader marked
+    (the run's `invalid` column, where record/run.py gives one: its words win), and -- guarded here too -- a
+    value that is NaN, infinite or negative, or above a physical ceiling of the run's meta.json (the link's,
+    the GPU memory's: report/ceilings.py). Such a value says the instrument, not the node, is in doubt."""
+    import math
+
+    from ipcbench.report.ceilings import impossible_rows
+
+    frame = run.frame
+    name = run.csv.name
+    out: dict = {}
+    if "invalid" in frame.columns:
+        marked = frame["invalid"].fillna("").astype(str)
+        out.update({i: m for i, m in marked.items() if m.strip()})
+    for r in frame.itertuples():
+        if r.Index in out or r.kind not in ("bandwidth", "latency", "op"):
+            continue
+        col = "bw_gbps_median" if r.kind == "bandwidth" else "time_us_median"
+        val = float(getattr(r, col))
+        why = "not a number" if math.isnan(val) else "infinite" if math.isinf(val) else "negative" if val < 0 else ""
+        if why:
+            out[r.Index] = f"{name}:{r.Index + 2}: {col} {val:g} is {why}"
+    for r in impossible_rows(frame, run.meta).itertuples():
+        out.setdefault(r.Index, f"{name}:{r.Index + 2}: {r.reason}")
+    return dict(sorted(out.items()))
+
+
+def _key(r) -> tuple:
+    """What names a row across runs: (host, src GPU, dst GPU, method, direction, bytes)."""
+    return str(r.host), int(r.src_gpu), int(r.dst_gpu), str(r.method), str(r.direction), int(r.bytes)
 
 
 def _whole(run, source: str, reason: str, brief: str) -> Finding:
@@ -204,9 +242,11 @@ def _pairs(run, rows) -> list[tuple]:
     return [tuple(k) for k in keys.itertuples(index=False)]
 
 
-def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: list[str]) -> list[Finding]:
+def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: list[str],
+                         invalid: set) -> list[Finding]:
     """Per pair: its expectations (by GPU model and link kind), every row they name held against them, and
-    what could not be judged: an unknown link, no expectation at all, a named row that is missing."""
+    what could not be judged: an unknown link, no expectation at all, a named row that is missing. An invalid
+    row (its own finding says why) is not held against anything."""
     out: list[Finding] = []
     for host, sr, dr, sg, dg in _pairs(run, rows):
         host, sr, dr, sg, dg = str(host), int(sr), int(dr), int(sg), int(dg)
@@ -238,7 +278,8 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
                                         f"{e.describe()}", brief=f"{name} {e.method} {e.direction} {e.sizes}: no row",
                                  **base))
             for r in hit.itertuples():
-                out.append(_against(run, r, e))
+                if r.Index not in invalid:
+                    out.append(_against(run, r, e))
     return out
 
 
@@ -263,15 +304,18 @@ def _against(run, r, e: Expectation) -> Finding:
     return _row_check(run, r, "thresholds", value, unit, bound, _passed(ok), f"{brief} ({against})", brief, against)
 
 
-def _baseline(run, comparison, methods: list[str]) -> list[Finding]:
+def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding]:
     """Each judged row of this run against the known-good runs (report/compare.py: Welch's t on the log
-    samples and --threshold): a regression fails, a row the baseline has and this run lacks cannot be judged."""
+    samples and --threshold): a regression fails, a row the baseline has and this run lacks cannot be judged;
+    a row of this run whose value is invalid (its `_key`) is not compared."""
     out = []
     t = comparison.table
     t = t[t["method"].isin(methods)] if "method" in t.columns else t  # the table's own method column
     labels = ", ".join(comparison.info.get("base_labels", []))
     for r in t.itertuples():
         method = str(r.method)
+        if (str(r.host), int(r.src_gpu), int(r.dst_gpu), method, str(r.direction), int(r.bytes)) in invalid:
+            continue
         sg, dg = int(r.src_gpu), int(r.dst_gpu)
         name = pair_name(sg, dg, -1, -1) if sg != dg else f"GPU {sg} (same GPU)"
         what = f"{name} {method} {r.direction} {fmt_size(int(r.bytes))}"
@@ -318,15 +362,3 @@ def _peers(run, rows, drop: float) -> list[Finding]:
             out.append(_row_check(run, r, "peers", float(r.bw_gbps_median), "GB/s", bound, _passed(ok), text,
                                   f"{_what(run, r)} {below}"))
     return out
-
-
-def _impossible(run, rows) -> list[Finding]:
-    """Rows above a physical ceiling (report/ceilings.py), of any method: the instrument, not the node, is then
-    in doubt, and the run cannot be judged."""
-    from ipcbench.report.ceilings import impossible_rows
-
-    imp = impossible_rows(rows, run.meta)
-    return [_row_check(run, r, "run", float(r.bw_gbps_median), "GB/s", float(r.ceiling_gbps), Status.UNJUDGED,
-                       f"{_what(run, r)}: {r.reason}: above a physical ceiling, not judged",
-                       f"{_what(run, r)} above a physical ceiling")
-            for r in imp.itertuples()]
