@@ -69,9 +69,9 @@ class Expectation:
         elif self.floor_gbps is not None:
             bound = f"floor {self.floor_gbps:g} GB/s"
         else:
-            share = f"floor {self.floor_peak:.0%} of the"
-            bound = (f"{share} {peak_gbps:.0f} GB/s peak = {self.floor_peak * peak_gbps:.0f} GB/s" if peak_gbps
-                     else f"{share} link's peak")
+            share = self.floor_peak or 0.0
+            bound = (f"floor {share:.0%} of the {peak_gbps:.0f} GB/s peak = {share * peak_gbps:.0f} GB/s" if peak_gbps
+                     else f"floor {share:.0%} of the link's peak")
         return f"{bound} ({self.gpu}, {self.link}, {self.method} {self.direction} {self.sizes}: {self.why})"
 
 
@@ -119,11 +119,11 @@ def parse(text: str, where: str) -> list[Expectation]:
 
         out.append(_expectation(t, bad, f"{where}:{_line_of(text, i, None)}"))
     seen: dict[tuple, str] = {}
-    for e in out:
-        if e.key() in seen:
-            raise UsageError(f"{e.where}: [[expect]]: the same gpu, link, method, direction and sizes as "
-                             f"{seen[e.key()]}")
-        seen[e.key()] = e.where
+    for x in out:
+        if x.key() in seen:
+            raise UsageError(f"{x.where}: [[expect]]: the same gpu, link, method, direction and sizes as "
+                             f"{seen[x.key()]}")
+        seen[x.key()] = x.where
     return out
 
 

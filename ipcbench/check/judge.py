@@ -15,7 +15,7 @@ only when every check passed: never 0 for what was not judged.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ipcbench.check.expect import Expectation
 from ipcbench.sizes import fmt_size
@@ -252,19 +252,17 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
         host, sr, dr, sg, dg = str(host), int(sr), int(dr), int(sg), int(dg)
         name = pair_name(sg, dg, sr, dr)
         link, model = link_of(run, host, sg, dg), gpu_model(run, host, sg)
-        base = dict(host=host, pair=name, src_gpu=sg, dst_gpu=dg, link=link, bytes=0, value=None, unit="",
-                    expected=None)
+        base = Finding("coverage", host, name, sg, dg, link, "", "", 0, None, "", None, Status.UNJUDGED, "")
         if link == "unknown":
-            out.append(Finding("coverage", method="", direction="", status=Status.UNJUDGED,
-                             reason=f"{name}: the link between the GPUs is unknown (no NVML table, or NVML could "
-                                    f"not name it): no expectation can be chosen",
-                             brief=f"{name}: link unknown", **base))
+            out.append(replace(base, reason=f"{name}: the link between the GPUs is unknown (no NVML table, or NVML "
+                                            f"could not name it): no expectation can be chosen",
+                               brief=f"{name}: link unknown"))
             continue
         mine = [e for e in expectations if e.link == link and e.method in methods and e.for_gpu(model)]
         if not mine:
-            out.append(Finding("coverage", method="", direction="", status=Status.UNJUDGED,
-                             reason=f"{name}: no expectation for {model} on {link} (give --thresholds FILE or "
-                                    f"--baseline RUN)", brief=f"{name}: no expectation for {model} on {link}", **base))
+            out.append(replace(base, reason=f"{name}: no expectation for {model} on {link} (give --thresholds FILE "
+                                            f"or --baseline RUN)",
+                               brief=f"{name}: no expectation for {model} on {link}"))
             continue
         pr = rows[(rows["host"] == host) & (rows["src_rank"] == sr) & (rows["dst_rank"] == dr)]
         for e in mine:
@@ -273,10 +271,10 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
             hit = pr[(pr["method"] == e.method) & (pr["direction"] == e.direction) & (pr["bytes"] >= e.lo)
                      & (pr["bytes"] <= e.hi)]
             if hit.empty:
-                out.append(Finding("coverage", method=e.method, direction=e.direction, status=Status.UNJUDGED,
-                                 reason=f"{name} {e.method} {e.direction} {e.sizes}: no row to judge against "
-                                        f"{e.describe()}", brief=f"{name} {e.method} {e.direction} {e.sizes}: no row",
-                                 **base))
+                out.append(replace(base, method=e.method, direction=e.direction,
+                                   reason=f"{name} {e.method} {e.direction} {e.sizes}: no row to judge against "
+                                          f"{e.describe()}",
+                                   brief=f"{name} {e.method} {e.direction} {e.sizes}: no row"))
             for r in hit.itertuples():
                 if r.Index not in invalid:
                     out.append(_against(run, r, e))
@@ -286,13 +284,16 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
 def _against(run, r, e: Expectation) -> Finding:
     """One row held against one expectation."""
     peak = peak_of(run, str(r.host), int(r.src_gpu), int(r.dst_gpu))
+    bound: float | None
     if e.max_us is not None:
         value, unit, bound = float(r.time_us_median), "µs", e.max_us
         ok = value <= bound
         rel = "<=" if ok else ">"
     else:
         value, unit = (float(r.bw_gbps_median) if r.bw_gbps_median == r.bw_gbps_median else float("nan")), "GB/s"
-        bound = e.floor_gbps if e.floor_gbps is not None else (e.floor_peak * peak if peak else None)
+        bound = e.floor_gbps
+        if bound is None and e.floor_peak is not None and peak:
+            bound = e.floor_peak * peak
         if bound is None:
             return _row_check(run, r, "thresholds", value, unit, None, Status.UNJUDGED,
                               f"{_what(run, r)}: {e.describe()}: the link's peak is unknown",
@@ -308,7 +309,7 @@ def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding
     """Each judged row of this run against the known-good runs (report/compare.py: Welch's t on the log
     samples and --threshold): a regression fails, a row the baseline has and this run lacks cannot be judged;
     a row of this run whose value is invalid (its `_key`) is not compared."""
-    out = []
+    out: list[Finding] = []
     t = comparison.table
     t = t[t["method"].isin(methods)] if "method" in t.columns else t  # the table's own method column
     labels = ", ".join(comparison.info.get("base_labels", []))
@@ -319,28 +320,27 @@ def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding
         sg, dg = int(r.src_gpu), int(r.dst_gpu)
         name = pair_name(sg, dg, -1, -1) if sg != dg else f"GPU {sg} (same GPU)"
         what = f"{name} {method} {r.direction} {fmt_size(int(r.bytes))}"
-        base = dict(host=str(r.host), pair=name, src_gpu=sg, dst_gpu=dg, link=link_of(run, str(r.host), sg, dg),
-                    method=method, direction=str(r.direction), bytes=int(r.bytes), unit=str(r.unit))
+        base = Finding("baseline", str(r.host), name, sg, dg, link_of(run, str(r.host), sg, dg), method,
+                       str(r.direction), int(r.bytes), None, str(r.unit), float(r.base), Status.UNJUDGED, "")
         if r.verdict == "regression":
             how = f"{abs(float(r.change)):.0%} {'below' if r.unit == 'GB/s' else 'above'} the baseline"
-            out.append(Finding("baseline", value=float(r.new), expected=float(r.base), status=Status.FAIL,
-                             reason=f"{what} {_num(float(r.new), str(r.unit))}, {how}'s "
-                                    f"{_num(float(r.base), str(r.unit))} (p={float(r.p):.2g}; baseline {labels})",
-                             brief=f"{what} {how}", **base))
+            out.append(replace(base, value=float(r.new), status=Status.FAIL,
+                               reason=f"{what} {_num(float(r.new), str(r.unit))}, {how}'s "
+                                      f"{_num(float(r.base), str(r.unit))} (p={float(r.p):.2g}; baseline {labels})",
+                               brief=f"{what} {how}"))
         elif r.verdict in ("unchanged", "improvement"):
-            out.append(Finding("baseline", value=float(r.new), expected=float(r.base), status=Status.PASS,
-                             reason=f"{what}: as the baseline ({labels})", **base))
+            out.append(replace(base, value=float(r.new), status=Status.PASS,
+                               reason=f"{what}: as the baseline ({labels})"))
         elif r.verdict == "missing":
-            out.append(Finding("baseline", value=None, expected=float(r.base), status=Status.UNJUDGED,
-                             reason=f"{what}: in the baseline ({labels}), not in this run",
-                             brief=f"{what}: not measured", **base))
+            out.append(replace(base, reason=f"{what}: in the baseline ({labels}), not in this run",
+                               brief=f"{what}: not measured"))
     return out
 
 
 def _peers(run, rows, drop: float) -> list[Finding]:
     """A pair far below the node's other pairs of the same link kind (same method, direction and size): below
     (1 - drop) x the typical pair (the median of three or more; of two, the other one)."""
-    out = []
+    out: list[Finding] = []
     big = rows[(rows["bytes"] >= PEER_MIN_BYTES) & rows["timing"].isin(PEER_TIMINGS) & (rows["kind"] == "bandwidth")]
     if big.empty:
         return out
