@@ -2,13 +2,15 @@
 
 `mpirun -np N ipcbench check` measures every GPU pair of the node with the engines a job relies on (the copy
 engine both ways, SM kernels reading and writing) at 4K and 256M, every row verified (check/plan.py), then
-judges the run; `ipcbench check --from RUN` judges a recorded run, without a GPU or MPI. Expectations come from
-the thresholds ipcbench ships for the GPUs it has measured (check/defaults.toml), a thresholds file of your own
-(--thresholds), known-good runs (--baseline: the compare statistics) and the node's other pairs of the same link
-kind; every verdict says which (check/judge.py). Exit 0 healthy, 1 unhealthy (what failed, by how much, against
-which expectation), 2 cannot judge (a missing row, an incomplete run, no expectation for this GPU or link, an
-unknown link, bad input): never 0 for what was not judged. Outputs: the summary, --json, --junit FILE,
---prometheus FILE, and a last `REASON:` line to drain a node with.
+judges the run; `ipcbench check --from RUN` judges a recorded run of any node, without a GPU or MPI.
+Expectations come from the thresholds ipcbench ships for the GPUs it has measured (check/defaults.toml), a
+thresholds file of your own (--thresholds), known-good runs (--baseline: the compare statistics) and the node's
+other pairs of the same link kind; every verdict says which (check/judge.py). Exit 0 healthy, 1 unhealthy (what
+failed, by how much, against which expectation), 2 cannot judge (a missing row, an incomplete run, no
+expectation for this GPU or link, an unknown link, a value that cannot be true, bad input): never 0 for what
+was not judged. Outputs: the summary, --json, --junit FILE, --prometheus FILE, and a last `REASON:` line to
+drain a node with. Every input and output path is checked before any GPU work or judging (check/inputs.py);
+check never writes into a run directory.
 """
 
 from __future__ import annotations
