@@ -267,3 +267,10 @@ def test_nasty_input_is_an_exit_code_of_the_contract_and_never_a_traceback(name,
 
 def test_the_nasty_list_is_whole(run, tmp_path):
     assert sorted(_nasty(tmp_path, run)) == sorted(NASTY)
+
+
+def test_outputs_are_checked_before_measuring(tmp_path):
+    """Without --from (the measuring path): a bad --junit is refused by the options, before the runner starts
+    MPI or touches a GPU (on this GPU-less machine a run would say so instead)."""
+    _refused(check("--junit", "/nonexistent/dir/x.xml"), "--junit /nonexistent/dir/x.xml")
+    _refused(check("--out", str(tmp_path / "run"), "--junit", str(tmp_path / "run" / "x.xml")), "run directory")

@@ -58,13 +58,14 @@ def check_outputs(outputs: dict[str, str | None], run_dirs: list[Path], inputs: 
     for flag, text in outputs.items():
         if text is None:
             continue
+        p = Path(text).resolve() if text.strip() else None
+        for d in runs:  # first: the worst mistake, said as such even where the directory is yet to be made
+            if p is not None and d in p.parents:
+                raise UsageError(f"{flag} {text}: inside the run directory {d}: check never writes into a run "
+                                 f"(its results.csv and meta.json are the record); name a file elsewhere")
         p = output_path(flag, text)
         if p in seen:
             raise UsageError(f"{flag} {text}: the same file as {seen[p]}")
         seen[p] = flag
-        for d in runs:
-            if d in p.parents:
-                raise UsageError(f"{flag} {text}: inside the run directory {d}: check never writes into a run "
-                                 f"(its results.csv and meta.json are the record); name a file elsewhere")
         if p in read:
             raise UsageError(f"{flag} {text}: the file {read[p]} reads")
