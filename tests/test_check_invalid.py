@@ -26,19 +26,22 @@ def check(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120, env=launcher_free_env())
 
 
-def edited(tmp_path: Path, value: str, row: dict = ROW) -> tuple[Path, int]:
-    """A copy of the run with the row's bandwidth set to `value`; (run dir, the row's line in results.csv)."""
+def edited(tmp_path: Path, value: str, row: dict = ROW, note: str = "") -> tuple[Path, int]:
+    """A copy of the run with the row's bandwidth set to `value` (and the first row's note set to `note`);
+    (run dir, the physical line the row starts on in results.csv)."""
     run = tmp_path / "run"
     shutil.copytree(H200X2, run)
     with open(H200X2 / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     (i,) = [i for i, r in enumerate(rows) if all(r[k] == v for k, v in row.items())]
     rows[i]["bw_gbps_median"] = value
+    if note:
+        rows[0]["note"] = note
     with open(run / "results.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    return run, i + 2
+    return run, i + 2 + note.count("\n")
 
 
 @pytest.mark.parametrize("value", ["600", "-5", "inf"])
@@ -106,3 +109,9 @@ def test_a_bad_value_of_a_method_not_judged_still_stops_the_verdict(tmp_path):
                                               bytes=str(256 << 20)))
     p = check("--from", str(run))
     assert p.returncode == 2 and f"results.csv:{line}" in p.stdout, p.stdout[-2000:]
+
+
+def test_the_line_named_is_the_rows_line_when_a_note_before_it_spans_lines(tmp_path):
+    run, line = edited(tmp_path, "-5", note="a note\nover\nthree lines")
+    p = check("--from", str(run))
+    assert p.returncode == 2 and f"results.csv:{line}: bw_gbps_median -5 is negative" in p.stdout, p.stdout[-2000:]

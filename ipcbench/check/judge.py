@@ -174,7 +174,6 @@ def invalid_rows(run) -> dict:
     from ipcbench.report.ceilings import impossible_rows
 
     frame = run.frame
-    name = run.csv.name
     out: dict = {}
     if "invalid" in frame.columns:
         marked = frame["invalid"].fillna("").astype(str)
@@ -186,10 +185,37 @@ def invalid_rows(run) -> dict:
         val = float(getattr(r, col))
         why = "not a number" if math.isnan(val) else "infinite" if math.isinf(val) else "negative" if val < 0 else ""
         if why:
-            out[r.Index] = f"{name}:{r.Index + 2}: {col} {val:g} is {why}"
+            out[r.Index] = f"{col} {val:g} is {why}"
     for r in impossible_rows(frame, run.meta).itertuples():
-        out.setdefault(r.Index, f"{name}:{r.Index + 2}: {r.reason}")
+        out.setdefault(r.Index, str(r.reason))
+    mine = [i for i in out if not marked_by_reader(frame, i)]
+    lines = _record_lines(run.csv) if mine else []
+    for i in mine:
+        where = f"{run.csv.name}:{lines[i]}" if 0 <= i < len(lines) else f"{run.csv.name} (row {i + 1})"
+        out[i] = f"{where}: {out[i]}"
     return dict(sorted(out.items()))
+
+
+def marked_by_reader(frame, i) -> bool:
+    return "invalid" in frame.columns and bool(str(frame.at[i, "invalid"] or "").strip())
+
+
+def _record_lines(csv_path) -> list[int]:
+    """The physical line each record of a results.csv starts on (a note may hold newlines), header excluded."""
+    import csv
+
+    out: list[int] = []
+    try:
+        with open(csv_path, newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            next(reader, None)
+            end = reader.line_num
+            for _ in reader:
+                out.append(end + 1)
+                end = reader.line_num
+    except OSError:
+        return []
+    return out
 
 
 def _key(r) -> tuple:
