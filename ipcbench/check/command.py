@@ -52,7 +52,8 @@ def add_arguments(p) -> None:
     p.add_argument("--peer-drop", default=f"{judge.PEER_DROP:.0%}", metavar="FRACTION",
                    help=f"a pair this far below the typical pair of its kind fails (default {judge.PEER_DROP:.0%}%)")
     p.add_argument("--methods", help=f"the methods measured and judged (default {','.join(plan.METHODS_JUDGED)})")
-    p.add_argument("--sizes", help=f"sizes measured (default {plan.SIZES}); not with --from")
+    p.add_argument("--sizes", help=f"sizes measured (default {plan.SIZES}); checked, then ignored, with --from "
+                                   f"(the run's rows are judged: a fleet job passes one set of arguments to both)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the summary")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one testcase per check)")
     p.add_argument("--prometheus", metavar="FILE",
@@ -87,8 +88,8 @@ class Options:
             except Exception as e:  # argparse.ArgumentTypeError
                 raise UsageError(f"{flag}: {e}") from None
         self.threshold, self.peer_drop = threshold_arg(ns.threshold), threshold_arg(ns.peer_drop)
-        if ns.from_run and (ns.dry_run or ns.out or ns.topology or ns.sizes is not None):
-            raise UsageError("--from judges a recorded run: --dry-run, --out, --sizes and --topology measure")
+        if ns.from_run and (ns.dry_run or ns.out or ns.topology):
+            raise UsageError("--from judges a recorded run: --dry-run, --out and --topology measure")
         if ns.topology and not ns.dry_run:
             raise UsageError("--topology plans a node that is not this machine: it goes with --dry-run")
         self.sizes = plan.SIZES if ns.sizes is None else ns.sizes
