@@ -251,7 +251,7 @@ NASTY = ["empty thresholds", "thresholds: expect is a list of numbers", "thresho
          "sizes empty", "sizes negative", "sizes abc without --from", "threshold not a fraction",
          "peer drop negative", "methods all commas", "out is a file"]
 # Inputs a newcomer can mean: judged (exit 0/1/2 by the run), not refused as bad input.
-JUDGED = {"a meta.json of wrong types", "sizes abc without --from", "out is a file"}
+JUDGED = {"a meta.json of wrong types"}
 
 
 @pytest.mark.parametrize("name", NASTY)
@@ -274,3 +274,11 @@ def test_outputs_are_checked_before_measuring(tmp_path):
     MPI or touches a GPU (on this GPU-less machine a run would say so instead)."""
     _refused(check("--junit", "/nonexistent/dir/x.xml"), "--junit /nonexistent/dir/x.xml")
     _refused(check("--out", str(tmp_path / "run"), "--junit", str(tmp_path / "run" / "x.xml")), "run directory")
+
+
+def test_a_measuring_out_directory_that_cannot_be_one_is_refused_before_measuring(run, tmp_path):
+    """--out is the runner's rule (run/outdir.py), asked by check's options before MPI or a GPU."""
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    _refused(check("--out", str(f)), "exists and is not a directory")
+    _refused(check("--out", str(run)), "already holds a run")

@@ -103,6 +103,12 @@ class Options:
             ([] if ns.no_defaults else ["thresholds shipped with ipcbench (ipcbench/check/defaults.toml)"])
         if not self.expectations and not ns.baseline:
             raise UsageError("nothing to judge against: --no-defaults without --thresholds or --baseline")
+        if ns.out:  # the runner's own rule (run/outdir.py), asked here: before MPI starts or a GPU is touched
+            from ipcbench.run.outdir import choose_run_dir
+
+            _, why = choose_run_dir(ns.out, "check")
+            if why:
+                raise UsageError(why)
         self.from_csv = _located("--from", ns.from_run) if ns.from_run else None
         self.baseline_csvs = [_located("--baseline", b) for b in ns.baseline or []]
         runs = [c.parent for c in [*([self.from_csv] if self.from_csv else []), *self.baseline_csvs]]
