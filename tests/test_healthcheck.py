@@ -69,3 +69,9 @@ def test_a_recorded_run_of_another_host_is_judged_without_any_host(tmp_path):
     p, _ = _healthcheck(tmp_path, 0, scontrol_ok=True, reason="ok")
     assert "healthy: ok" in p.stdout
     assert "--any-host" not in SCRIPT.read_text()
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_shellcheck():
+    r = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
