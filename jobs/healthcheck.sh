@@ -14,7 +14,8 @@
 #   IPCBENCH_HC_LAUNCH     the launcher and its options (default: mpirun -np <GPUs>, + --allow-run-as-root for
 #                          Open MPI as root)
 #   IPCBENCH_HC_ARGS       more arguments for `ipcbench check` (e.g. --thresholds /etc/ipcbench/site.toml)
-#   IPCBENCH_HC_FROM       judge this recorded run instead of measuring (testing; CI's Slurm test does)
+#   IPCBENCH_HC_FROM       judge this recorded run instead of measuring (testing; CI's Slurm test does): a run of
+#                          any host (`check --from` judges any node's run); the node drained is always this one
 #   IPCBENCH_HC_DIR        where the measured runs go (default /var/tmp/ipcbench-check); IPCBENCH_HC_KEEP of them
 #                          are kept (default 20): this script removes only its own older run directories there
 #   IPCBENCH_HC_TIMEOUT    seconds before the check is stopped (default 50)
@@ -40,19 +41,25 @@ node_reason() { # the node's current drain reason ("" when none)
     scontrol -o show node "$NODE" 2>/dev/null | sed -n 's/.* Reason=\(.*\) \[[^]]*\].*/\1/p' | head -n 1
 }
 
-drain() {
-    local reason="$TAG: $1"
+drain() { # says "drained" only when scontrol did it (outside Slurm it cannot: said so, with the reason)
+    local reason="$TAG: $1" err
     reason=${reason:0:200}
-    scontrol update nodename="$NODE" state=drain reason="$reason" || log "scontrol could not drain $NODE"
-    log "drained: $reason"
+    if err=$(scontrol update nodename="$NODE" state=drain reason="$reason" 2>&1); then
+        log "drained: $reason"
+    else
+        log "could not drain $NODE (scontrol: ${err:-exit status $?}); the reason: $reason"
+    fi
 }
 
 resume_own() { # resume the node only if this script drained it
-    local r
+    local r err
     r=$(node_reason)
     if [[ $r == "$TAG"* ]]; then
-        scontrol update nodename="$NODE" state=resume || log "scontrol could not resume $NODE"
-        log "resumed (was: $r)"
+        if err=$(scontrol update nodename="$NODE" state=resume 2>&1); then
+            log "resumed (was: $r)"
+        else
+            log "could not resume $NODE (scontrol: ${err:-exit status $?}); drained for: $r"
+        fi
     fi
 }
 

@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, launcher_free_env
 from ipcbench.check import expect, judge, plan
 from ipcbench.errors import UsageError
+from ipcbench.status import Status
 from test_run_on_fakes import FAST, fake_job  # noqa: F401 - fake_job is a fixture
 
 DATA = REPO / "tests" / "data"
@@ -284,27 +285,17 @@ def test_json_junit_and_prometheus_say_the_same_verdict(tmp_path):
 
 
 def test_the_reason_line_is_one_short_line():
-    v = judge.Verdict([judge.Check("thresholds", "h", "GPU 0 -> GPU 1", 0, 1, "nvswitch", "ce", "push", 1 << 28, 1.0,
-                                   "GB/s", 340.0, "fail", "x" * 500, "y" * 500)] * 3)
+    v = judge.Verdict([judge.Finding("thresholds", "h", "GPU 0 -> GPU 1", 0, 1, "nvswitch", "ce", "push", 1 << 28, 1.0,
+                                   "GB/s", 340.0, Status.FAIL, "x" * 500, "y" * 500)] * 3)
     r = v.reason()
     assert "\n" not in r and len(r) <= judge.REASON_CHARS and r.endswith("… (+2 more)")
 
 
 # ---- the command's input ---------------------------------------------------------------------------------
 
-def test_another_nodes_run_is_refused(tmp_path):
-    run = copy_run(QUIET, tmp_path / "run")
-    meta = json.loads((run / "meta.json").read_text())
-    meta["hosts"] = ["elsewhere"]
-    (run / "meta.json").write_text(json.dumps(meta))
-    p = check("--from", str(run))
-    assert p.returncode == 2 and "the run was made on elsewhere, this is" in p.stderr and "--any-host" in p.stderr
-
-
 @pytest.mark.parametrize("args, words", [
     (["--from", "nowhere"], "--from nowhere: "),
     (["--topology", "pcie"], "--topology plans a node that is not this machine: it goes with --dry-run"),
-    (["--any-host"], "--any-host goes with --from"),
     (["--methods", "nope"], "--methods: nope: choose from"),
     (["--peer-drop", "150%"], "--peer-drop:"),
     (["--no-defaults", "--from", str(QUIET)], "nothing to judge against"),
@@ -397,18 +388,62 @@ def test_measured_then_judged_unhealthy_on_every_rank(fake_job, monkeypatch, tmp
 @pytest.mark.parametrize("statuses, code", [(["pass", "pass"], 0), (["pass", "unknown"], 2), (["unknown", "fail"], 1),
                                             (["fail", "pass"], 1), ([], 2)])
 def test_a_failure_outranks_what_was_not_judged_and_nothing_judged_is_not_healthy(statuses, code):
-    checks = [judge.Check("thresholds", "h", "p", 0, 1, "nvswitch", "ce", "push", 1, 1.0, "GB/s", 1.0, s, "r", "b")
-              for s in statuses]
+    checks = [judge.Finding("thresholds", "h", "p", 0, 1, "nvswitch", "ce", "push", 1, 1.0, "GB/s", 1.0, Status(s), "r",
+                            "b") for s in statuses]
     v = judge.Verdict(checks)
-    assert v.exit_code == code and v.word == judge.VERDICTS[code]
+    assert v.exit_code == code and v.status is Status.of(map(Status, statuses)) and v.word == judge.VERDICTS[v.status]
 
 
 def test_each_node_gets_its_worst_status_and_a_whole_run_check_counts_for_every_node():
     def c(host, src, status):
-        return judge.Check("thresholds", host, "p", src, src + 1 if src >= 0 else -1, "nvswitch", "ce", "push", 1,
-                           1.0, "GB/s", 1.0, status, "r", "b")
+        return judge.Finding("thresholds", host, "p", src, src + 1 if src >= 0 else -1, "nvswitch", "ce", "push", 1,
+                           1.0, "GB/s", 1.0, Status(status), "r", "b")
     v = judge.Verdict([c("a", 0, "pass"), c("a", 1, "fail"), c("b", 0, "pass")])
     assert v.nodes() == {"a": "fail", "b": "pass"}
     assert v.as_dict()["nodes"] == [{"host": "a", "status": "fail"}, {"host": "b", "status": "pass"}]
     v.checks.append(c("", -1, "unknown"))  # e.g. the run is incomplete: no node of it can be called healthy
     assert v.nodes() == {"a": "fail", "b": "unknown"}
+
+
+def test_checks_verdict_is_the_one_status_vocabulary_and_its_words_stay():
+    """Each finding's status and the verdict are ipcbench.status.Status (exit codes from it); JSON, JUnit and
+    Prometheus keep their documented words and values; check's class is not named as selftest's `Check`."""
+    from ipcbench.record.run import load_run
+    from ipcbench.selftest import verdict as selftest_verdict
+
+    v = judge.judge(load_run(QUIET / "results.csv"), expect.defaults(), list(plan.METHODS_JUDGED))
+    assert all(isinstance(c.status, Status) for c in v.checks) and v.status is Status.PASS and v.exit_code == 0
+    d = json.loads(json.dumps(v.as_dict(), default=str))
+    assert {c["status"] for c in d["checks"]} == {"pass"} and d["verdict"] == "healthy"
+    assert hasattr(selftest_verdict, "Check") and not hasattr(judge, "Check")
+
+
+def _users_ce_push(tmp_path, floor: float) -> Path:
+    f = tmp_path / f"ce-push-{floor:g}.toml"
+    f.write_text('[[expect]]\ngpu = "NVIDIA H200"\nlink = "nvswitch"\nmethod = "ce"\ndirection = "push"\n'
+                 f'sizes = "64M:1G"\nfloor_gbps = {floor}\nwhy = "this site\'s own"\n')
+    return f
+
+
+def test_a_users_looser_floor_replaces_the_shipped_one_and_the_row_passes(tmp_path):
+    """The loaded run's GPU 0 -> GPU 1 ce push rows (196-198 GB/s) fail the shipped 340 GB/s floor; a user's
+    100 GB/s for the same key replaces it (not applied on top of it): they pass, each judged once."""
+    args = ("--from", str(LOADED), "--no-peers", "--methods", "ce", "--verbose")
+    shipped = check(*args)
+    assert "FAIL [thresholds] GPU 0 -> GPU 1 ce push 128M 196 GB/s < 340 GB/s" in shipped.stdout
+    mine = check(*args, "--thresholds", str(_users_ce_push(tmp_path, 100)))
+    def pushes(out: str) -> list[str]:
+        return [ln for ln in out.splitlines() if "[thresholds] GPU 0 -> GPU 1 ce push" in ln and "GB/s" in ln]
+    assert pushes(mine.stdout) and all(ln.lstrip().startswith("ok") and ">= 100 GB/s" in ln
+                                       for ln in pushes(mine.stdout)), pushes(mine.stdout)
+    assert len(pushes(mine.stdout)) == len(pushes(shipped.stdout))  # each row judged once, by the user's floor
+    assert not any("ce push" in ln and "340 GB/s" in ln for ln in mine.stdout.splitlines())
+
+
+def test_a_users_stricter_floor_replaces_the_shipped_one_and_a_quiet_row_fails(tmp_path):
+    """The quiet run's ce push rows (392-395 GB/s) pass the shipped 340 floor; a user's 420 for the same key
+    fails them."""
+    p = check("--from", str(QUIET), "--no-peers", "--methods", "ce", "--thresholds",
+              str(_users_ce_push(tmp_path, 420)))
+    assert p.returncode == 1, p.stdout
+    assert "FAIL [thresholds] GPU 0 -> GPU 1 ce push 128M" in p.stdout and "< 420 GB/s" in p.stdout

@@ -2,22 +2,35 @@
 
 `mpirun -np N ipcbench check` measures every GPU pair of the node with the engines a job relies on (the copy
 engine both ways, SM kernels reading and writing) at 4K and 256M, every row verified (check/plan.py), then
-judges the run; `ipcbench check --from RUN` judges a recorded run, without a GPU or MPI. Expectations come from
-the thresholds ipcbench ships for the GPUs it has measured (check/defaults.toml), a thresholds file of your own
-(--thresholds), known-good runs (--baseline: the compare statistics) and the node's other pairs of the same link
-kind; every verdict says which (check/judge.py). Exit 0 healthy, 1 unhealthy (what failed, by how much, against
-which expectation), 2 cannot judge (a missing row, an incomplete run, no expectation for this GPU or link, an
-unknown link, bad input): never 0 for what was not judged. Outputs: the summary, --json, --junit FILE,
---prometheus FILE, and a last `REASON:` line to drain a node with.
+judges the run; `ipcbench check --from RUN` judges a recorded run of any node, without a GPU or MPI.
+Expectations come from the thresholds ipcbench ships for the GPUs it has measured (check/defaults.toml), a
+thresholds file of your own (--thresholds), known-good runs (--baseline: the compare statistics) and the node's
+other pairs of the same link kind; every verdict says which (check/judge.py). Exit 0 healthy, 1 unhealthy (what
+failed, by how much, against which expectation), 2 cannot judge (a missing row, an incomplete run, no
+expectation for this GPU or link, an unknown link, a value that cannot be true, bad input): never 0 for what
+was not judged. Outputs: the summary, --json, --junit FILE, --prometheus FILE, and a last `REASON:` line to
+drain a node with. Every input and output path is checked before any GPU work or judging (check/inputs.py);
+check never writes into a run directory.
 """
 
 from __future__ import annotations
 
-import socket
 import sys
+from pathlib import Path
 
-from ipcbench.check import expect, judge, outputs, plan
+from ipcbench.check import expect, inputs, judge, outputs, plan
 from ipcbench.errors import ResultsError, UsageError
+from ipcbench.sizes import SizeError, parse_sizes
+
+
+def _located(flag: str, path: str) -> Path:
+    """The results.csv a --from or --baseline path names (record/run.locate); UsageError naming the flag."""
+    from ipcbench.record.run import locate
+
+    try:
+        return locate(path)
+    except UsageError as e:
+        raise UsageError(f"{flag} {path}: {e}") from None
 
 
 def add_arguments(p) -> None:
@@ -39,14 +52,16 @@ def add_arguments(p) -> None:
     p.add_argument("--peer-drop", default=f"{judge.PEER_DROP:.0%}", metavar="FRACTION",
                    help=f"a pair this far below the typical pair of its kind fails (default {judge.PEER_DROP:.0%}%)")
     p.add_argument("--methods", help=f"the methods measured and judged (default {','.join(plan.METHODS_JUDGED)})")
-    p.add_argument("--sizes", default=plan.SIZES, help=f"sizes measured (default {plan.SIZES})")
+    p.add_argument("--sizes", help=f"sizes measured (default {plan.SIZES}); checked, then ignored, with --from "
+                                   f"(the run's rows are judged: a fleet job passes one set of arguments to both)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the summary")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one testcase per check)")
     p.add_argument("--prometheus", metavar="FILE",
                    help="also write Prometheus text for node_exporter's textfile collector (a *.prom file)")
     p.add_argument("--verbose", action="store_true", help="list every check, passed ones too")
     p.add_argument("--any-host", action="store_true",
-                   help="with --from: judge a run recorded on another host (refused otherwise)")
+                   help="accepted and ignored (a no-op, kept for old command lines): --from judges a run of any "
+                        "host; a drain script guards its own host")
     p.add_argument("--out", metavar="DIR", help="the measured run's directory (default results/<run-id>)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="give up on any wait for another rank after S seconds (default 120)")
@@ -77,14 +92,28 @@ class Options:
             raise UsageError("--from judges a recorded run: --dry-run, --out and --topology measure")
         if ns.topology and not ns.dry_run:
             raise UsageError("--topology plans a node that is not this machine: it goes with --dry-run")
-        if ns.any_host and not ns.from_run:
-            raise UsageError("--any-host goes with --from")
+        self.sizes = plan.SIZES if ns.sizes is None else ns.sizes
+        try:
+            parse_sizes(self.sizes)
+        except SizeError as e:
+            raise UsageError(f"--sizes: {e}") from None
         users = expect.load(ns.thresholds) if ns.thresholds else []
         self.expectations = expect.combine([] if ns.no_defaults else expect.defaults(), users)
         self.sources = ([f"thresholds {ns.thresholds} ({len(users)})"] if users else []) + \
             ([] if ns.no_defaults else ["thresholds shipped with ipcbench (ipcbench/check/defaults.toml)"])
         if not self.expectations and not ns.baseline:
             raise UsageError("nothing to judge against: --no-defaults without --thresholds or --baseline")
+        if ns.out:  # the runner's own rule (run/outdir.py), asked here: before MPI starts or a GPU is touched
+            from ipcbench.run.outdir import choose_run_dir
+
+            _, why = choose_run_dir(ns.out, "check")
+            if why:
+                raise UsageError(why)
+        self.from_csv = _located("--from", ns.from_run) if ns.from_run else None
+        self.baseline_csvs = [_located("--baseline", b) for b in ns.baseline or []]
+        runs = [c.parent for c in [*([self.from_csv] if self.from_csv else []), *self.baseline_csvs]]
+        inputs.check_outputs({"--junit": ns.junit, "--prometheus": ns.prometheus},
+                             runs + ([Path(ns.out)] if ns.out else []), {"--thresholds": ns.thresholds})
 
     def config(self):
         """The measurement's RunConfig: --quick's stopping rule, the transfer suites' steps of the methods."""
@@ -93,7 +122,7 @@ class Options:
         from ipcbench.config import build_config
 
         ns = self.ns
-        bench = SimpleNamespace(suites=plan.suites_of(self.methods), sizes=ns.sizes, quick=True, samples=None,
+        bench = SimpleNamespace(suites=plan.suites_of(self.methods), sizes=self.sizes, quick=True, samples=None,
                                 min_time=None, noise=None, max_time=None, no_verify=False, timeout=ns.timeout,
                                 out=ns.out, dry_run=ns.dry_run, json=ns.json and ns.dry_run, quiet=ns.quiet,
                                 pairs="auto", serial_pairs="auto", sm_copy=None, sm_bulk=None,
@@ -109,17 +138,23 @@ def run(opts: Options) -> int:
 
 
 def judge_recorded(opts: Options) -> int:
-    from ipcbench.record.run import load_run, locate
+    """Judge a recorded run of any host (a login node judges a node's run; jobs/healthcheck.sh guards its own
+    node). Whatever goes wrong is one line and exit 2 (UsageError): a gate that could not judge never says 1."""
+    from ipcbench.record.run import load_run
 
+    assert opts.from_csv is not None
     try:
-        run = load_run(locate(opts.ns.from_run))
+        run = load_run(opts.from_csv)
     except (ResultsError, UsageError) as e:
         raise UsageError(f"--from {opts.ns.from_run}: {e}") from None
-    here = socket.gethostname().split(".")[0]
-    if not opts.ns.any_host and run.meta.hosts and here not in run.meta.hosts:
-        raise UsageError(f"--from {opts.ns.from_run}: the run was made on {', '.join(run.meta.hosts)}, this is {here}: "
-                         f"judging another node's run is refused (--any-host to do it on purpose)")
-    return report(opts, run)
+    except (OSError, ValueError) as e:  # an unreadable or undecodable file the reader did not name
+        raise UsageError(f"--from {opts.ns.from_run}: cannot read ({e})") from None
+    try:
+        return report(opts, run)
+    except UsageError:
+        raise
+    except Exception as e:  # fail closed, one line (IPCBENCH_TRACEBACK is the measuring path's)
+        raise UsageError(f"--from {opts.ns.from_run}: cannot judge ({type(e).__name__}: {e})") from None
 
 
 def measure_and_judge(opts: Options) -> int:
@@ -140,6 +175,8 @@ def measure_and_judge(opts: Options) -> int:
             code = report(opts, load_run(s.run_dir / "results.csv"))
         except (UsageError, ResultsError) as e:
             code, err = 2, str(e)
+        except Exception as e:  # fail closed: whatever stops the judging is "cannot judge", never "unhealthy"
+            code, err = 2, f"cannot judge the measured run ({type(e).__name__}: {e})"
     agreed = s.world.world_allreduce_max(code, "the check's verdict")
     if err:
         print(f"ipcbench: error: {err}", file=sys.stderr, flush=True)
@@ -148,13 +185,15 @@ def measure_and_judge(opts: Options) -> int:
 
 def _baseline(opts: Options, run):
     """compare(BASE..., this run) for --baseline, after refusing a baseline of another GPU model or link kind."""
-    from ipcbench.record.run import load_run, locate
+    from ipcbench.record.run import load_run
     from ipcbench.report.compare import compare
 
     try:
-        bases = [load_run(locate(p)) for p in opts.ns.baseline]
+        bases = [load_run(p) for p in opts.baseline_csvs]
     except (ResultsError, UsageError) as e:
         raise UsageError(f"--baseline: {e}") from None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--baseline: cannot read ({e})") from None
     mine = _shape(run)
     for b in bases:
         theirs = _shape(b)
@@ -187,10 +226,13 @@ def report(opts: Options, run) -> int:
                                       f"{opts.peer_drop:.0%} below)"])
     host = run.meta.hosts[0] if run.meta.hosts else str(run.frame["host"].iat[0])
     models = sorted({g.name for gs in run.meta.gpus.values() for g in gs})
-    if opts.ns.junit:
-        outputs.write_junit(opts.ns.junit, v, host)
-    if opts.ns.prometheus:
-        outputs.write_prometheus(opts.ns.prometheus, v, host)
+    for flag, path, write in (("--junit", opts.ns.junit, outputs.write_junit),
+                              ("--prometheus", opts.ns.prometheus, outputs.write_prometheus)):
+        if path:  # checked before judging (check/inputs.py); what still fails (a full disk) is exit 2, never 1
+            try:
+                write(path, v, host)
+            except OSError as e:
+                raise UsageError(f"{flag} {path}: cannot write ({e.strerror or e})") from None
     if opts.ns.json:
         print(outputs.as_json(v, {"host": host, "run": str(run.dir), "gpu_models": models}))
     else:

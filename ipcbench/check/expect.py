@@ -16,6 +16,7 @@ the key (UsageError): a gate must never run on a threshold it misread.
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -68,9 +69,9 @@ class Expectation:
         elif self.floor_gbps is not None:
             bound = f"floor {self.floor_gbps:g} GB/s"
         else:
-            share = f"floor {self.floor_peak:.0%} of the"
-            bound = (f"{share} {peak_gbps:.0f} GB/s peak = {self.floor_peak * peak_gbps:.0f} GB/s" if peak_gbps
-                     else f"{share} link's peak")
+            share = self.floor_peak or 0.0
+            bound = (f"floor {share:.0%} of the {peak_gbps:.0f} GB/s peak = {share * peak_gbps:.0f} GB/s" if peak_gbps
+                     else f"floor {share:.0%} of the link's peak")
         return f"{bound} ({self.gpu}, {self.link}, {self.method} {self.direction} {self.sizes}: {self.why})"
 
 
@@ -106,8 +107,11 @@ def parse(text: str, where: str) -> list[Expectation]:
         line = text.count("\n", 0, max(0, text.find(extra[0]))) + 1
         raise UsageError(f"{where}:{line}: {extra[0]}: unknown key (a thresholds file holds [[expect]] tables)")
     tables = doc.get("expect", [])
-    if not isinstance(tables, list):
-        raise UsageError(f"{where}:1: expect: must be [[expect]] tables")
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        line = text.count("\n", 0, max(0, text.find("expect"))) + 1
+        raise UsageError(f"{where}:{line}: expect: must be [[expect]] tables")
+    if not tables:
+        raise UsageError(f"{where}: no [[expect]] table: a thresholds file that sets nothing is a mistake")
     out = []
     for i, t in enumerate(tables):
         def bad(key: str | None, why: str, i=i):
@@ -115,11 +119,11 @@ def parse(text: str, where: str) -> list[Expectation]:
 
         out.append(_expectation(t, bad, f"{where}:{_line_of(text, i, None)}"))
     seen: dict[tuple, str] = {}
-    for e in out:
-        if e.key() in seen:
-            raise UsageError(f"{e.where}: [[expect]]: the same gpu, link, method, direction and sizes as "
-                             f"{seen[e.key()]}")
-        seen[e.key()] = e.where
+    for x in out:
+        if x.key() in seen:
+            raise UsageError(f"{x.where}: [[expect]]: the same gpu, link, method, direction and sizes as "
+                             f"{seen[x.key()]}")
+        seen[x.key()] = x.where
     return out
 
 
@@ -145,7 +149,7 @@ def _expectation(t: dict, bad, where: str) -> Expectation:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         bad(b, f"must be a number ({'GB/s' if b == 'floor_gbps' else 'µs' if b == 'max_us' else 'a fraction'}, "
                f"no unit in the value; got {v!r})")
-    if not v > 0 or (b == "floor_peak" and v > 1):
+    if not math.isfinite(v) or not v > 0 or (b == "floor_peak" and v > 1):
         bad(b, f"{v!r} is out of range ({'0 < value <= 1' if b == 'floor_peak' else 'must be > 0'})")
     return Expectation(t["gpu"], t["link"], t["method"], t["direction"], lo, hi, why=t["why"], where=where,
                        **{b: float(v)})
@@ -176,6 +180,10 @@ def load(path: str | Path) -> list[Expectation]:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise UsageError(f"--thresholds {p}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        line = p.read_bytes()[:e.start].count(b"\n") + 1
+        raise UsageError(f"--thresholds {p}:{line}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
+                         f"{e.start}): a thresholds file is TOML") from None
     return parse(text, str(p))
 
 

@@ -1,7 +1,8 @@
 """The gate's verdict (pure: a recorded run in, checks out): every row the expectations name, held against
 its floor or ceiling, its baseline and its peers; what cannot be judged said as such.
 
-A check is `pass`, `fail` or `unknown` (cannot judge). It FAILS when a row is below its floor (or above its
+A finding's status is a Status (ipcbench/status.py: PASS, FAIL, UNJUDGED, written "pass", "fail", "unknown").
+It FAILS when a row is below its floor (or above its
 latency ceiling), significantly slower than its baseline (report/compare.py's statistics), far below the
 node's other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not
 complete, when a row the expectations name is missing, when a pair's link kind is unknown, when a pair has no
@@ -14,13 +15,13 @@ only when every check passed: never 0 for what was not judged.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ipcbench.check.expect import Expectation
 from ipcbench.sizes import fmt_size
+from ipcbench.status import Status
 
-STATUS_ORDER = {"pass": 0, "unknown": 1, "fail": 2}
-VERDICTS = {0: "healthy", 1: "unhealthy", 2: "cannot judge"}
+VERDICTS = {Status.PASS: "healthy", Status.FAIL: "unhealthy", Status.UNJUDGED: "cannot judge"}
 PEER_DROP = 0.20  # a pair this far below the typical pair of its kind fails
 PEER_MIN_BYTES = 64 << 20  # peers are compared where transfers are bandwidth-bound
 PEER_TIMINGS = ("gated",)  # rows whose time is the pair's own (not a window over a time-sliced GPU, a hand-off)
@@ -28,7 +29,9 @@ REASON_CHARS = 160  # the REASON line, short enough for `scontrol update ... rea
 
 
 @dataclass(frozen=True)
-class Check:
+class Finding:
+    """One thing check found about a row, a pair or the run: its status and why (selftest's is another)."""
+
     source: str  # thresholds | baseline | peers | coverage | run | verification
     host: str
     pair: str  # "GPU 0 -> GPU 1" (ranks where two share a GPU)
@@ -41,7 +44,7 @@ class Check:
     value: float | None
     unit: str  # GB/s | µs | ""
     expected: float | None  # the bound the value was held against
-    status: str  # pass | fail | unknown
+    status: Status
     reason: str  # what, by how much, against which expectation (one line, with the expectation's why)
     brief: str = ""  # the same in a few words (the summary's lines, the REASON line)
     against: str = ""  # the expectation a thresholds check held the row against, with its why and where
@@ -60,30 +63,29 @@ class Check:
 
 @dataclass
 class Verdict:
-    checks: list[Check] = field(default_factory=list)
+    checks: list[Finding] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # the expectations used, said in every output
 
     @property
-    def status(self) -> str:
-        if not self.checks:
-            return "unknown"
-        return max((c.status for c in self.checks), key=STATUS_ORDER.__getitem__)
+    def status(self) -> Status:
+        """The node's: FAIL if anything failed, else UNJUDGED if anything (or everything: nothing) was not
+        judged, else PASS."""
+        return Status.of(c.status for c in self.checks)
 
     @property
     def exit_code(self) -> int:
-        return {"pass": 0, "fail": 1, "unknown": 2}[self.status]
+        return self.status.exit_code
 
     @property
     def word(self) -> str:
-        return VERDICTS[self.exit_code]
+        return VERDICTS[self.status]
 
     def by(self, key) -> dict:
         """{key(check): worst status}, for the per-pair and per-GPU summaries."""
         out: dict = {}
         for c in self.checks:
             for k in key(c):
-                if STATUS_ORDER[c.status] >= STATUS_ORDER.get(out.get(k, "pass"), 0):
-                    out[k] = c.status
+                out[k] = Status.of([out.get(k, Status.PASS), c.status])
         return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
 
     def pairs(self) -> dict:
@@ -101,11 +103,11 @@ class Verdict:
         """One line: the worst failure (or the first thing not judged), and how many more."""
         if self.exit_code == 0:
             return f"ok: {len(self.checks)} checks passed"
-        bad = [c for c in self.checks if c.status == ("fail" if self.exit_code == 1 else "unknown")]
+        bad = [c for c in self.checks if c.status is self.status]
         if not bad:
             return "cannot judge: nothing was judged"
         worst = max(bad, key=lambda c: c.shortfall)
-        head = f"{'FAIL' if self.exit_code == 1 else 'cannot judge'}: {worst.brief or worst.reason}"
+        head = f"{'FAIL' if self.status is Status.FAIL else 'cannot judge'}: {worst.brief or worst.reason}"
         more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
         if len(head) + len(more) > REASON_CHARS:
             head = head[:REASON_CHARS - len(more) - 1] + "…"
@@ -126,6 +128,10 @@ def pair_name(src_gpu: int, dst_gpu: int, src_rank: int, dst_rank: int) -> str:
     return f"GPU {src_gpu} -> GPU {dst_gpu}"
 
 
+def _passed(ok: bool) -> Status:
+    return Status.PASS if ok else Status.FAIL
+
+
 def _num(v, unit: str) -> str:
     return f"{v:.3g} µs" if unit == "µs" else f"{v:.0f} GB/s" if v >= 10 else f"{v:.3g} GB/s"
 
@@ -134,28 +140,92 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
           peer_drop: float = PEER_DROP) -> Verdict:
     """The checks of a run (record/run.Run) against its expectations (check/expect.py), a baseline comparison
     (report/compare.Comparison of this run against known-good runs, or None) and its peers. `methods`: the
-    methods judged (rows of others are left alone)."""
+    methods judged (rows of others are left alone). A row whose value cannot be true (invalid_rows) is a
+    finding of its own, UNJUDGED, and is judged by nothing else nor used to judge another pair."""
     v = Verdict()
     frame = run.frame
+    invalid = invalid_rows(run)
     rows = frame[frame["method"].isin(methods) & frame["kind"].isin(["bandwidth", "latency"])]
+    good = rows.drop(index=[i for i in invalid if i in rows.index])
     if run.incomplete:
         v.checks.append(_whole(run, "run", f"the run did not complete ({run.incomplete})",
                                f"the run did not complete ({run.incomplete})"))
-    v.checks += _coverage_and_floors(run, rows, expectations, methods)
+    v.checks += [_row_check(run, r, "run", None, "", None, Status.UNJUDGED,
+                            f"{_what(run, r)}: {invalid[r.Index]}: not judged, nor used to judge another pair",
+                            f"{_what(run, r)}: {invalid[r.Index]}") for r in frame.loc[list(invalid)].itertuples()]
+    v.checks += _coverage_and_floors(run, rows, expectations, methods, set(invalid))
     if baseline is not None:
-        v.checks += _baseline(run, baseline, methods)
+        v.checks += _baseline(run, baseline, methods, {_key(r) for r in frame.loc[list(invalid)].itertuples()})
     if peers:
-        v.checks += _peers(run, rows, peer_drop)
-    v.checks += [_row_check(run, r, "verification", None, "", None, "fail", f"{_what(run, r)}: failed verification "
-                            f"({r.note})", f"{_what(run, r)} failed verification")
+        v.checks += _peers(run, good, peer_drop)
+    v.checks += [_row_check(run, r, "verification", None, "", None, Status.FAIL,
+                            f"{_what(run, r)}: failed verification ({r.note})", f"{_what(run, r)} failed verification")
                  for r in rows.itertuples() if not r.verified]
-    v.checks += _impossible(run, frame)
     return v
 
 
-def _whole(run, source: str, reason: str, brief: str) -> Check:
-    return Check(source, run.meta.hosts[0] if run.meta.hosts else "", "node", -1, -1, "", "", "", 0, None, "", None,
-                 "unknown", reason, brief)
+def invalid_rows(run) -> dict:
+    """{frame index: "results.csv:LINE: why"} of the rows whose value cannot be true: those the reader marked
+    (the run's `invalid` column, where record/run.py gives one: its words win), and -- guarded here too -- a
+    value that is NaN, infinite or negative, or above a physical ceiling of the run's meta.json (the link's,
+    the GPU memory's: report/ceilings.py). Such a value says the instrument, not the node, is in doubt."""
+    import math
+
+    from ipcbench.report.ceilings import impossible_rows
+
+    frame = run.frame
+    out: dict = {}
+    if "invalid" in frame.columns:
+        marked = frame["invalid"].fillna("").astype(str)
+        out.update({i: m for i, m in marked.items() if m.strip()})
+    for r in frame.itertuples():
+        if r.Index in out or r.kind not in ("bandwidth", "latency", "op"):
+            continue
+        col = "bw_gbps_median" if r.kind == "bandwidth" else "time_us_median"
+        val = float(getattr(r, col))
+        why = "not a number" if math.isnan(val) else "infinite" if math.isinf(val) else "negative" if val < 0 else ""
+        if why:
+            out[r.Index] = f"{col} {val:g} is {why}"
+    for r in impossible_rows(frame, run.meta).itertuples():
+        out.setdefault(r.Index, str(r.reason))
+    mine = [i for i in out if not marked_by_reader(frame, i)]
+    lines = _record_lines(run.csv) if mine else []
+    for i in mine:
+        where = f"{run.csv.name}:{lines[i]}" if 0 <= i < len(lines) else f"{run.csv.name} (row {i + 1})"
+        out[i] = f"{where}: {out[i]}"
+    return dict(sorted(out.items()))
+
+
+def marked_by_reader(frame, i) -> bool:
+    return "invalid" in frame.columns and bool(str(frame.at[i, "invalid"] or "").strip())
+
+
+def _record_lines(csv_path) -> list[int]:
+    """The physical line each record of a results.csv starts on (a note may hold newlines), header excluded."""
+    import csv
+
+    out: list[int] = []
+    try:
+        with open(csv_path, newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            next(reader, None)
+            end = reader.line_num
+            for _ in reader:
+                out.append(end + 1)
+                end = reader.line_num
+    except OSError:
+        return []
+    return out
+
+
+def _key(r) -> tuple:
+    """What names a row across runs: (host, src GPU, dst GPU, method, direction, bytes)."""
+    return str(r.host), int(r.src_gpu), int(r.dst_gpu), str(r.method), str(r.direction), int(r.bytes)
+
+
+def _whole(run, source: str, reason: str, brief: str) -> Finding:
+    return Finding(source, run.meta.hosts[0] if run.meta.hosts else "", "node", -1, -1, "", "", "", 0, None, "", None,
+                 Status.UNJUDGED, reason, brief)
 
 
 def link_of(run, host: str, src_gpu: int, dst_gpu: int) -> str:
@@ -181,8 +251,8 @@ def _what(run, r) -> str:
     return f"{pair_name(r.src_gpu, r.dst_gpu, r.src_rank, r.dst_rank)} {r.method} {r.direction} {fmt_size(r.bytes)}"
 
 
-def _row_check(run, r, source, value, unit, expected, status, reason, brief="", against="") -> Check:
-    return Check(source, str(r.host), pair_name(r.src_gpu, r.dst_gpu, r.src_rank, r.dst_rank), int(r.src_gpu),
+def _row_check(run, r, source, value, unit, expected, status, reason, brief="", against="") -> Finding:
+    return Finding(source, str(r.host), pair_name(r.src_gpu, r.dst_gpu, r.src_rank, r.dst_rank), int(r.src_gpu),
                  int(r.dst_gpu), link_of(run, str(r.host), int(r.src_gpu), int(r.dst_gpu)), str(r.method),
                  str(r.direction), int(r.bytes), value, unit, expected, status, reason, brief, against)
 
@@ -198,27 +268,27 @@ def _pairs(run, rows) -> list[tuple]:
     return [tuple(k) for k in keys.itertuples(index=False)]
 
 
-def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: list[str]) -> list[Check]:
+def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: list[str],
+                         invalid: set) -> list[Finding]:
     """Per pair: its expectations (by GPU model and link kind), every row they name held against them, and
-    what could not be judged: an unknown link, no expectation at all, a named row that is missing."""
-    out: list[Check] = []
+    what could not be judged: an unknown link, no expectation at all, a named row that is missing. An invalid
+    row (its own finding says why) is not held against anything."""
+    out: list[Finding] = []
     for host, sr, dr, sg, dg in _pairs(run, rows):
         host, sr, dr, sg, dg = str(host), int(sr), int(dr), int(sg), int(dg)
         name = pair_name(sg, dg, sr, dr)
         link, model = link_of(run, host, sg, dg), gpu_model(run, host, sg)
-        base = dict(host=host, pair=name, src_gpu=sg, dst_gpu=dg, link=link, bytes=0, value=None, unit="",
-                    expected=None)
+        base = Finding("coverage", host, name, sg, dg, link, "", "", 0, None, "", None, Status.UNJUDGED, "")
         if link == "unknown":
-            out.append(Check("coverage", method="", direction="", status="unknown",
-                             reason=f"{name}: the link between the GPUs is unknown (no NVML table, or NVML could "
-                                    f"not name it): no expectation can be chosen",
-                             brief=f"{name}: link unknown", **base))
+            out.append(replace(base, reason=f"{name}: the link between the GPUs is unknown (no NVML table, or NVML "
+                                            f"could not name it): no expectation can be chosen",
+                               brief=f"{name}: link unknown"))
             continue
         mine = [e for e in expectations if e.link == link and e.method in methods and e.for_gpu(model)]
         if not mine:
-            out.append(Check("coverage", method="", direction="", status="unknown",
-                             reason=f"{name}: no expectation for {model} on {link} (give --thresholds FILE or "
-                                    f"--baseline RUN)", brief=f"{name}: no expectation for {model} on {link}", **base))
+            out.append(replace(base, reason=f"{name}: no expectation for {model} on {link} (give --thresholds FILE "
+                                            f"or --baseline RUN)",
+                               brief=f"{name}: no expectation for {model} on {link}"))
             continue
         pr = rows[(rows["host"] == host) & (rows["src_rank"] == sr) & (rows["dst_rank"] == dr)]
         for e in mine:
@@ -227,71 +297,76 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
             hit = pr[(pr["method"] == e.method) & (pr["direction"] == e.direction) & (pr["bytes"] >= e.lo)
                      & (pr["bytes"] <= e.hi)]
             if hit.empty:
-                out.append(Check("coverage", method=e.method, direction=e.direction, status="unknown",
-                                 reason=f"{name} {e.method} {e.direction} {e.sizes}: no row to judge against "
-                                        f"{e.describe()}", brief=f"{name} {e.method} {e.direction} {e.sizes}: no row",
-                                 **base))
+                out.append(replace(base, method=e.method, direction=e.direction,
+                                   reason=f"{name} {e.method} {e.direction} {e.sizes}: no row to judge against "
+                                          f"{e.describe()}",
+                                   brief=f"{name} {e.method} {e.direction} {e.sizes}: no row"))
             for r in hit.itertuples():
-                out.append(_against(run, r, e))
+                if r.Index not in invalid:
+                    out.append(_against(run, r, e))
     return out
 
 
-def _against(run, r, e: Expectation) -> Check:
+def _against(run, r, e: Expectation) -> Finding:
     """One row held against one expectation."""
     peak = peak_of(run, str(r.host), int(r.src_gpu), int(r.dst_gpu))
+    bound: float | None
     if e.max_us is not None:
         value, unit, bound = float(r.time_us_median), "µs", e.max_us
         ok = value <= bound
         rel = "<=" if ok else ">"
     else:
         value, unit = (float(r.bw_gbps_median) if r.bw_gbps_median == r.bw_gbps_median else float("nan")), "GB/s"
-        bound = e.floor_gbps if e.floor_gbps is not None else (e.floor_peak * peak if peak else None)
+        bound = e.floor_gbps
+        if bound is None and e.floor_peak is not None and peak:
+            bound = e.floor_peak * peak
         if bound is None:
-            return _row_check(run, r, "thresholds", value, unit, None, "unknown",
+            return _row_check(run, r, "thresholds", value, unit, None, Status.UNJUDGED,
                               f"{_what(run, r)}: {e.describe()}: the link's peak is unknown",
                               f"{_what(run, r)}: link peak unknown")
         ok = value >= bound
         rel = ">=" if ok else "<"
     brief = f"{_what(run, r)} {_num(value, unit)} {rel} {_num(bound, unit)}"
     against = f"{e.describe(peak)}; {e.where}"
-    return _row_check(run, r, "thresholds", value, unit, bound, "pass" if ok else "fail", f"{brief} ({against})",
-                      brief, against)
+    return _row_check(run, r, "thresholds", value, unit, bound, _passed(ok), f"{brief} ({against})", brief, against)
 
 
-def _baseline(run, comparison, methods: list[str]) -> list[Check]:
+def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding]:
     """Each judged row of this run against the known-good runs (report/compare.py: Welch's t on the log
-    samples and --threshold): a regression fails, a row the baseline has and this run lacks cannot be judged."""
-    out = []
+    samples and --threshold): a regression fails, a row the baseline has and this run lacks cannot be judged;
+    a row of this run whose value is invalid (its `_key`) is not compared."""
+    out: list[Finding] = []
     t = comparison.table
-    t = t[t["method"].str.split("/").str[-1].isin(methods)] if "method" in t.columns else t
+    t = t[t["method"].isin(methods)] if "method" in t.columns else t  # the table's own method column
     labels = ", ".join(comparison.info.get("base_labels", []))
     for r in t.itertuples():
-        method = str(r.method).split("/")[-1]
+        method = str(r.method)
+        if (str(r.host), int(r.src_gpu), int(r.dst_gpu), method, str(r.direction), int(r.bytes)) in invalid:
+            continue
         sg, dg = int(r.src_gpu), int(r.dst_gpu)
         name = pair_name(sg, dg, -1, -1) if sg != dg else f"GPU {sg} (same GPU)"
         what = f"{name} {method} {r.direction} {fmt_size(int(r.bytes))}"
-        base = dict(host=str(r.host), pair=name, src_gpu=sg, dst_gpu=dg, link=link_of(run, str(r.host), sg, dg),
-                    method=method, direction=str(r.direction), bytes=int(r.bytes), unit=str(r.unit))
+        base = Finding("baseline", str(r.host), name, sg, dg, link_of(run, str(r.host), sg, dg), method,
+                       str(r.direction), int(r.bytes), None, str(r.unit), float(r.base), Status.UNJUDGED, "")
         if r.verdict == "regression":
             how = f"{abs(float(r.change)):.0%} {'below' if r.unit == 'GB/s' else 'above'} the baseline"
-            out.append(Check("baseline", value=float(r.new), expected=float(r.base), status="fail",
-                             reason=f"{what} {_num(float(r.new), str(r.unit))}, {how}'s "
-                                    f"{_num(float(r.base), str(r.unit))} (p={float(r.p):.2g}; baseline {labels})",
-                             brief=f"{what} {how}", **base))
+            out.append(replace(base, value=float(r.new), status=Status.FAIL,
+                               reason=f"{what} {_num(float(r.new), str(r.unit))}, {how}'s "
+                                      f"{_num(float(r.base), str(r.unit))} (p={float(r.p):.2g}; baseline {labels})",
+                               brief=f"{what} {how}"))
         elif r.verdict in ("unchanged", "improvement"):
-            out.append(Check("baseline", value=float(r.new), expected=float(r.base), status="pass",
-                             reason=f"{what}: as the baseline ({labels})", **base))
+            out.append(replace(base, value=float(r.new), status=Status.PASS,
+                               reason=f"{what}: as the baseline ({labels})"))
         elif r.verdict == "missing":
-            out.append(Check("baseline", value=None, expected=float(r.base), status="unknown",
-                             reason=f"{what}: in the baseline ({labels}), not in this run",
-                             brief=f"{what}: not measured", **base))
+            out.append(replace(base, reason=f"{what}: in the baseline ({labels}), not in this run",
+                               brief=f"{what}: not measured"))
     return out
 
 
-def _peers(run, rows, drop: float) -> list[Check]:
+def _peers(run, rows, drop: float) -> list[Finding]:
     """A pair far below the node's other pairs of the same link kind (same method, direction and size): below
     (1 - drop) x the typical pair (the median of three or more; of two, the other one)."""
-    out = []
+    out: list[Finding] = []
     big = rows[(rows["bytes"] >= PEER_MIN_BYTES) & rows["timing"].isin(PEER_TIMINGS) & (rows["kind"] == "bandwidth")]
     if big.empty:
         return out
@@ -310,18 +385,6 @@ def _peers(run, rows, drop: float) -> list[Check]:
             below = f"{1 - float(r.bw_gbps_median) / typical:.0%} below {who}"
             text = (f"{_what(run, r)} {_num(float(r.bw_gbps_median), 'GB/s')} is {below} ({_num(typical, 'GB/s')}; "
                     f"peers fail past {drop:.0%})" if not ok else f"{_what(run, r)}: within {drop:.0%} of {who}")
-            out.append(_row_check(run, r, "peers", float(r.bw_gbps_median), "GB/s", bound, "pass" if ok else "fail",
-                                  text, f"{_what(run, r)} {below}"))
+            out.append(_row_check(run, r, "peers", float(r.bw_gbps_median), "GB/s", bound, _passed(ok), text,
+                                  f"{_what(run, r)} {below}"))
     return out
-
-
-def _impossible(run, rows) -> list[Check]:
-    """Rows above a physical ceiling (report/ceilings.py), of any method: the instrument, not the node, is then
-    in doubt, and the run cannot be judged."""
-    from ipcbench.report.ceilings import impossible_rows
-
-    imp = impossible_rows(rows, run.meta)
-    return [_row_check(run, r, "run", float(r.bw_gbps_median), "GB/s", float(r.ceiling_gbps), "unknown",
-                       f"{_what(run, r)}: {r.reason}: above a physical ceiling, not judged",
-                       f"{_what(run, r)} above a physical ceiling")
-            for r in imp.itertuples()]

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import time
 
-from ipcbench.check.judge import Check, Verdict
+from ipcbench.check.judge import Finding, Verdict
 from ipcbench.sizes import fmt_size
+from ipcbench.status import Status
 
-MARK = {"pass": "ok  ", "fail": "FAIL", "unknown": "??  "}
-VERDICT_VALUE = {"healthy": 0, "unhealthy": 1, "cannot judge": 2}
+MARK = {Status.PASS: "ok  ", Status.FAIL: "FAIL", Status.UNJUDGED: "??  "}
+PROM_PASS = {Status.PASS: 1, Status.FAIL: 0, Status.UNJUDGED: -1}  # ipcbench_check_pass
 
 
 def text(v: Verdict, header: list[str], verbose: bool = False) -> str:
@@ -26,15 +27,15 @@ def text(v: Verdict, header: list[str], verbose: bool = False) -> str:
     pairs = v.pairs()
     if pairs:
         lines.append("pairs: " + ", ".join(f"{p} {MARK[s].strip()}" for (_, p), s in pairs.items()))
-    shown = v.checks if verbose else [c for c in v.checks if c.status != "pass"]
+    shown = v.checks if verbose else [c for c in v.checks if c.status is not Status.PASS]
     for c in shown:
         lines.append(f"  {MARK[c.status]} [{c.source}] {c.reason if verbose else c.brief or c.reason}")
     used = list(dict.fromkeys(c.against for c in shown if c.against))
     if used and not verbose:
         lines.append("  against: " + "\n           ".join(used))
-    passed = sum(c.status == "pass" for c in v.checks)
-    lines.append(f"{len(v.checks)} checks: {passed} passed, {sum(c.status == 'fail' for c in v.checks)} failed, "
-                 f"{sum(c.status == 'unknown' for c in v.checks)} not judged")
+    n = {s: sum(c.status is s for c in v.checks) for s in Status}
+    lines.append(f"{len(v.checks)} checks: {n[Status.PASS]} passed, {n[Status.FAIL]} failed, "
+                 f"{n[Status.UNJUDGED]} not judged")
     lines.append(f"verdict: {v.word.upper()} (exit {v.exit_code})")
     lines.append(reason_line(v))
     return "\n".join(lines)
@@ -49,7 +50,7 @@ def as_json(v: Verdict, extra: dict) -> str:
     return json.dumps({**extra, **v.as_dict()}, default=str)
 
 
-def _case_name(c: Check) -> str:
+def _case_name(c: Finding) -> str:
     return f"{c.method} {c.direction} {fmt_size(c.bytes)} [{c.source}]" if c.method else f"[{c.source}]"
 
 
@@ -61,9 +62,9 @@ def write_junit(path: str, v: Verdict, host: str) -> None:
     suite = TestSuite(f"ipcbench check {host}")
     for c in v.checks:
         case = TestCase(_case_name(c), classname=f"{c.host}.{c.pair}")
-        if c.status == "fail":
+        if c.status is Status.FAIL:
             case.result = [Failure(c.reason)]
-        elif c.status == "unknown":
+        elif c.status is Status.UNJUDGED:
             case.result = [Error(c.reason)]
         suite.add_testcase(case)
     xml = JUnitXml()
@@ -92,7 +93,7 @@ def write_prometheus(path: str, v: Verdict, host: str) -> None:
             value.labels(**lab).set(c.value)
         if c.expected is not None:
             bound.labels(**lab).set(c.expected)
-        passed.labels(**lab).set({"pass": 1, "fail": 0, "unknown": -1}[c.status])
-    verdict.labels(host=host).set(VERDICT_VALUE[v.word])
+        passed.labels(**lab).set(PROM_PASS[c.status])
+    verdict.labels(host=host).set(v.exit_code)
     stamp.labels(host=host).set(time.time())
     write_to_textfile(path, reg)
