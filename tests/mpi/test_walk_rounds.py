@@ -33,7 +33,7 @@ def _row(world, src, dst, nbytes, bw):
 def _setup(world):
     d = comm.bcast(tempfile.mkdtemp(prefix="ipcbench-walk-") if comm.rank == 0 else None, root=0)
     writer = ResultsWriter(d) if comm.rank == 0 else None
-    ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, unavailable={}, calls=[],
+    ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, unavailable={}, calls=[], gpu_model="",
                           gpu_of=list(range(world.local_size)), mps=False)
     ctx.has = lambda need: need in ctx.buffers  # core/context.Ctx.has, for buffer kinds
     return ctx, RowSink(world, writer, d), writer

@@ -22,8 +22,8 @@ comm = MPI.COMM_WORLD
 @pytest.mark.mpi(min_size=2)
 def test_every_rank_skips_alike_and_rank_0_records_why():
     world = World.create(timeout=20)
-    ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, unavailable={"nccl": "NCCL not installed"},
-                          gpu_of=list(range(world.local_size)), mps=False)
+    ctx = SimpleNamespace(world=world, buffers={"legacy": object()}, gpu_model="",
+                          unavailable={"nccl": "NCCL not installed"}, gpu_of=list(range(world.local_size)), mps=False)
     ctx.has = lambda need: need in ctx.buffers
 
     def never(ctx, src, dst, sizes):
