@@ -26,6 +26,9 @@ from ipcbench.report.significance import BANDS, between_runs_floor, row_kinds, s
 from ipcbench.sizes import fmt_size
 
 DEFAULT_ALPHA = 0.01
+# The smallest change that counts whatever the noise: 2%, so a 3% change of a large transfer (its noise ~0.3%)
+# fails the gate; the recorded runs of unchanged code pass at 0% (tests/test_compare_h100x2.py).
+DEFAULT_THRESHOLD = 0.02
 VERDICTS = ("regression", "improvement", "unchanged", "not judged", "missing", "new")
 MAX_LISTED = 40  # rows per section in text/md (csv lists every row)
 CSV_COLUMNS = ["suite", "method", "direction", "host", "src_gpu", "dst_gpu", "same_gpu", "bytes", "seq", "kind",
@@ -62,8 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the reference: one or several run directories (or results.csv files) of the same "
                              "code; several give the between-run variation that host-timed rows need")
     parser.add_argument("new", metavar="NEW", help="the run to judge (the last path)")
-    parser.add_argument("--threshold", type=threshold_arg, default=0.05, metavar="FRACTION",
-                        help="smallest change that counts, as a fraction or a percentage (default 0.05 = 5%%); "
+    parser.add_argument("--threshold", type=threshold_arg, default=DEFAULT_THRESHOLD, metavar="FRACTION",
+                        help="smallest change that counts, as a fraction or a percentage (default 0.02 = 2%%); "
                              "a change must also exceed what its row is known to move between runs")
     parser.add_argument("--alpha", type=alpha_arg, default=DEFAULT_ALPHA, metavar="P",
                         help="significance level of the t-test that judges host-timed and time-sliced rows "
@@ -118,7 +121,7 @@ class Comparison:
         return 1 if self.failures() else 0
 
 
-def compare(bases: list[Run], new: Run, threshold: float = 0.05, alpha: float = DEFAULT_ALPHA,
+def compare(bases: list[Run], new: Run, threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
             subset: bool = False) -> Comparison:
     """Judge NEW against one or several BASE runs (docs/report.md). Pure over the runs' frames and metas;
     UsageError when the runs share no row."""
@@ -140,7 +143,8 @@ def compare(bases: list[Run], new: Run, threshold: float = 0.05, alpha: float = 
     p, exact, use_runs, enough = _significance(m, out, g, len(bases))
     out["p"] = np.where(matched, p, np.nan)
     out["test"] = np.where(~matched, "", np.where(use_runs, "runs", np.where(exact, "samples", "cv")))
-    bound, rule, unchanged_why, no_noise = _bounds(m, out, len(bases), basis == "within-run")
+    bound, rule, unchanged_why, no_noise = _bounds(m, out, len(bases), basis == "within-run",
+                                                   _gpu_model([new] + list(bases)))
     verdict, note, valued = _verdicts(m, out, g, bound, unchanged_why, p < alpha, enough, threshold, len(bases))
     note = np.where(valued & (no_noise != ""), np.where(note == "", no_noise, note + "; " + no_noise), note)
     out["verdict"], out["note"] = verdict, note
@@ -284,29 +288,42 @@ def _significance(m, out, g, nb: int):
     return np.where(use_runs, p_runs, p_samples), exact, use_runs, enough
 
 
-def _bounds(m, out, nb: int, old: bool):
+def _gpu_model(runs: list[Run]) -> str:
+    """The GPU model whose floors judge the rows (catalogue/noise.py): NEW's most common, else a BASE run's; ""
+    where no run recorded one (then the floors are the largest known)."""
+    for r in runs:
+        names = [g.name for gs in r.meta.gpus.values() for g in gs if g.name and g.name != "?"]
+        if names:
+            return max(set(names), key=names.count)
+    return ""
+
+
+def _bounds(m, out, nb: int, old: bool, gpu_model: str = ""):
     """(bound, rule, unchanged_why, no_noise) of every row: the relative change it must exceed besides
     --threshold, what set it, the note of a row inside it, and which side's noise was missing.
 
     A row's honest noise is its `noise` (a relative half-width: where a run's median lies); for runs older
-    than the between-runs noise (`old`) never below the between-runs floor of its kind (significance.FLOORS;
-    time-sliced rows have one kind of their own); missing (empty, NaN, negative) it is the floor, never zero.
+    than the between-runs noise (`old`) their within-run noise and the between-runs floor of their kind combined
+    as the current code states it (catalogue/noise.combined; time-sliced rows have a level of their own); missing
+    (empty, NaN, negative) it is the floor, never zero.
     One BASE: the sum of both rows' honest noise. Several BASE runs (the row in 2+ of them): the BASE runs'
-    spread (max/min of their medians - 1), never below NEW's honest noise; host-timed and time-sliced rows
+    spread (max/min of their medians - 1), never below what one BASE would allow (the sum of both sides' honest
+    noise: more BASE runs never make the gate stricter than their noise says); host-timed and time-sliced rows
     the same, with a t-test on their between-run variation besides (rule "runs")."""
     import numpy as np
 
     engine = m["engine_n"].where(m["engine_n"].notna(), m["engine_b"]).fillna("").astype(str).to_numpy()
     engine = np.where(out["sliced"].to_numpy(dtype=bool), "time-sliced", engine)
     nbytes = out["bytes"].to_numpy()
-    floor = between_runs_floor(engine, nbytes)
+    timing = out["timing"].fillna("").astype(str).to_numpy()
+    floor = between_runs_floor(gpu_model, engine, timing, nbytes, out["sliced"].to_numpy(dtype=bool))
     kinds = np.array(row_kinds(engine, nbytes), dtype=object)
     out["_engine"], out["_band"] = np.where(engine == "", "other", engine), size_band(nbytes)
 
     def honest(side: str):
         x = m[f"noise_{side}"].to_numpy(dtype=float)
         missing = ~(np.isfinite(x) & (x >= 0))
-        return np.where(missing, floor, np.fmax(x, floor) if old else x), missing
+        return np.where(missing, floor, np.sqrt(x * x + floor * floor) if old else x), missing
 
     hb, miss_b = honest("b")
     hn, miss_n = honest("n")
@@ -314,11 +331,9 @@ def _bounds(m, out, nb: int, old: bool):
     spread = np.expm1(np.where(k >= 2, (m["lv_max"] - m["lv_min"]).to_numpy(dtype=float), np.nan))
     runs = (out["_runs_why"] != "").to_numpy()
     several = (nb > 1) & (k >= 2)
-    bound = np.where(several, np.fmax(spread, hn), hb + hn)
+    bound = np.where(several, np.fmax(spread, hb + hn), hb + hn)
     rule = np.where(runs, "runs", np.where(several, "spread", "noise+floor" if old else "noise"))
-    why = np.where(several & (spread >= hn), "within the BASE runs' spread",
-                   np.where(several, "within NEW's noise", "within the rows' noise"))
-    miss_b = miss_b & ~several
+    why = np.where(several & (spread >= hb + hn), "within the BASE runs' spread", "within the rows' noise")
     sides = np.where(miss_b & miss_n, "BASE and NEW", np.where(miss_b, "BASE", np.where(miss_n, "NEW", "")))
     no_noise = np.array([f"no noise in {s}: the {kd} floor ±{_pct(f)}" if s else ""
                          for s, kd, f in zip(sides, kinds, floor)], dtype=object)

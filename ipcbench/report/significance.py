@@ -9,48 +9,15 @@ from __future__ import annotations
 
 import math
 
+from ipcbench.catalogue import noise
+
 K, M = 1 << 10, 1 << 20
 
 # ------------------------------------------------------------------------------------------ between-runs floors
 
 # A kind of row: its engine (the rows' `engine`) and its size band. Rows of one kind move alike between runs.
-BANDS = ((256 * K, "<= 256K"), (64 * M - 1, "256K-64M"), (None, ">= 64M"))  # (largest size, name): 256K < b < 64M
-
-# How far a run's median of a row of each kind was seen to move from the common median of runs of the same code
-# on the same node, as a relative half-width (the meaning of an honest `noise`), per band (<= 256K, 256K-64M,
-# >= 64M): the largest such move seen, times about 1.25, rounded up (to 0.5% below 20%, to 5% above), never below
-# 0.5%. Runs older than the between-runs noise (meta.json without "noise_basis": "between-runs") state a
-# within-run noise that is 10-100x too small; compare uses max(stated noise, floor) for their rows, and the floor
-# wherever a noise is missing. Source (largest move seen: 3 back-to-back `all` runs on 2 x H100,
-# tests/data/h100x2/all-1..3; 5 fresh `copy kernel` runs on the same machine,
-# tests/data/h100x2/five-fresh-runs-spread.txt; 3 quiet runs on 2 x H200, tests/data/compare/quiet1..3;
-# tests/test_compare_floors.py checks every floor against these runs):
-#   ce      2.5% / 1.1% / 0.26%     (5 runs: 1.2% at 4K-64K, 0.26% at 64M)
-#   sm      10.7% / 4.1% / 0.27%    (sm_read, sm_write, their pool and VMM twins, cross-GPU ping-pongs, the ring)
-#   sm_bulk 5.2% / 3.4% / 0.11%
-#   nccl    3.1% / 2.0% / 0.52%     (2 x H100 only)
-#   shm     6.0% / 4.7% / 4.5%      (cross-GPU shm_staged hand-offs)
-#   event   4.4% (latency rows only: <= 256K; used in every band)
-#   mpi     21.7% / 7.1% / 9.2%     (host-timed mpi_staged; 21.7%: latency rows on the H200 pair)
-#   api     85% / 94% / 89%         (host-timed handle operations, 2 x H100)
-#   time-sliced: same-GPU hand-offs without MPS (the GPU scheduler's time slice): two H100 runs of the same
-#           shm_staged code put its rows 0.48x to 2.3x apart (docs/report.md): sqrt(2.3) - 1 = 52% from their
-#           middle, in every band
-# The H200 pair moved less (sm <= 256K: 0.2%): the floors are the worst node seen. Host-timed and time-sliced
-# rows use theirs only with several BASE runs (one BASE never judges them). An engine without a measured floor
-# gets the largest floor of a GPU-timed engine (sm's).
-FLOORS: dict[str, tuple[float, float, float]] = {
-    "ce": (0.035, 0.015, 0.005),
-    "sm": (0.135, 0.055, 0.005),
-    "sm_bulk": (0.065, 0.045, 0.005),
-    "nccl": (0.04, 0.025, 0.01),
-    "shm": (0.08, 0.06, 0.06),
-    "event": (0.055, 0.055, 0.055),
-    "mpi": (0.30, 0.09, 0.115),
-    "api": (1.10, 1.20, 1.15),
-    "time-sliced": (0.65, 0.65, 0.65),
-}
-FLOOR_UNKNOWN = FLOORS["sm"]
+# The size bands of a row's between-runs floor (catalogue/noise.py): (largest size, name).
+BANDS = ((256 * K, noise.SMALL), (64 * M - 1, noise.MID), (None, noise.LARGE))
 
 
 def size_band(nbytes):
@@ -67,12 +34,14 @@ def row_kinds(engines, nbytes) -> list[str]:
     return [f"{e or 'other'} {BANDS[int(b)][1]}" for e, b in zip(engines, size_band(nbytes))]
 
 
-def between_runs_floor(engines, nbytes):
-    """Each row's between-runs floor (a fraction) from FLOORS, by its engine and size band."""
+def between_runs_floor(gpu_model: str, engines, timings, nbytes, sliced):
+    """Each row's between-runs floor (a fraction): catalogue/noise.floor_for of the run's GPU model, the row's
+    engine, timing and size, the time-sliced level for a same-GPU hand-off without MPS. The same floors a run of
+    the current code states in its `noise` (core/rows.state_noise)."""
     import numpy as np
 
-    band = size_band(nbytes)
-    return np.array([FLOORS.get(str(e), FLOOR_UNKNOWN)[int(b)] for e, b in zip(engines, band)], dtype=float)
+    return np.array([noise.floor_for(gpu_model, str(e), str(t), int(b), bool(s)).fraction
+                     for e, t, b, s in zip(engines, timings, nbytes, sliced)], dtype=float)
 
 
 # ------------------------------------------------------------------------------------------ Student's t, Welch
