@@ -95,6 +95,13 @@ def test_no_nccl_rows_are_said_with_the_reason(tmp_path, capsys):
     run = synth.make_run(tmp_path / "r", suites=["copy"], sizes=SIZES, same_gpu=False)  # meta.json: no nccl suite
     rc, out, _ = run_cmd(report, capsys, run, "--no-figures", "--out", tmp_path / "o")
     assert "No NCCL rows: the nccl suite was not run" in glance(out)
+    run = synth.make_run(tmp_path / "s", suites=["copy", "nccl"], sizes=SIZES, same_gpu=False)
+    meta_path = next((tmp_path / "s").rglob("meta.json"))
+    meta = json.loads(meta_path.read_text())
+    meta["skipped"] = [{"suite": "nccl", "step": "nccl push", "reason": "NCCL unavailable: no libnccl", "host": "h"}]
+    meta_path.write_text(json.dumps(meta))
+    rc, out, _ = run_cmd(report, capsys, run, "--no-figures", "--out", tmp_path / "q")
+    assert "No NCCL rows: its steps could not run (nccl push: NCCL unavailable: no libnccl)" in glance(out)
     run = synth.make_run(tmp_path / "n", suites=["copy", "nccl"], sizes=SIZES, same_gpu=False, nccl=True)
     rc, out, _ = run_cmd(report, capsys, run, "--no-figures", "--out", tmp_path / "p")
     assert "No NCCL rows" not in glance(out) and "Against NCCL" in glance(out)

@@ -210,12 +210,15 @@ def _no_nccl(run: Run) -> list[tuple[str, str]]:
     f = run.frame
     if (f["engine"] == "nccl").any():
         return []
-    if run.meta.suites is not None and "nccl" not in run.meta.suites:
+    skipped = run.meta.skipped_by_suite().get("nccl")
+    if skipped:  # the run recorded why its NCCL steps could not run (meta.json "skipped")
+        why = "its steps could not run (" + "; ".join(skipped) + ")"
+    elif run.meta.suites is not None and "nccl" not in run.meta.suites:
         why = "the nccl suite was not run"
     elif not (~f["same_gpu"] & (f["src_gpu"] >= 0) & (f["dst_gpu"] >= 0)).any():
         why = "NCCL refuses two ranks of one GPU, and every pair of this run shares one"
     else:
-        why = "the nccl suite wrote none (NCCL missing? the run's output says why; pip install -e '.[nccl]')"
+        why = "the nccl suite wrote none and the run recorded no reason (runs before meta.json's `skipped`)"
     return [("info", f"**No NCCL rows**: {why}; IPC is not compared with NCCL here.")]
 
 
