@@ -12,7 +12,8 @@ import sys
 
 from ipcbench import __version__
 
-from ipcbench.config import DEFAULT_SIZES, PAIRS_MODES, QUICK_SIZES, SERIAL_PAIRS, TOPOLOGIES
+from ipcbench.config import (DEFAULT_RULE, DEFAULT_SIZES, PAIRS_MODES, QUICK_RULE, QUICK_SIZES, SERIAL_PAIRS,
+                             TOPOLOGIES)
 from ipcbench.suites.registry import ORDER as SUITE_NAMES
 
 
@@ -46,17 +47,23 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help=f"a fleet check: every GPU pair and method at {QUICK_SIZES.replace(',', ' and ')} "
                         f"only, latency at 3 sizes, one-pair-at-a-time steps on a ring (--serial-pairs), a "
-                        f"looser stopping rule (4-6 samples of >= 2 ms, 2%% noise); every row still verified")
-    p.add_argument("--samples", type=int, help="exactly N timed samples per measurement (default: the stopping "
-                                               "rule, 5-15 samples until the median is known to --noise)")
+                        f"looser stopping rule ({QUICK_RULE.min_samples}-{QUICK_RULE.max_samples} samples of >= "
+                        f"{QUICK_RULE.min_time_s * 1e3:g} ms, {QUICK_RULE.noise * 100:g}%% noise); every row still "
+                        f"verified")
+    p.add_argument("--samples", type=int,
+                   help=f"exactly N timed samples per measurement (default: the stopping rule, "
+                        f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples until the median is known "
+                        f"to --noise)")
     p.add_argument("--min-time", type=float, metavar="MS",
-                   help="minimum duration of one sample in ms (default 3, 2 with --quick)")
+                   help=f"minimum duration of one sample in ms (default {DEFAULT_RULE.min_time_s * 1e3:g}, "
+                        f"{QUICK_RULE.min_time_s * 1e3:g} with --quick)")
     p.add_argument("--noise", type=float, metavar="PCT",
                    help="stop sampling when the median is known to within PCT percent (the half-width of its "
                         "distribution-free 90%% interval over the median) "
-                        "(default 0.5, 2 with --quick)")
+                        f"(default {DEFAULT_RULE.noise * 100:g}, {QUICK_RULE.noise * 100:g} with --quick)")
     p.add_argument("--max-time", type=float, metavar="S",
-                   help="stop sampling one measurement after S seconds of samples (default 0.25, 0.05 with --quick)")
+                   help=f"stop sampling one measurement after S seconds of samples "
+                        f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)")
     p.add_argument("--pairs", choices=PAIRS_MODES, default="auto",
                    help="measure pairs one at a time (sequential), or disjoint pairs at once (concurrent); auto: "
                         "concurrent only where pairs cannot share a link (default auto)")

@@ -217,3 +217,75 @@ def test_a_dry_run_says_what_it_assumes():
     assert node["estimated_s"] < 0.6 * here["estimated_s"]
     text = _run_mpi(4, "all", "--dry-run", "--topology", "pcie").stdout
     assert "estimated duration:" in text and "assuming:" in text and "linked by pcie" in text
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["all", "--sizes", ""], "--sizes: empty"),  # was taken for the default sweep
+    (["all", "--sizes=-4K"], "--sizes: not a size: '-4K'"),
+    (["all", "--sizes", "-4K"], "argument --sizes: expected one argument"),  # argparse reads -4K as an option
+    (["all", "--sizes", "4K:1K"], "--sizes: bad range '4K:1K'"),
+    (["all", "--sizes", "1.5K"], "--sizes: not a size: '1.5K'"),
+    (["all", "--sizes", "abc"], "--sizes: not a size: 'abc'"),
+    (["all", "--sizes", "4K:1M:x1"], "--sizes: bad step"),
+    (["all", "--sizes", "4:10"], "multiples of 4 bytes"),
+    (["all", "--sizes", " "], "--sizes: empty"),
+    (["copy", "--dry-run", "--sizes", ""], "--sizes: empty"),
+])
+def test_nonsense_sizes_are_one_line_exit_2_before_any_gpu_work(args, needle):
+    """`--sizes ''` ran the default sweep; each is refused by build_config, before MPI or CUDA is touched."""
+    p = run_cli(*args)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert needle in lines[0] and lines[0].startswith("ipcbench: error:"), lines[0]
+
+
+def test_helps_defaults_are_the_codes():
+    """The defaults `ipcbench --help` quotes come from the constants the run uses (config.py), not from copies."""
+    from ipcbench.config import DEFAULT_RULE, DEFAULT_SIZES, QUICK_RULE, QUICK_SIZES
+
+    text = " ".join(run_cli("--help").stdout.split())
+    assert f"(default {DEFAULT_SIZES}, x2 steps; {QUICK_SIZES} with --quick)" in text
+    assert f"(default {DEFAULT_RULE.min_time_s * 1e3:g}, {QUICK_RULE.min_time_s * 1e3:g} with --quick)" in text
+    assert f"(default {DEFAULT_RULE.noise * 100:g}, {QUICK_RULE.noise * 100:g} with --quick)" in text
+    assert f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)" in text
+    assert f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples" in text
+    assert f"{QUICK_RULE.min_samples}-{QUICK_RULE.max_samples} samples" in text
+
+
+def _used_dirs(tmp_path):
+    """The --out directories a run must refuse, each with the words of its refusal."""
+    only_meta = tmp_path / "only-meta"  # a run that never got to results.csv (or one still starting)
+    only_meta.mkdir()
+    (only_meta / "meta.json").write_text("{}")
+    unrelated = tmp_path / "home"
+    unrelated.mkdir()
+    (unrelated / "notes.txt").write_text("mine")
+    results = tmp_path / "results"  # the parent of runs
+    (results / "20260101-000000-node").mkdir(parents=True)
+    (results / "20260101-000000-node" / "results.csv").write_text("keep me\n")
+    return [(only_meta, "holds meta.json"), (unrelated, "is not empty"), (results, "holds runs")]
+
+
+def test_out_is_a_new_or_empty_directory(tmp_path):
+    from ipcbench.run.outdir import choose_run_dir
+
+    for d, words in _used_dirs(tmp_path):
+        path, err = choose_run_dir(str(d), "ignored")
+        assert path is None and err and err.startswith(f"--out {d}: ") and words in err, (d, err)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert choose_run_dir(str(empty), "ignored") == (empty, None)
+
+
+@pytest.mark.timeout(200)
+def test_a_dry_run_checks_out_as_a_run_would(tmp_path):
+    """`--dry-run --out DIR` said nothing of a DIR the run would refuse: now the same one line, exit 2, and the
+    directory untouched."""
+    for d, words in [*_used_dirs(tmp_path), (tmp_path / "home" / "notes.txt" / "sub", "is a file")]:
+        before = sorted(p.name for p in d.iterdir()) if d.is_dir() else None
+        p = _run_mpi(2, "all", "--dry-run", "--topology", "nvswitch", "--out", str(d))
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and words in lines[0], p.stderr
+        assert (sorted(p.name for p in d.iterdir()) if d.is_dir() else None) == before
+    ok = _run_mpi(2, "all", "--dry-run", "--topology", "nvswitch", "--out", str(tmp_path / "new"))
+    assert ok.returncode == 0 and not (tmp_path / "new").exists(), ok.stderr
