@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from ipcbench import __version__
 
@@ -109,6 +110,37 @@ def _bench(argv: list[str]) -> int:
     return _guarded(lambda: run(cfg))
 
 
+def _write_error(e: OSError) -> str:
+    """One line for a file that could not be written (a full disk, a read-only or unwritable place)."""
+    return f"cannot write {e.filename or 'standard output'}: {e.strerror or e}"
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (`ipcbench report … | head`): end as a Unix tool does, killed by SIGPIPE,
+    saying nothing (the shell sees 141). stdout is pointed at /dev/null first, so that nothing is flushed into
+    the closed pipe on the way out."""
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    return 141  # not reached where SIGPIPE ends the process
+
+
+def _writing(command) -> int:
+    """A command that prints and writes files, without MPI: a closed pipe ends it quietly, a file or stdout that
+    cannot be written (OSError: a full disk, an unwritable directory) is one line and exit 2."""
+    try:
+        code = command()
+        sys.stdout.flush()  # a full disk shows here, not in the interpreter's exit (a traceback there)
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
+    except OSError as e:
+        return _err(_write_error(e))
+
+
 def _guarded(command) -> int:
     """Run a command that may start MPI: a usage error is one line from rank 0 and exit 2 on every rank; any
     other error takes the whole job down with its message (MPI Abort)."""
@@ -125,6 +157,17 @@ def _guarded(command) -> int:
         return 2
     except KeyboardInterrupt:
         raise
+    except BrokenPipeError:
+        return _closed_pipe()
+    except OSError as e:  # results.csv or meta.json on a full or read-only disk: not the node's fault
+        from mpi4py import MPI
+
+        sys.stderr.write(f"ipcbench: error: {_write_error(e)}\n")
+        sys.stderr.flush()
+        if MPI.COMM_WORLD.size > 1:
+            time.sleep(0.5)  # as below: let the launcher forward the line before Abort
+            MPI.COMM_WORLD.Abort(2)
+        return 2
     except Exception as e:  # any rank's failure takes the whole job down with its message
         from mpi4py import MPI
 
@@ -140,8 +183,6 @@ def _guarded(command) -> int:
         if comm.size > 1:
             # Give the launcher's proxy a moment to forward the message before Abort tears the job down
             # (seen under load: mpiexec returned with an empty stderr).
-            import time
-
             time.sleep(0.5)
             comm.Abort(1)
         return 1
@@ -149,6 +190,10 @@ def _guarded(command) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    return _writing(lambda: _command(argv))
+
+
+def _command(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         _bench_parser().print_help()
         print("\ncommands: all | " + " | ".join(SUITE_NAMES) + " | info | report | compare | selftest | check")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import launcher_free_env, mpiexec_or_skip
@@ -289,3 +292,78 @@ def test_a_dry_run_checks_out_as_a_run_would(tmp_path):
         assert (sorted(p.name for p in d.iterdir()) if d.is_dir() else None) == before
     ok = _run_mpi(2, "all", "--dry-run", "--topology", "nvswitch", "--out", str(tmp_path / "new"))
     assert ok.returncode == 0 and not (tmp_path / "new").exists(), ok.stderr
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _shell(cmd: str, tmp_path):
+    """cmd under bash, ipcbench's stderr kept apart from the pipe's reader: (exit status of ipcbench, its stderr)."""
+    err = tmp_path / "stderr"
+    p = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd} 2>{err}"], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": ""})
+    return p.returncode, err.read_text()
+
+
+IPCB = f"{sys.executable} -m ipcbench"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("cmd", [
+    f"report {DATA / 'h200x2'} --out r --no-figures",
+    f"compare {DATA / 'compare' / 'quiet1'} {DATA / 'compare' / 'loaded'}",
+    "--help",
+])
+def test_a_closed_pipe_ends_quietly(cmd, tmp_path):
+    """`ipcbench report … | head -1` ended in a BrokenPipeError traceback: now it ends as a Unix tool does when its
+    reader goes away (killed by SIGPIPE: the shell's 141), saying nothing. The pipe's reader is closed before
+    ipcbench starts, so that its first write meets the closed pipe whatever the timing."""
+    import signal
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        p = subprocess.run([sys.executable, "-m", "ipcbench", *cmd.split()], stdout=write, stderr=subprocess.PIPE,
+                           text=True, timeout=120, cwd=tmp_path)
+    finally:
+        os.close(write)
+    assert p.returncode == -signal.SIGPIPE and p.stderr == "", p.stderr
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("cmd", [
+    f"report {DATA / 'h200x2'} --out r --no-figures",
+    f"compare {DATA / 'compare' / 'quiet1'} {DATA / 'compare' / 'loaded'}",
+])
+def test_a_full_disk_is_one_line_exit_2(cmd, tmp_path):
+    """stdout on a full disk (/dev/full) ended in an OSError traceback."""
+    status, err = _shell(f"{IPCB} {cmd} >/dev/full", tmp_path)
+    lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln]
+    assert status == 2 and len(lines) == 1 and "No space left on device" in lines[0], err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_report_files_that_cannot_be_written_are_one_line_exit_2(tmp_path):
+    """The figures of a report into a directory that cannot be written: one line naming the file, exit 2."""
+    out = tmp_path / "r"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        status, err = _shell(f"{IPCB} report {DATA / 'h200x2'} --out {out} --quiet", tmp_path)
+    finally:
+        out.chmod(0o700)
+    lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln]
+    assert status == 2 and len(lines) == 1 and "Permission denied" in lines[0] and str(out) in lines[0], err
+
+
+def test_a_run_that_cannot_write_its_results_is_one_line_exit_2(capsys):
+    """A run whose results.csv or meta.json meets a full disk ended with an `OSError:` line and exit 1 (= "a row
+    failed" / "unhealthy"): it is a setup problem, one line, exit 2 (cli._guarded)."""
+    from ipcbench.cli import _guarded
+
+    def full():
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "results/x/results.csv")
+
+    assert _guarded(full) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ipcbench: error: cannot write results/x/results.csv: No space left on device"], err
