@@ -44,7 +44,9 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("suites", nargs="+", metavar="SUITE",
                    help=f"all, or one or more of: {', '.join(SUITE_NAMES)}")
     p.add_argument("--sizes", help=f"message sizes: LO:HI[:xF] or a comma list, B/K/M/G suffixes "
-                                   f"(default {DEFAULT_SIZES}, x2 steps; {QUICK_SIZES} with --quick)")
+                                   f"(default: {DEFAULT_SIZES} in x2 steps, the twin steps (pool, vmm, cuda.core) "
+                                   f"at every other size; --sizes {DEFAULT_SIZES} given measures every step at "
+                                   f"every size; {QUICK_SIZES} with --quick)")
     p.add_argument("--quick", action="store_true",
                    help=f"a fleet check: every GPU pair and method at {QUICK_SIZES.replace(',', ' and ')} "
                         f"only, latency at 3 sizes, one-pair-at-a-time steps on a ring (--serial-pairs), a "

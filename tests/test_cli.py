@@ -247,7 +247,13 @@ def test_helps_defaults_are_the_codes():
     from ipcbench.config import DEFAULT_RULE, DEFAULT_SIZES, QUICK_RULE, QUICK_SIZES
 
     text = " ".join(run_cli("--help").stdout.split())
-    assert f"(default {DEFAULT_SIZES}, x2 steps; {QUICK_SIZES} with --quick)" in text
+    # The default is not `--sizes 4K:256M`: without --sizes the twin steps take every other size (thin_twins),
+    # so --help that said "default 4K:256M" named a value that, given, measures more
+    from ipcbench.suites.registry import TWIN_STRIDE
+
+    assert TWIN_STRIDE == 2
+    assert (f"(default: {DEFAULT_SIZES} in x2 steps, the twin steps (pool, vmm, cuda.core) at every other size; "
+            f"--sizes {DEFAULT_SIZES} given measures every step at every size; {QUICK_SIZES} with --quick)") in text
     assert f"(default {DEFAULT_RULE.min_time_s * 1e3:g}, {QUICK_RULE.min_time_s * 1e3:g} with --quick)" in text
     assert f"(default {DEFAULT_RULE.noise * 100:g}, {QUICK_RULE.noise * 100:g} with --quick)" in text
     assert f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)" in text
