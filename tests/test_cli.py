@@ -373,3 +373,16 @@ def test_a_run_that_cannot_write_its_results_is_one_line_exit_2(capsys):
     assert _guarded(full) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["ipcbench: error: cannot write results/x/results.csv: No space left on device"], err
+
+
+@pytest.mark.timeout(300)
+def test_a_figure_that_cannot_be_written_is_one_line_exit_2(tmp_path):
+    """Writing a report's figure failed with an OSError traceback (here: a directory where the PNG goes, which
+    even root cannot write over): one line naming the file, exit 2."""
+    run = DATA / "h200x2" / "20261123-090753-vm"
+    out = tmp_path / "r"
+    (out / f"{run.name}-latency.png").mkdir(parents=True)
+    status, err = _shell(f"{IPCB} report {run} --out {out} --quiet", tmp_path)
+    lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln]
+    assert status == 2 and len(lines) == 1, err
+    assert lines[0].startswith("ipcbench: error: cannot write ") and f"{run.name}-latency.png" in lines[0], lines
