@@ -133,8 +133,8 @@ def test_jobs_readme_time_limit_covers_the_longest_plan_and_quotes_no_stale_esti
     mps = (REPO / "jobs" / "mps.sh").read_text()
     start = re.search(r"^IPCB_MPS_START_TIMEOUT=\$\{IPCB_MPS_START_TIMEOUT:-(\d+)\}$", mps, re.M)
     assert start and f"its pid is alive ({start.group(1)} s at most," in text
-    wait = re.search(r"for \(\(i = 0; i < (\d+); i\+\+\)\); do\n\s+ipcb_mps_alive \"\$pid\" \|\| break\n\s+sleep ([\d.]+)",
-                     mps)
+    wait = re.search(r"for \(\(i = 0; i < (\d+); i\+\+\)\); do\n\s+ipcb_mps_alive \"\$pid\" \|\| break\n"
+                     r"\s+sleep ([\d.]+)", mps)
     assert wait and f"a daemon still alive {int(wait.group(1)) * float(wait.group(2)):g} s later is killed" in text
     assert "README.md#commands" in text and "IPCBENCH_DRY_RUN=1" in text
     for stale in ("22 s now", "57 s on 4 GPUs", "(124 s) on 8", "about 9 minutes"):

@@ -44,7 +44,8 @@ def test_a_rerun_leaves_no_figure_of_the_previous_report(tmp_path):
     second = _linked(out)
     assert second and not any(n.startswith(RUNS[0].name) for n in second)
     assert _pngs(out) == second | {"mine.png"}, sorted(_pngs(out) - second)
-    assert (out / "mine.png").read_bytes() == b"not a figure of the report" and (out / "notes.txt").read_text() == "mine"
+    assert (out / "mine.png").read_bytes() == b"not a figure of the report"
+    assert (out / "notes.txt").read_text() == "mine"
     assert _report(RUNS[1:], out, figures=False) == 0  # tables only: no figure of before is left to look current
     assert _pngs(out) == {"mine.png"}
 

@@ -107,7 +107,8 @@ def legend_title(series) -> str:
                           if x.mechanism not in MECHANISM_LINES and x.pattern != "alltoall")
     lines = [f"thick solid: {', '.join(sorted(solid, key=list(SOLID_WORDS.values()).index))}"] if solid else []
     lines += [f"{LINE_WORDS[m]}: {MECHANISM_NAMES[m]}" for m in MECHANISM_LINES if m in mechanisms]
-    lines += ["thick dotted ▲: all-to-all, one flow (every pair at once)"] if any(x.pattern == "alltoall" for x in series) else []
+    if any(x.pattern == "alltoall" for x in series):
+        lines.append("thick dotted ▲: all-to-all, one flow (every pair at once)")
     return "\n".join(lines)
 
 
