@@ -113,8 +113,9 @@ def _bench(argv: list[str]) -> int:
 
 
 def _write_error(e: OSError) -> str:
-    """One line for a file that could not be written (a full disk, a read-only or unwritable place)."""
-    return f"cannot write {e.filename or 'standard output'}: {e.strerror or e}"
+    """One line for a file that could not be used (written, mostly: a full disk, a read-only or unwritable
+    place), naming it; stdout's own errors carry no file name."""
+    return f"{e.filename or 'standard output'}: {e.strerror or e}"
 
 
 def _closed_pipe() -> int:

@@ -284,6 +284,11 @@ def test_out_is_a_new_or_empty_directory(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert choose_run_dir(str(empty), "ignored") == (empty, None)
+    root = tmp_path / "fresh" / "results"  # the default root, empty or not there yet: still the parent of runs
+    for make in (lambda: root.mkdir(parents=True), lambda: None):
+        path, err = choose_run_dir(str(root), "ignored", root=str(root))
+        assert path is None and err and "is where runs go" in err, err
+        make()
 
 
 @pytest.mark.timeout(200)
@@ -372,7 +377,7 @@ def test_a_run_that_cannot_write_its_results_is_one_line_exit_2(capsys):
 
     assert _guarded(full) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["ipcbench: error: cannot write results/x/results.csv: No space left on device"], err
+    assert err == ["ipcbench: error: results/x/results.csv: No space left on device"], err
 
 
 @pytest.mark.timeout(300)
@@ -385,4 +390,4 @@ def test_a_figure_that_cannot_be_written_is_one_line_exit_2(tmp_path):
     status, err = _shell(f"{IPCB} report {run} --out {out} --quiet", tmp_path)
     lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln]
     assert status == 2 and len(lines) == 1, err
-    assert lines[0].startswith("ipcbench: error: cannot write ") and f"{run.name}-latency.png" in lines[0], lines
+    assert lines[0].startswith("ipcbench: error: ") and f"{run.name}-latency.png: Is a directory" in lines[0], lines

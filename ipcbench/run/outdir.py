@@ -42,6 +42,8 @@ def choose_run_dir(out: str | None, default_id: str, root: str = "results") -> t
     if out:
         path = Path(out)
         problem = out_problem(path) if path.exists() else None
+        if problem is None and path.resolve() == Path(root).resolve():  # empty, or not there yet
+            problem = f"is where runs go ({root}/<run-id>), not a run: name a new directory in it, e.g. {path / 'NAME'}"
         if problem:
             return None, f"--out {out}: {problem}"
     else:
