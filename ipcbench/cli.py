@@ -7,6 +7,7 @@ work on machines without a GPU. Input errors are one line on stderr and exit cod
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import time
@@ -112,6 +113,12 @@ def _bench(argv: list[str]) -> int:
     return _guarded(lambda: run(cfg))
 
 
+# What a file that cannot be written fails with: a full disk or quota, a read-only or unwritable place, a path
+# through a file or onto a directory
+_FILE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR,
+                errno.ENOENT, errno.EFBIG}
+
+
 def _write_error(e: OSError) -> str:
     """One line for a file that could not be used (written, mostly: a full disk, a read-only or unwritable
     place), naming it; stdout's own errors carry no file name."""
@@ -162,22 +169,19 @@ def _guarded(command) -> int:
         raise
     except BrokenPipeError:
         return _closed_pipe()
-    except OSError as e:  # results.csv or meta.json on a full or read-only disk: not the node's fault
-        from mpi4py import MPI
-
-        sys.stderr.write(f"ipcbench: error: {_write_error(e)}\n")
-        sys.stderr.flush()
-        if MPI.COMM_WORLD.size > 1:
-            time.sleep(0.5)  # as below: let the launcher forward the line before Abort
-            MPI.COMM_WORLD.Abort(2)
-        return 2
     except Exception as e:  # any rank's failure takes the whole job down with its message
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD
         sys.stdout.flush()
-        kind = "" if isinstance(e, WorldError) else f"{type(e).__name__}: "
-        sys.stderr.write(f"ipcbench: rank {comm.rank}: {kind}{e}\n")
+        # results.csv or meta.json on a full, read-only or unwritable disk: a setup problem (exit 2), not the
+        # node's nor the measurement's; any other error (a peer gone: ConnectionError, a CUDA error) exit 1
+        code = 2 if isinstance(e, OSError) and e.errno in _FILE_ERRNOS else 1
+        if code == 2:
+            sys.stderr.write(f"ipcbench: error: {_write_error(e)}\n")
+        else:
+            kind = "" if isinstance(e, WorldError) else f"{type(e).__name__}: "
+            sys.stderr.write(f"ipcbench: rank {comm.rank}: {kind}{e}\n")
         sys.stderr.flush()
         if os.environ.get("IPCBENCH_TRACEBACK"):
             import traceback
@@ -187,8 +191,8 @@ def _guarded(command) -> int:
             # Give the launcher's proxy a moment to forward the message before Abort tears the job down
             # (seen under load: mpiexec returned with an empty stderr).
             time.sleep(0.5)
-            comm.Abort(1)
-        return 1
+            comm.Abort(code)
+        return code
 
 
 def main(argv: list[str] | None = None) -> int:

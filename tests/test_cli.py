@@ -379,6 +379,12 @@ def test_a_run_that_cannot_write_its_results_is_one_line_exit_2(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["ipcbench: error: results/x/results.csv: No space left on device"], err
 
+    def peer_gone():  # an OSError that is no file's: still the run's failure, exit 1, named by its type
+        raise ConnectionResetError(errno.ECONNRESET, os.strerror(errno.ECONNRESET))
+
+    assert _guarded(peer_gone) == 1
+    assert capsys.readouterr().err.startswith("ipcbench: rank 0: ConnectionResetError: ")
+
 
 @pytest.mark.timeout(300)
 def test_a_figure_that_cannot_be_written_is_one_line_exit_2(tmp_path):
