@@ -112,6 +112,8 @@ def test_the_handles_figure_is_at_one_stated_size(tmp_path, monkeypatch):
     table = args[0]
     assert set(table["bytes"]) == {0, 256 << 20}  # the largest buffer, and the operations that take none
     assert "256M" in kw["subtitle"] and "4K" in kw["subtitle"] and "1M" in kw["subtitle"]
+    none = table[(table["bytes"] == 0) & (table["kind"] != "error-path probe")]
+    assert not none.empty and none["label"].str.endswith(" (no buffer)").all()  # event handles: not at 256M
 
 
 def args_name(job) -> str:

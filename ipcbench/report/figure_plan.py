@@ -190,7 +190,9 @@ def _handles_figure(run: Run, handles, out_dir: Path, name: Names) -> list[Block
         others = ", ".join(size_text(b) for b in sizes[:-1])
         at = (f"; buffer operations at {size_text(sizes[-1])}" + (f" (also measured at {others}: the table)"
                                                                     if others else ""))
-    h = h.assign(label=[m if s == "handles" else method_label(s, m) for s, m in zip(h["suite"], h["method"])],
+    h = h.assign(label=[(m if s == "handles" else method_label(s, m)) + (" (no buffer)" if b == 0 and k != "error"
+                                                                         else "")
+                        for s, m, b, k in zip(h["suite"], h["method"], h["bytes"], h["kind"])],
                  gpus=h["same_gpu"].map({True: "same GPU", False: "cross-GPU"}),
                  kind=h["kind"].map(lambda k: "error-path probe" if k == "error" else "setup"))
     h = h.sort_values(["kind", "label"], key=lambda s: s.map({"setup": 0, "error-path probe": 1})
