@@ -7,12 +7,15 @@ work on machines without a GPU. Input errors are one line on stderr and exit cod
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
+import time
 
 from ipcbench import __version__
 
-from ipcbench.config import DEFAULT_SIZES, PAIRS_MODES, QUICK_SIZES, SERIAL_PAIRS, TOPOLOGIES
+from ipcbench.config import (DEFAULT_RULE, DEFAULT_SIZES, PAIRS_MODES, QUICK_RULE, QUICK_SIZES, SERIAL_PAIRS,
+                             TOPOLOGIES)
 from ipcbench.suites.registry import ORDER as SUITE_NAMES
 
 
@@ -42,24 +45,32 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("suites", nargs="+", metavar="SUITE",
                    help=f"all, or one or more of: {', '.join(SUITE_NAMES)}")
     p.add_argument("--sizes", help=f"message sizes: LO:HI[:xF] or a comma list, B/K/M/G suffixes "
-                                   f"(default {DEFAULT_SIZES}, x2 steps; {QUICK_SIZES} with --quick)")
+                                   f"(default: {DEFAULT_SIZES} in x2 steps, the twin steps (pool, vmm, cuda.core) "
+                                   f"at every other size; --sizes {DEFAULT_SIZES} given measures every step at "
+                                   f"every size; {QUICK_SIZES} with --quick)")
     p.add_argument("--quick", action="store_true",
                    help=f"a fleet check: every GPU pair and method at {QUICK_SIZES.replace(',', ' and ')} "
                         f"only, latency at 3 sizes, one-pair-at-a-time steps on a ring (--serial-pairs), a "
-                        f"looser stopping rule (4-6 samples of >= 2 ms, 2%% noise); every row still verified")
-    p.add_argument("--samples", type=int, help="exactly N timed samples per measurement (default: the stopping "
-                                               "rule, 5-15 samples until the median is known to --noise)")
+                        f"looser stopping rule ({QUICK_RULE.min_samples}-{QUICK_RULE.max_samples} samples of >= "
+                        f"{QUICK_RULE.min_time_s * 1e3:g} ms, {QUICK_RULE.noise * 100:g}%% noise); every row still "
+                        f"verified")
+    p.add_argument("--samples", type=int,
+                   help=f"exactly N timed samples per measurement (default: the stopping rule, "
+                        f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples until the median is known "
+                        f"to --noise)")
     p.add_argument("--min-time", type=float, metavar="MS",
-                   help="minimum duration of one sample in ms (default 3, 2 with --quick)")
+                   help=f"minimum duration of one sample in ms (default {DEFAULT_RULE.min_time_s * 1e3:g}, "
+                        f"{QUICK_RULE.min_time_s * 1e3:g} with --quick)")
     p.add_argument("--noise", type=float, metavar="PCT",
                    help="stop sampling when the median is known to within PCT percent (the half-width of its "
                         "distribution-free 90%% interval over the median) "
-                        "(default 0.5, 2 with --quick)")
+                        f"(default {DEFAULT_RULE.noise * 100:g}, {QUICK_RULE.noise * 100:g} with --quick)")
     p.add_argument("--placements", type=int, metavar="N",
                    help="places of its buffers a row's samples rotate over, so that its median and noise hold where "
-                        "a buffer lies (default: the sampling rule's; 1 = one place)")
+                        f"a buffer lies (default {DEFAULT_RULE.placements}: one place; docs/measurement.md)")
     p.add_argument("--max-time", type=float, metavar="S",
-                   help="stop sampling one measurement after S seconds of samples (default 0.25, 0.05 with --quick)")
+                   help=f"stop sampling one measurement after S seconds of samples "
+                        f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)")
     p.add_argument("--pairs", choices=PAIRS_MODES, default="auto",
                    help="measure pairs one at a time (sequential), or disjoint pairs at once (concurrent); auto: "
                         "concurrent only where pairs cannot share a link (default auto)")
@@ -105,6 +116,44 @@ def _bench(argv: list[str]) -> int:
     return _guarded(lambda: run(cfg))
 
 
+# What a file that cannot be written fails with: a full disk or quota, a read-only or unwritable place, a path
+# through a file or onto a directory
+_FILE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR,
+                errno.ENOENT, errno.EFBIG}
+
+
+def _write_error(e: OSError) -> str:
+    """One line for a file that could not be used (written, mostly: a full disk, a read-only or unwritable
+    place), naming it; stdout's own errors carry no file name."""
+    return f"{e.filename or 'standard output'}: {e.strerror or e}"
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (`ipcbench report … | head`): end as a Unix tool does, killed by SIGPIPE,
+    saying nothing (the shell sees 141). stdout is pointed at /dev/null first, so that nothing is flushed into
+    the closed pipe on the way out."""
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    return 141  # not reached where SIGPIPE ends the process
+
+
+def _writing(command) -> int:
+    """A command that prints and writes files, without MPI: a closed pipe ends it quietly, a file or stdout that
+    cannot be written (OSError: a full disk, an unwritable directory) is one line and exit 2."""
+    try:
+        code = command()
+        sys.stdout.flush()  # a full disk shows here, not in the interpreter's exit (a traceback there)
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
+    except OSError as e:
+        return _err(_write_error(e))
+
+
 def _guarded(command) -> int:
     """Run a command that may start MPI: a usage error is one line from rank 0 and exit 2 on every rank; any
     other error takes the whole job down with its message (MPI Abort)."""
@@ -121,13 +170,21 @@ def _guarded(command) -> int:
         return 2
     except KeyboardInterrupt:
         raise
+    except BrokenPipeError:
+        return _closed_pipe()
     except Exception as e:  # any rank's failure takes the whole job down with its message
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD
         sys.stdout.flush()
-        kind = "" if isinstance(e, WorldError) else f"{type(e).__name__}: "
-        sys.stderr.write(f"ipcbench: rank {comm.rank}: {kind}{e}\n")
+        # results.csv or meta.json on a full, read-only or unwritable disk: a setup problem (exit 2), not the
+        # node's nor the measurement's; any other error (a peer gone: ConnectionError, a CUDA error) exit 1
+        code = 2 if isinstance(e, OSError) and e.errno in _FILE_ERRNOS else 1
+        if code == 2:
+            sys.stderr.write(f"ipcbench: error: {_write_error(e)}\n")
+        else:
+            kind = "" if isinstance(e, WorldError) else f"{type(e).__name__}: "
+            sys.stderr.write(f"ipcbench: rank {comm.rank}: {kind}{e}\n")
         sys.stderr.flush()
         if os.environ.get("IPCBENCH_TRACEBACK"):
             import traceback
@@ -136,15 +193,17 @@ def _guarded(command) -> int:
         if comm.size > 1:
             # Give the launcher's proxy a moment to forward the message before Abort tears the job down
             # (seen under load: mpiexec returned with an empty stderr).
-            import time
-
             time.sleep(0.5)
-            comm.Abort(1)
-        return 1
+            comm.Abort(code)
+        return code
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    return _writing(lambda: _command(argv))
+
+
+def _command(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         _bench_parser().print_help()
         print("\ncommands: all | " + " | ".join(SUITE_NAMES) + " | info | report | compare | selftest | check")

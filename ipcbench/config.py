@@ -84,7 +84,8 @@ def build_config(ns) -> RunConfig:
     for option, given in (("--json", getattr(ns, "json", False)), ("--topology", getattr(ns, "topology", None))):
         if given and not ns.dry_run:
             raise UsageError(f"{option} goes with --dry-run (it shapes the plan, and a run measures what it finds)")
-    spec = ns.sizes or (QUICK_SIZES if ns.quick else DEFAULT_SIZES)
+    # None is 'not given'; an empty or blank --sizes is a mistake, never the default sweep
+    spec = ns.sizes if ns.sizes is not None else (QUICK_SIZES if ns.quick else DEFAULT_SIZES)
     try:
         sizes = parse_sizes(spec)
     except SizeError as e:
@@ -135,4 +136,4 @@ def build_config(ns) -> RunConfig:
                      topology=getattr(ns, "topology", None), quiet=ns.quiet,
                      quick=ns.quick, pairs=ns.pairs,
                      serial_pairs=getattr(ns, "serial_pairs", "auto"), copy_shape=shape, bulk_shape=bulk,
-                     argv=tuple(getattr(ns, "argv", ())), sizes_given=bool(ns.sizes))
+                     argv=tuple(getattr(ns, "argv", ())), sizes_given=ns.sizes is not None)

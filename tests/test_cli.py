@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import launcher_free_env, mpiexec_or_skip
@@ -217,3 +220,180 @@ def test_a_dry_run_says_what_it_assumes():
     assert node["estimated_s"] < 0.6 * here["estimated_s"]
     text = _run_mpi(4, "all", "--dry-run", "--topology", "pcie").stdout
     assert "estimated duration:" in text and "assuming:" in text and "linked by pcie" in text
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["all", "--sizes", ""], "--sizes: empty"),  # was taken for the default sweep
+    (["all", "--sizes=-4K"], "--sizes: not a size: '-4K'"),
+    (["all", "--sizes", "-4K"], "argument --sizes: expected one argument"),  # argparse reads -4K as an option
+    (["all", "--sizes", "4K:1K"], "--sizes: bad range '4K:1K'"),
+    (["all", "--sizes", "1.5K"], "--sizes: not a size: '1.5K'"),
+    (["all", "--sizes", "abc"], "--sizes: not a size: 'abc'"),
+    (["all", "--sizes", "4K:1M:x1"], "--sizes: bad step"),
+    (["all", "--sizes", "4:10"], "multiples of 4 bytes"),
+    (["all", "--sizes", " "], "--sizes: empty"),
+    (["copy", "--dry-run", "--sizes", ""], "--sizes: empty"),
+])
+def test_nonsense_sizes_are_one_line_exit_2_before_any_gpu_work(args, needle):
+    """`--sizes ''` ran the default sweep; each is refused by build_config, before MPI or CUDA is touched."""
+    p = run_cli(*args)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert needle in lines[0] and lines[0].startswith("ipcbench: error:"), lines[0]
+
+
+def test_helps_defaults_are_the_codes():
+    """The defaults `ipcbench --help` quotes come from the constants the run uses (config.py), not from copies."""
+    from ipcbench.config import DEFAULT_RULE, DEFAULT_SIZES, QUICK_RULE, QUICK_SIZES
+
+    text = " ".join(run_cli("--help").stdout.split())
+    # The default is not `--sizes 4K:256M`: without --sizes the twin steps take every other size (thin_twins),
+    # so --help that said "default 4K:256M" named a value that, given, measures more
+    from ipcbench.suites.registry import TWIN_STRIDE
+
+    assert TWIN_STRIDE == 2
+    assert (f"(default: {DEFAULT_SIZES} in x2 steps, the twin steps (pool, vmm, cuda.core) at every other size; "
+            f"--sizes {DEFAULT_SIZES} given measures every step at every size; {QUICK_SIZES} with --quick)") in text
+    assert f"(default {DEFAULT_RULE.min_time_s * 1e3:g}, {QUICK_RULE.min_time_s * 1e3:g} with --quick)" in text
+    assert f"(default {DEFAULT_RULE.noise * 100:g}, {QUICK_RULE.noise * 100:g} with --quick)" in text
+    assert f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)" in text
+    assert f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples" in text
+    assert f"{QUICK_RULE.min_samples}-{QUICK_RULE.max_samples} samples" in text
+
+
+def _used_dirs(tmp_path):
+    """The --out directories a run must refuse, each with the words of its refusal."""
+    only_meta = tmp_path / "only-meta"  # a run that never got to results.csv (or one still starting)
+    only_meta.mkdir()
+    (only_meta / "meta.json").write_text("{}")
+    unrelated = tmp_path / "home"
+    unrelated.mkdir()
+    (unrelated / "notes.txt").write_text("mine")
+    results = tmp_path / "results"  # the parent of runs
+    (results / "20260101-000000-node").mkdir(parents=True)
+    (results / "20260101-000000-node" / "results.csv").write_text("keep me\n")
+    return [(only_meta, "holds meta.json"), (unrelated, "is not empty"), (results, "holds runs")]
+
+
+def test_out_is_a_new_or_empty_directory(tmp_path):
+    from ipcbench.run.outdir import choose_run_dir
+
+    for d, words in _used_dirs(tmp_path):
+        path, err = choose_run_dir(str(d), "ignored")
+        assert path is None and err and err.startswith(f"--out {d}: ") and words in err, (d, err)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert choose_run_dir(str(empty), "ignored") == (empty, None)
+    root = tmp_path / "fresh" / "results"  # the default root, empty or not there yet: still the parent of runs
+    for make in (lambda: root.mkdir(parents=True), lambda: None):
+        path, err = choose_run_dir(str(root), "ignored", root=str(root))
+        assert path is None and err and "is where runs go" in err, err
+        make()
+
+
+@pytest.mark.timeout(200)
+def test_a_dry_run_checks_out_as_a_run_would(tmp_path):
+    """`--dry-run --out DIR` said nothing of a DIR the run would refuse: now the same one line, exit 2, and the
+    directory untouched."""
+    for d, words in [*_used_dirs(tmp_path), (tmp_path / "home" / "notes.txt" / "sub", "is a file")]:
+        before = sorted(p.name for p in d.iterdir()) if d.is_dir() else None
+        p = _run_mpi(2, "all", "--dry-run", "--topology", "nvswitch", "--out", str(d))
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and words in lines[0], p.stderr
+        assert (sorted(p.name for p in d.iterdir()) if d.is_dir() else None) == before
+    ok = _run_mpi(2, "all", "--dry-run", "--topology", "nvswitch", "--out", str(tmp_path / "new"))
+    assert ok.returncode == 0 and not (tmp_path / "new").exists(), ok.stderr
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _shell(cmd: str, tmp_path):
+    """cmd under bash, ipcbench's stderr kept apart from the pipe's reader: (exit status of ipcbench, its stderr)."""
+    err = tmp_path / "stderr"
+    p = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd} 2>{err}"], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": ""})
+    return p.returncode, err.read_text()
+
+
+IPCB = f"{sys.executable} -m ipcbench"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("cmd", [
+    f"report {DATA / 'h200x2'} --out r --no-figures",
+    f"compare {DATA / 'compare' / 'quiet1'} {DATA / 'compare' / 'loaded'}",
+    "--help",
+])
+def test_a_closed_pipe_ends_quietly(cmd, tmp_path):
+    """`ipcbench report … | head -1` ended in a BrokenPipeError traceback: now it ends as a Unix tool does when its
+    reader goes away (killed by SIGPIPE: the shell's 141), saying nothing. The pipe's reader is closed before
+    ipcbench starts, so that its first write meets the closed pipe whatever the timing."""
+    import signal
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        p = subprocess.run([sys.executable, "-m", "ipcbench", *cmd.split()], stdout=write, stderr=subprocess.PIPE,
+                           text=True, timeout=120, cwd=tmp_path)
+    finally:
+        os.close(write)
+    assert p.returncode == -signal.SIGPIPE and p.stderr == "", p.stderr
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("cmd", [
+    f"report {DATA / 'h200x2'} --out r --no-figures",
+    f"compare {DATA / 'compare' / 'quiet1'} {DATA / 'compare' / 'loaded'}",
+])
+def test_a_full_disk_is_one_line_exit_2(cmd, tmp_path):
+    """stdout on a full disk (/dev/full) ended in an OSError traceback."""
+    status, err = _shell(f"{IPCB} {cmd} >/dev/full", tmp_path)
+    lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln]
+    assert status == 2 and len(lines) == 1 and "No space left on device" in lines[0], err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_report_files_that_cannot_be_written_are_one_line_exit_2(tmp_path):
+    """The figures of a report into a directory that cannot be written: one line naming the file, exit 2."""
+    out = tmp_path / "r"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        status, err = _shell(f"{IPCB} report {DATA / 'h200x2'} --out {out} --quiet", tmp_path)
+    finally:
+        out.chmod(0o700)
+    lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln]
+    assert status == 2 and len(lines) == 1 and "Permission denied" in lines[0] and str(out) in lines[0], err
+
+
+def test_a_run_that_cannot_write_its_results_is_one_line_exit_2(capsys):
+    """A run whose results.csv or meta.json meets a full disk ended with an `OSError:` line and exit 1 (= "a row
+    failed" / "unhealthy"): it is a setup problem, one line, exit 2 (cli._guarded)."""
+    from ipcbench.cli import _guarded
+
+    def full():
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "results/x/results.csv")
+
+    assert _guarded(full) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ipcbench: error: results/x/results.csv: No space left on device"], err
+
+    def peer_gone():  # an OSError that is no file's: still the run's failure, exit 1, named by its type
+        raise ConnectionResetError(errno.ECONNRESET, os.strerror(errno.ECONNRESET))
+
+    assert _guarded(peer_gone) == 1
+    assert capsys.readouterr().err.startswith("ipcbench: rank 0: ConnectionResetError: ")
+
+
+@pytest.mark.timeout(300)
+def test_a_figure_that_cannot_be_written_is_one_line_exit_2(tmp_path):
+    """Writing a report's figure failed with an OSError traceback (here: a directory where the PNG goes, which
+    even root cannot write over): one line naming the file, exit 2."""
+    run = DATA / "h200x2" / "20261123-090753-vm"
+    out = tmp_path / "r"
+    (out / f"{run.name}-latency.png").mkdir(parents=True)
+    status, err = _shell(f"{IPCB} report {run} --out {out} --quiet", tmp_path)
+    lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln]
+    assert status == 2 and len(lines) == 1, err
+    assert lines[0].startswith("ipcbench: error: ") and f"{run.name}-latency.png: Is a directory" in lines[0], lines

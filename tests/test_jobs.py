@@ -325,12 +325,13 @@ def test_pretend_nodes_must_divide(tmp_path):
 # --- MPS: jobs/mps.sh and IPCBENCH_MPS, with a stand-in nvidia-cuda-mps-control -----------------------
 
 FAKE_MPS_CONTROL = r"""
-# stand-in for nvidia-cuda-mps-control: records every call; -d starts a stand-in daemon (a sleep) that
-# leaves what the real one does in its pipe directory: a control pipe and a pid file
+# stand-in for nvidia-cuda-mps-control: records every call; -d starts a stand-in daemon that leaves what the
+# real one does in its pipe directory (a control pipe and a pid file) and, like the real one, runs until it is
+# told to quit (or the test's clean-up kills it): no lifetime that a slow machine could outlast
 pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}
 if [ "$1" = "-d" ]; then
     if [ "${FAKE_MPS_START:-1}" != 1 ]; then echo "MPS start-fails pipe=$pipe" >> "$FAKE_LOG"; exit 0; fi
-    sleep 120 </dev/null >/dev/null 2>&1 &
+    sleep infinity </dev/null >/dev/null 2>&1 &
     echo $! > "$pipe/nvidia-cuda-mps-control.pid"
     : > "$pipe/control"
     echo "MPS start pipe=$pipe log=${CUDA_MPS_LOG_DIRECTORY:-} pid=$!" >> "$FAKE_LOG"
@@ -472,14 +473,18 @@ def test_mps_an_error_after_the_start_stops_the_daemon(tmp_path, mps_env):
 
 @needs_mpiexec
 def test_mps_a_daemon_the_job_did_not_start_is_left_alone(tmp_path, mps_env):
+    """It failed once on a loaded machine: the other daemon was a `sleep 120`, which a slow job outlasts (the
+    check `other.poll() is None` then fails). The stand-in now runs until this test ends it (a `cat` reading a
+    pipe that only this test writes), and the job is slowed on purpose (its ranks sleep) to show that its
+    duration no longer matters."""
     default = Path(mps_env["env"]["IPCB_MPS_DEFAULT_PIPE_DIR"])
     default.mkdir()
     (default / "control").write_text("")
-    other = subprocess.Popen(["sleep", "120"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    other = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     mps_env["pids"].append(other.pid)
     (default / "nvidia-cuda-mps-control.pid").write_text(f"{other.pid}\n")
     try:
-        r, calls = _run_job(tmp_path, "node.sbatch", {**mps_env["env"], "IPCBENCH_MPS": "both"})
+        r, calls = _run_job(tmp_path, "node.sbatch", {**mps_env["env"], "IPCBENCH_MPS": "both", "FAKE_SLEEP": "1"})
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"an MPS control daemon that this job did not start serves {default} (pid {other.pid})" in r.stderr
         assert "neither uses nor stops it" in r.stderr
@@ -489,6 +494,8 @@ def test_mps_a_daemon_the_job_did_not_start_is_left_alone(tmp_path, mps_env):
     finally:
         other.kill()
         other.wait()
+        assert other.stdin is not None
+        other.stdin.close()
 
 
 @needs_mpiexec

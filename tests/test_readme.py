@@ -43,3 +43,141 @@ def test_the_time_table_is_the_dry_runs_estimate_for_the_node_it_names(n):
 def test_links_name_files_that_exist():
     for target in re.findall(r"\]\(([^)#]+)", README):
         assert (REPO / target).exists(), target
+
+
+# --- numbers the docs quote that the tool prints or holds: they must be the tool's ----------------------------
+
+SUITES_MD = (REPO / "docs" / "suites.md").read_text()
+JOBS_MD = (REPO / "jobs" / "README.md").read_text()
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_readme_quotes_the_run_defaults_of_the_code():
+    from ipcbench.config import DEFAULT_RULE, QUICK_SIZES
+    from ipcbench.report.tables import WEAK_FRACTION
+    from ipcbench.suites.registry import ORDER
+
+    text = _flat(README)
+    assert f"`--min-time MS` (one sample's length, default {DEFAULT_RULE.min_time_s * 1e3:g})" in text
+    assert f"known to PCT percent, default {DEFAULT_RULE.noise * 100:g})" in text
+    assert f"(sampling budget of one measurement, default {DEFAULT_RULE.max_time_s:g})" in text
+    default_timeout = _bench_default("timeout")
+    assert f"gives up after S seconds, default {default_timeout:g})" in text
+    assert f"every pair and method at {QUICK_SIZES.replace(',', ' and ')}," in text
+    assert f"some suites: `{' '.join(ORDER)}`" in text
+    assert f"no GPU pair more than {WEAK_FRACTION:.0%} below the typical pair" in text
+
+
+def _bench_default(option: str):
+    from ipcbench.cli import _bench_parser
+
+    return _bench_parser().get_default(option)
+
+
+def test_docs_suites_quotes_the_code():
+    from ipcbench.config import QUICK_RULE
+    from ipcbench.core.bulk import BulkShape
+    from ipcbench.sizes import fmt_size
+    from ipcbench.suites.latency import QUICK_LAT_SIZES
+    from ipcbench.suites.registry import TWIN_STRIDE
+    from ipcbench.suites.staged_plan import SHM_CHUNK, SHM_SLOTS
+
+    text = _flat(SUITES_MD)
+    assert (f"a looser stopping rule ({QUICK_RULE.min_samples}–{QUICK_RULE.max_samples} samples of ≥ "
+            f"{QUICK_RULE.min_time_s * 1e3:g} ms, {QUICK_RULE.noise * 100:g} %)") in text
+    lat = [f"{s} B" if s < 1024 else fmt_size(s) for s in QUICK_LAT_SIZES]
+    assert f"the latency suite at {', '.join(lat[:-1])} and {lat[-1]}" in text
+    assert f"(default `{BulkShape()}`," in text
+    assert f"({SHM_CHUNK >> 20} MiB chunks × {SHM_SLOTS} slots by default;" in text
+    assert TWIN_STRIDE == 2 and "they measure every other size" in text
+    assert "at the default 20 ms" not in text  # the default sample is DEFAULT_RULE's, not the 20 ms of an old run
+
+
+def _unknown_links_estimate(n: int) -> float:
+    """The dry run's estimate of `all` for n GPUs whose links are unknown (no NVML: pairs one at a time)."""
+    from ipcbench.cli import _bench_parser
+    from ipcbench.config import build_config
+    from ipcbench.core.schedule import decide_mode
+    from ipcbench.run.dryrun import estimate_seconds
+
+    cfg = build_config(_bench_parser().parse_args(["all"]))
+    return estimate_seconds(cfg.steps(n), cfg.rule, decide_mode(cfg.pairs, 1, None, n, cfg.serial_pairs, cfg.quick))
+
+
+def test_the_estimates_quoted_beside_the_time_table_are_the_dry_runs():
+    """The README's and docs/suites.md's other estimates (a login node, every pair of the serial steps) and the
+    budgets tests/test_time_budget.py holds, as the estimator gives them today."""
+    from test_time_budget import BUDGET_S
+
+    unknown4 = round(_unknown_links_estimate(4))
+    assert f"the same plan is estimated pair by pair (4 GPUs: {unknown4} s)" in _flat(README)
+    text = _flat(SUITES_MD)
+    assert f"the estimate for 4 GPUs is {unknown4} s" in text
+    every = [round(estimate(n, "--serial-pairs", "all")[0]) for n in (4, 8)]
+    assert f"would take {every[0]} s on 4 GPUs and {every[1]} s on 8" in text
+    (b4, b8, bq) = (b for _, _, b in BUDGET_S)
+    assert f"(4 GPUs {b4:.0f} s, 8 GPUs {b8:.0f} s, `--quick` on 8 {bq:.0f} s)" in text
+
+
+def test_jobs_readme_time_limit_covers_the_longest_plan_and_quotes_no_stale_estimate():
+    """jobs/README.md quoted the estimator's numbers of an older cost model (22, 57, 124 s): it points at the
+    README's table and the dry run instead, and its --time covers an 8-GPU node measured pair by pair."""
+    text = _flat(JOBS_MD)
+    assert "`--time=00:30:00` covers `ipcbench all` on one node" in text
+    assert _unknown_links_estimate(8) < 30 * 60
+    assert "an 8-GPU node without NVSwitch" in text and "at about ten minutes" in text
+    assert 7.5 * 60 < _unknown_links_estimate(8) < 12.5 * 60
+    mps = (REPO / "jobs" / "mps.sh").read_text()
+    start = re.search(r"^IPCB_MPS_START_TIMEOUT=\$\{IPCB_MPS_START_TIMEOUT:-(\d+)\}$", mps, re.M)
+    assert start and f"its pid is alive ({start.group(1)} s at most," in text
+    wait = re.search(r"for \(\(i = 0; i < (\d+); i\+\+\)\); do\n\s+ipcb_mps_alive \"\$pid\" \|\| break\n"
+                     r"\s+sleep ([\d.]+)", mps)
+    assert wait and f"a daemon still alive {int(wait.group(1)) * float(wait.group(2)):g} s later is killed" in text
+    assert "README.md#commands" in text and "IPCBENCH_DRY_RUN=1" in text
+    for stale in ("22 s now", "57 s on 4 GPUs", "(124 s) on 8", "about 9 minutes"):
+        assert stale not in text, stale
+
+
+def _summary(run_dir: Path):
+    import pandas as pd
+
+    from ipcbench.record.run import load_runs
+    from ipcbench.report import tables as T
+
+    (run,), _ = load_runs([run_dir])
+    df = T.add_scope(run.frame.assign(run=run.label))
+    df["run"] = pd.Categorical(df["run"])
+    return df, T.method_summary(df), T.speedup_summary(T.speedup_rows(df))
+
+
+def test_what_it_has_measured_is_what_the_report_says_of_the_runs():
+    """The README's H200 numbers are the report's of tests/data/h200x2's full run (it said the best host-staged
+    path was 50.5 GB/s, the report 50.6; "about 8×" where the report says 7.8×)."""
+    df, s, sp = _summary(REPO / "tests" / "data" / "h200x2" / "20261123-090753-vm")
+    pairs = s[s["scope"] == "pair"].set_index(["method", "direction"])
+    ce = df[(df["method"] == "ce") & (df["direction"] == "push") & (df["scope"] == "pair") & (df["bytes"] == 256 << 20)]
+    text = _flat(README)
+    lo, hi = ce["bw_gbps_median"].min(), ce["bw_gbps_median"].max()
+    assert f"moves {lo:.1f}–{hi:.1f} GB/s one way and {pairs.loc[('ce', 'bidir'), 'bw_median']:.1f} GB/s both ways" \
+        in text
+    assert (f"SM kernels {pairs.loc[('sm_read', 'pull'), 'bw_median']:.0f} (read) and "
+            f"{pairs.loc[('sm_write', 'push'), 'bw_median']:.0f} (write)") in text
+    staged = pairs.loc[[("shm_staged", "push"), ("mpi_staged", "push")], "bw_median"].max()
+    best = sp.loc[sp["speedup_median"].idxmax()]
+    assert f"the best host-staged path {staged:.1f}: IPC is {best['speedup_median']:.1f}× the host" in text
+
+
+def test_the_mps_numbers_are_the_reports_of_the_shipped_runs():
+    """When MPS matters: the ping-pong and ce bidir numbers of results/h100-nomps and results/h100-mps."""
+    text = _flat(README)
+    got = {}
+    for run in ("h100-nomps", "h100-mps"):
+        df, s, _ = _summary(REPO / "results" / run)
+        same = s[s["scope"] == "same GPU"].set_index(["method", "direction"])
+        got[run] = (same.loc[("sm_pingpong", "oneway"), "time_us"], same.loc[("ce", "bidir"), "bw_median"])
+    (p0, b0), (p1, b1) = got["h100-nomps"], got["h100-mps"]
+    assert f"ping-pong one way: {p0:,.0f} µs without, {p1:.3f} µs with" in text
+    assert f"`ce` bidir at 256 MiB: {b0:,.0f} GB/s without, {b1:,.0f} with" in text

@@ -110,10 +110,12 @@ def check_summary_numbers(run_dir: Path, md: str, same_gpu: bool = False) -> int
     ops = df[(df["direction"] == "op") & df["time_us_median"].notna()]
     if len(ops):
         ht = md_table(md, "Handle and import costs", after=f"## Run {run_dir.name}")
-        for (suite, method, same), g in ops.groupby(["suite", "method", "same_gpu"]):
+        from ipcbench.report.cells import size_text
+
+        for (suite, method, same, size), g in ops.groupby(["suite", "method", "same_gpu", "bytes"]):  # per size
             sel = ht[(ht["suite"] == suite) & (ht["method"] == method)
-                     & (ht["GPUs"] == ("same GPU" if same else "cross-GPU"))]
-            assert len(sel) == 1, (suite, method, same)
+                     & (ht["GPUs"] == ("same GPU" if same else "cross-GPU")) & (ht["size"] == size_text(size))]
+            assert len(sel) == 1, (suite, method, same, size)
             assert num(sel.iloc[0]["µs median"]) == pytest.approx(g["time_us_median"].median(), rel=0.006)
             assert int(sel.iloc[0]["rows"]) == len(g)
             checked += 1

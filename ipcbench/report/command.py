@@ -8,11 +8,16 @@ matplotlib are imported only when a report is made, so `import ipcbench.report.c
 A malformed results.csv or meta.json skips that run with a warning naming file:line; the other runs are
 still reported. Exit status: 0 when a report of every input was written, 1 when one was written but an input
 had to be skipped, 2 when no usable run was found or a path does not exist.
+
+A rerun into the same directory leaves no figure of the previous report that this one no longer makes (it would
+look current): the previous report.md names the figures that report wrote, and those of them that this report
+did not write again are removed. Nothing else in the directory is touched.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -36,6 +41,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _error(msg: str) -> None:
     print(f"ipcbench report: error: {msg}", file=sys.stderr)
+
+
+def _figures_named(md: Path) -> set[str]:
+    """The figure files a report.md shows (its `![title](file)` lines): plain PNG names in its own directory."""
+    try:
+        text = md.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    names = re.findall(r"^!\[.*\]\(([^()/\\]+\.png)\)$", text, flags=re.M)
+    return {n for n in names if n not in (".", "..") and not n.startswith(".")}
+
+
+def remove_stale_figures(out_dir: Path, before: set[str], now: set[str]) -> None:
+    """Remove the previous report's figures (`before`, from its report.md) that this report did not write."""
+    for name in sorted(before - now):
+        path = out_dir / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
 
 
 def default_out(paths) -> Path:
@@ -66,12 +89,14 @@ def run(args) -> int:
     except OSError as e:
         _error(f"cannot create {out_dir}: {e.strerror or e}")
         return 2
+    before = _figures_named(out_dir / "report.md")
     doc = build(runs, skipped, out_dir, 0.05 if args.cv_threshold is None else args.cv_threshold,
                 figures=not args.no_figures)
     md, html = to_markdown(doc), to_html(doc, out_dir)
     try:
         (out_dir / "report.md").write_text(md, encoding="utf-8")
         (out_dir / "report.html").write_text(html, encoding="utf-8")
+        remove_stale_figures(out_dir, before, _figures_named(out_dir / "report.md"))
     except OSError as e:
         _error(f"cannot write the report into {out_dir}: {e.strerror or e}")
         return 2

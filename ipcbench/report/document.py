@@ -95,7 +95,7 @@ def _tables(runs: list[Run], cv_threshold: float) -> dict:
              sp_nccl=T.speedup_rows(df, "nccl"), handles=T.handle_costs(df))
     t.update(flags=T.flag_counts(t["weak"], t["noisy"], t["unver"], t["impossible"]),
              sp_sum=T.speedup_summary(t["sp"]), sp_nccl_sum=T.speedup_summary(t["sp_nccl"]),
-             pk=T.peak_rows(df, t["links"]), pairs=T.pair_rows(df))
+             pk=T.peak_rows(df, t["links"], T.gpu_peaks({r.label: r.meta for r in runs})), pairs=T.pair_rows(df))
     t["best"] = T.best_paths(t["pairs"], t["links"])
     t.update(pk_pair=T.peak_by_pair(t["pk"]), pk_meth=T.peak_by_method(t["pk"]))
     t["glance"] = dict(best=t["best"], staged=T.best_staged(t["pairs"]), spg=T.speedup_glance(t["sp"]),
@@ -180,13 +180,17 @@ def _run_blocks(run: Run, t: dict) -> list[Block]:
     h = t["handles"][t["handles"]["run"] == run.label]
     if not h.empty:
         doc += [Heading(3, "Handle and import costs"),
-                Table(["suite", "method", "GPUs", "µs median", "rows"],
-                      [[r.suite, r.method, "same GPU" if r.same_gpu else "cross-GPU", us(r.time_us), str(r.rows)]
-                       for r in h.itertuples()], numeric=[False] * 3 + [True] * 2)]
+                Para("Per buffer size (the cost of a handle can grow with its buffer); size 0: an operation "
+                     "on no buffer (an event handle, an error-path probe)."),
+                Table(["suite", "method", "GPUs", "size", "µs median", "rows"],
+                      [[r.suite, r.method, "same GPU" if r.same_gpu else "cross-GPU", size_text(r.bytes),
+                        us(r.time_us), str(r.rows)] for r in h.itertuples()], numeric=[False] * 3 + [True] * 3)]
     return doc + _peak_blocks(run, t["pk_pair"], t["pk_meth"])
 
 
 def _peak_blocks(run: Run, pk_pair, pk_meth) -> list[Block]:
+    from ipcbench.report.tables import ALLTOALL_BASIS
+
     doc: list[Block] = [Heading(3, "Share of the theoretical link peak")]
     pp = pk_pair[pk_pair["run"] == run.label] if not pk_pair.empty else pk_pair
     if pp.empty:
@@ -196,6 +200,10 @@ def _peak_blocks(run: Run, pk_pair, pk_meth) -> list[Block]:
                        method_label(r.suite, r.method, r.direction), f1(r.bw_gbps_median), f1(r.pct)]
                       for r in pp.head(64).itertuples()], numeric=[False] * 3 + [True] + [False] + [True] * 2))
     pm = method_sort(pk_meth[pk_meth["run"] == run.label])
+    if (pm["basis"] == ALLTOALL_BASIS).any():
+        doc.append(Para("All-to-all: every flow runs at once and shares its GPU's links, so a flow against one "
+                        "link's peak says nothing; its row is the sum of each GPU's flows against that GPU's NVLink "
+                        "aggregate (the NVLinks that are up × one link's peak), `pairs` counting GPUs."))
     doc.append(Table(["suite", "method", "direction", "% of peak median", "min", "max", "pairs"],
                      [[r.suite, r.method, r.direction, f1(r.pct_median), f1(r.pct_min), f1(r.pct_max), str(r.pairs)]
                       for r in pm.itertuples()], numeric=[False] * 3 + [True] * 4))

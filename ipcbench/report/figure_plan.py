@@ -151,7 +151,7 @@ def _size_figures(run: Run, rdf, sp, out_dir: Path, name: Names, peak: float | N
         panels += [(f"{d}: time per transfer in a batch", c)] if not c.empty else []
     if panels:
         figs.append(figure_job("Small messages (≤ 64K): latency and time per transfer", "curves_panels", panels,
-                               "Small messages: what one transfer costs", "µs per transfer (log)", out_dir,
+                               "Small messages: what one transfer costs", "time per transfer (log scale)", out_dir,
                                name("latency"), logy=True, point_unit=" µs",
                                subtitle=f"{run.label}: median over {over}, messages ≤ 64K; latency suite: one message "
                                         "at a time, one way; others: back-to-back transfers of a batch"))
@@ -163,13 +163,19 @@ def _peak_figure(run: Run, pk, out_dir: Path, name: Names) -> list[Block]:
     rpk = pk[pk["run"] == run.label]
     if rpk.empty:
         return []
+    from ipcbench.report.tables import ALLTOALL_BASIS
+
     rpk = method_sort(rpk)
-    rpk = rpk.assign(label=[method_label(s, m, d) for s, m, d in zip(rpk["suite"], rpk["method"], rpk["direction"])])
+    a2a = rpk["basis"] == ALLTOALL_BASIS
+    rpk = rpk.assign(label=[method_label(s, m, d) + (" (sum per GPU)" if g else "")
+                            for s, m, d, g in zip(rpk["suite"], rpk["method"], rpk["direction"], a2a)])
+    note = ("; all-to-all: a dot is a GPU, the sum of its concurrent flows as a % of its NVLink aggregate (a flow "
+            "shares its GPU's links: one flow against one link's peak would say nothing)") if a2a.any() else ""
     return [figure_job("% of theoretical link peak per method and pair", "hstrip", rpk, "label", "pct",
                        "How close to the link peak does each method get?",
                        "% of theoretical link peak (bidir: of twice the one-way peak)", out_dir, name("peak"),
                        vline=100.0, xmax=105.0, subtitle=f"{run.label}: at each method's largest size; dot: a pair, "
-                                                         "black tick: the median pair")]
+                                                         f"black tick: the median pair{note}")]
 
 
 def _handles_figure(run: Run, handles, out_dir: Path, name: Names) -> list[Block]:
@@ -177,7 +183,16 @@ def _handles_figure(run: Run, handles, out_dir: Path, name: Names) -> list[Block
     h = handles[handles["run"] == run.label]
     if h.empty:
         return []
-    h = h.assign(label=[m if s == "handles" else method_label(s, m) for s, m in zip(h["suite"], h["method"])],
+    sizes = sorted(int(b) for b in h["bytes"].unique() if b > 0)
+    at = ""
+    if sizes:  # one stated size: the largest buffer, and the operations on no buffer
+        h = h[h["bytes"].isin([0, sizes[-1]])]
+        others = ", ".join(size_text(b) for b in sizes[:-1])
+        at = (f"; buffer operations at {size_text(sizes[-1])}" + (f" (also measured at {others}: the table)"
+                                                                    if others else ""))
+    h = h.assign(label=[(m if s == "handles" else method_label(s, m)) + (" (no buffer)" if b == 0 and k != "error"
+                                                                         else "")
+                        for s, m, b, k in zip(h["suite"], h["method"], h["bytes"], h["kind"])],
                  gpus=h["same_gpu"].map({True: "same GPU", False: "cross-GPU"}),
                  kind=h["kind"].map(lambda k: "error-path probe" if k == "error" else "setup"))
     h = h.sort_values(["kind", "label"], key=lambda s: s.map({"setup": 0, "error-path probe": 1})
@@ -185,7 +200,7 @@ def _handles_figure(run: Run, handles, out_dir: Path, name: Names) -> list[Block
     return [figure_job("Handle and import costs", "hbars", h, "label", "time_us", "gpus",
                        "What does sharing memory cost? Handle and import operations", "µs (median, log)",
                        out_dir, name("handles"), logx=True, section="kind",
-                       subtitle=f"{run.label}: median over rows; below the line: error-path probes "
+                       subtitle=f"{run.label}: median over rows{at}; below the line: error-path probes "
                                 "(how long a refused call takes)")]
 
 

@@ -107,7 +107,8 @@ def legend_title(series) -> str:
                           if x.mechanism not in MECHANISM_LINES and x.pattern != "alltoall")
     lines = [f"thick solid: {', '.join(sorted(solid, key=list(SOLID_WORDS.values()).index))}"] if solid else []
     lines += [f"{LINE_WORDS[m]}: {MECHANISM_NAMES[m]}" for m in MECHANISM_LINES if m in mechanisms]
-    lines += ["thick dotted ▲: all-to-all (every pair at once)"] if any(x.pattern == "alltoall" for x in series) else []
+    if any(x.pattern == "alltoall" for x in series):
+        lines.append("thick dotted ▲: all-to-all, one flow (every pair at once)")
     return "\n".join(lines)
 
 
@@ -171,9 +172,25 @@ def size_label(n: int) -> str:
     return f"{n} B" if n < 1024 else fmt_size(n)
 
 
+def plain(v: float) -> str:
+    """A number as a reader writes it, 3 significant digits, never in scientific notation: 2190, 0.676, 12.5."""
+    if not math.isfinite(v) or v == 0:
+        return f"{v:g}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(v))))
+    text = f"{round(v, decimals):.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def with_unit(v: float, unit: str) -> str:
+    """A value and its unit ('5×', '20 µs'); times of 1000 µs and more in ms ('2.19 ms'), as a reader says them."""
+    if unit.strip() == "µs" and abs(v) >= 1000:
+        return f"{plain(v / 1000)} ms"
+    return plain(v) + unit
+
+
 def _nice_log_ticks(lo: float, hi: float, unit: str) -> tuple[list[float], list[str]]:
-    """Ticks for a log axis between lo and hi labelled as plain numbers with a unit suffix ('4×', '20 µs'),
-    never 3×10⁰."""
+    """Ticks for a log axis between lo and hi labelled as plain numbers with a unit suffix ('4×', '20 µs',
+    '2 ms'), never 3×10⁰ or 2e+03."""
     if not (lo > 0 and hi > 0):
         return [], []
     ticks = []
@@ -184,9 +201,9 @@ def _nice_log_ticks(lo: float, hi: float, unit: str) -> tuple[list[float], list[
                 ticks.append(v)
     if len(ticks) < 2:
         ticks = [lo, hi]
+    return ticks, [with_unit(v, unit) for v in ticks]
 
-    def fmt(v):
-        s = f"{v:.3g}"
-        return s + unit
 
-    return ticks, [fmt(v) for v in ticks]
+def text_width_in(text: str, fontsize: float) -> float:
+    """Inches the longest line of `text` takes at `fontsize` points (an estimate that errs wide)."""
+    return max((len(line) for line in text.splitlines()), default=0) * _CHAR_IN * fontsize

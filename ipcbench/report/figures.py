@@ -19,7 +19,7 @@ from pathlib import Path
 from ipcbench.record.table import Frame
 from ipcbench.report.figure_style import (_CHAR_IN, COLOURS, DPI, MECHANISM_LINES, Series, _figure, _nice_log_ticks,
                                           _save, _size_axis, _title_height, _titles, _wrap, coloured, legend_title,
-                                          method_style, series_of)
+                                          method_style, plain, series_of, text_width_in, with_unit)
 
 def heat_colour_values(m, colour_by=None):
     """What a heatmap cell's colour shows: `colour_by` (aligned to m), else the cell as % of the median cell."""
@@ -133,23 +133,30 @@ def curves_panels(panels: list[tuple[str, Frame]], title: str, ylabel: str, out_
                   band: tuple[float, str] | None = None) -> str | None:
     """Small multiples: one panel per (panel title, curves) with one line per (suite, method) of the curves
     (columns suite, method, the fact columns, bytes, `y`); one legend for the figure, beside the panels (never
-    over the data), titled with the line styles it shows. sharey: one y scale for every panel (else each panel
-    its own, from 0 with ylim0). `hlines`: {panel title: (value, label)} draws a dashed reference line (a link
-    peak, 1× staged). `band`: (bytes, label) shades the sizes up to it (those that fit in the L2). A series of
-    one point (a ping-pong measured at one size) is a large marker labelled with its value (`point_unit`)."""
+    over the data, as wide as its text), titled with the line styles it shows. sharey: one y scale for every panel
+    (else each panel its own, from 0 with ylim0). `hlines`: {panel title: (value, label)} draws a dashed reference
+    line (a link peak, 1× staged). `band`: (bytes, label) shades the sizes up to it (those that fit in the L2). A
+    series of one point (a ping-pong measured at one size) is a large marker labelled with its value
+    (`point_unit`); a series without a size (bytes 0: an event handed over, no data) is a thin level line across
+    its panel, labelled so. Numbers read plainly with their unit (figure_style.with_unit), never 2e+03."""
     import pandas as pd
 
-    panels = [(t, c[c["bytes"] > 0]) for t, c in panels if c is not None and not c.empty]
+    panels = [(t, c[c["bytes"] >= 0]) for t, c in panels if c is not None and not c.empty]
     panels = [(t, c) for t, c in panels if not c.empty]
     if not panels:
         return None
     drawn = pd.concat([c for _, c in panels])
     entries = _legend_entries(drawn)
+    sized = series_of(drawn[drawn["bytes"] > 0]) if (drawn["bytes"] > 0).any() else {}
+    ltitle = legend_title(sized.values())
+    if len(sized) < len(series_of(drawn)):  # a series of no size: its level line
+        ltitle = "\n".join(x for x in (ltitle, "thin long dashes: no size (an event, no data)") if x)
     ncol = 1 if len(panels) == 1 else 2
     nrow = math.ceil(len(panels) / ncol)
     spare = nrow * ncol > len(panels)  # the legend goes into the empty cell, else beside the panels
     pw, ph = (6.6, 4.0) if ncol == 1 else (5.0, 3.3)
-    legend_w = 0.0 if spare else 2.0
+    legend_w = 0.0 if spare else max(2.0, text_width_in(ltitle, 7.5) + 0.2,
+                                     max(text_width_in(lab, 8) for lab, _ in entries) + 0.75)
     w = ncol * pw + legend_w
     th = _title_height(title, subtitle, w)
     h = nrow * ph + th + 0.6
@@ -166,25 +173,40 @@ def curves_panels(panels: list[tuple[str, Frame]], title: str, ylabel: str, out_
     for ax in (flat if not sharey else [row[0] for row in axes]):
         ax.set_ylabel(ylabel, fontsize=9)
         ax.yaxis.set_tick_params(labelleft=True)
-    _y_scale(flat[0], vals, logy, ylim0 and sharey, yunit)
-    _legend(fig, flat, panels, entries, legend_title(series_of(drawn).values()), spare,
-            (1 - (legend_w - 0.05) / w, 1 - (th + 0.35) / h))
+    _y_scale(flat[0], vals, logy, ylim0 and sharey, yunit or point_unit)
+    _legend(fig, flat, panels, entries, ltitle, spare, (1 - (legend_w - 0.05) / w, 1 - (th + 0.35) / h))
     _titles(fig, title, subtitle, w)
     return _save(fig, out_dir, name)
 
 
+LEVEL_STYLE = dict(linestyle=(0, (8, 3)), linewidth=1.4, alpha=1.0, marker="none")  # a series without a size
+
+
 def _draw_panel(ax, ptitle: str, c, styles: dict, y: str, point_unit: str, ref, band, ylim0: bool) -> list[float]:
-    """One panel's lines (a lone point labelled with its value), reference line and band; its y values."""
+    """One panel's lines (a lone point labelled with its value, a series without a size a labelled level line),
+    reference line and band; its y values."""
     import numpy as np
 
     pvals = []
+    sized = c[c["bytes"] > 0]
     for (_, method), s in c.groupby(["suite", "method"], sort=False, observed=True):
         s = s.sort_values("bytes")
         st = dict(styles[method])
+        if (s["bytes"] == 0).all():  # an event handed over: no data, no size; its time holds at every size
+            v = float(s[y].median())
+            if np.isfinite(v):
+                ax.axhline(v, color=st["color"], zorder=st.get("zorder", 2),
+                           **{k: x for k, x in LEVEL_STYLE.items() if k != "marker"})
+                ax.annotate(f"{method} {with_unit(v, point_unit)} (no data: an event)", (0.99, v),
+                            xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points",
+                            ha="right", va="bottom", fontsize=7.5, color=st["color"])
+                pvals.append(v)
+            continue
+        s = s[s["bytes"] > 0]
         if len(s) == 1:
             st.update(linestyle="none", markersize=7, alpha=1.0)
             v = float(s[y].iloc[0])
-            ax.annotate(f"{method} {v:.3g}{point_unit}", (float(s["bytes"].iloc[0]), v), xytext=(7, 0),
+            ax.annotate(f"{method} {with_unit(v, point_unit)}", (float(s["bytes"].iloc[0]), v), xytext=(7, 0),
                         textcoords="offset points", va="center", fontsize=7.5, color=st["color"])
         ax.plot(s["bytes"], s[y], **st)
         pvals += [v for v in s[y].to_numpy(dtype=float) if np.isfinite(v)]
@@ -193,12 +215,12 @@ def _draw_panel(ax, ptitle: str, c, styles: dict, y: str, point_unit: str, ref, 
         ax.annotate(ref[1], (0.01, ref[0]), xycoords=("axes fraction", "data"), fontsize=7, color="#555555",
                     va="bottom")
         pvals.append(ref[0])
-    if band and c["bytes"].min() <= band[0]:
-        ax.axvspan(c["bytes"].min(), band[0], color="#eeeeee", zorder=0)
+    if band and not sized.empty and sized["bytes"].min() <= band[0]:
+        ax.axvspan(sized["bytes"].min(), band[0], color="#eeeeee", zorder=0)
         ax.annotate(band[1], (0.01, 0.01), xycoords="axes fraction", fontsize=7, color="#555555", va="bottom")
     if ylim0 and pvals:
         ax.set_ylim(0, max(pvals) * 1.08)
-    _size_axis(ax, c["bytes"])
+    _size_axis(ax, sized["bytes"])
     ax.set_title(ptitle, fontsize=9.5)
     ax.grid(True, alpha=0.3)
     ax.tick_params(labelsize=8)
@@ -225,10 +247,17 @@ def _legend(fig, flat, panels, entries, title: str, spare: bool, anchor) -> None
     """One legend: in the spare panel, else beside the panels; a method measured at one size only is a marker."""
     from matplotlib.lines import Line2D
 
-    sizes = [(m, len(g)) for _, c in panels for (_, m), g in c.groupby(["suite", "method"], observed=True)]
+    sizes = [(m, int((g["bytes"] > 0).sum())) for _, c in panels
+             for (_, m), g in c.groupby(["suite", "method"], observed=True)]
     points = {m for m, n in sizes if n == 1} - {m for m, n in sizes if n > 1}
-    handles = [Line2D([], [], **(dict(st, linestyle="none", markersize=7, alpha=1.0) if lab in points else st))
-               for lab, st in entries]
+    levels = {m for m, n in sizes if n == 0} - {m for m, n in sizes if n > 0}
+
+    def handle_style(lab: str, st: dict) -> dict:
+        if lab in levels:
+            return dict(st, **LEVEL_STYLE)
+        return dict(st, linestyle="none", markersize=7, alpha=1.0) if lab in points else st
+
+    handles = [Line2D([], [], **handle_style(lab, st)) for lab, st in entries]
     legend = dict(fontsize=8, frameon=False, title=title, title_fontsize=7.5,
                   alignment="left", ncol=2 if spare and len(entries) > 8 else 1)
     if spare:
@@ -265,7 +294,7 @@ def hbars(table, label: str, value: str, group: str, title: str, xlabel: str, ou
         vals = np.array([sub.get(lab, np.nan) for lab in labels], dtype=float)
         rects = ax.barh(y + (k - (len(groups) - 1) / 2) * bar_h, vals, bar_h * 0.92, label=str(g),
                         color=colours[k % len(colours)])
-        ax.bar_label(rects, labels=["" if not np.isfinite(v) else f"{v:.3g}" for v in vals], fontsize=7.5,
+        ax.bar_label(rects, labels=["" if not np.isfinite(v) else plain(v) for v in vals], fontsize=7.5,
                      padding=2)
     ax.set_yticks(y, labels, fontsize=8.5)
     ax.invert_yaxis()

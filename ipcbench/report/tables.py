@@ -111,10 +111,11 @@ def heatmap_matrix(df: pd.DataFrame) -> pd.DataFrame:
     return m.reindex(index=gpus, columns=gpus)
 
 
-def _curves(rows: pd.DataFrame, scope: str, value: str) -> pd.DataFrame:
-    """Per run, method and size (> 0: drawn on a log axis), the median, min and max of `value` over the pairs
-    of `scope` (cross-GPU pairs; "same GPU" for a run whose ranks all share GPUs)."""
-    rows = rows[(rows["scope"] == scope) & (rows["bytes"] > 0)]
+def _curves(rows: pd.DataFrame, scope: str, value: str, sizeless: bool = False) -> pd.DataFrame:
+    """Per run, method and size (> 0: drawn on a log axis; with `sizeless` also 0, a row that moves no data), the
+    median, min and max of `value` over the pairs of `scope` (cross-GPU pairs; "same GPU" for a run whose ranks all
+    share GPUs)."""
+    rows = rows[(rows["scope"] == scope) & ((rows["bytes"] >= 0) if sizeless else (rows["bytes"] > 0))]
     return rows.groupby(["run"] + METHOD + FACTS + ["bytes"], observed=True)[value].agg(
         ["median", "min", "max"]).reset_index()
 
@@ -125,9 +126,10 @@ def size_curves(df: pd.DataFrame, scope: str = "pair") -> pd.DataFrame:
 
 
 def latency_curves(df: pd.DataFrame, scope: str = "pair") -> pd.DataFrame:
-    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows)."""
+    """Time per transfer vs size for messages up to 64 KiB (every suite but op rows), event_pingpong's rows of no
+    size (bytes 0: an event handed over, no data) included."""
     return _curves(df[(df["direction"] != "op") & df["time_us_median"].notna() & (df["bytes"] <= SMALL_MAX)], scope,
-                   "time_us_median")
+                   "time_us_median", sizeless=True)
 
 
 # What IPC is compared with, by the rows' engine: the host-staged paths (the best of them per pair) and NCCL's
@@ -185,9 +187,11 @@ def speedup_curves(sp: pd.DataFrame) -> pd.DataFrame:
 
 
 def handle_costs(df: pd.DataFrame) -> pd.DataFrame:
-    """Handle/import costs (direction op): per run, method and same_gpu, the median time over rows."""
+    """Handle/import costs (direction op): per run, method, same_gpu and buffer size (bytes; 0 for an operation on
+    no buffer: an event handle, an error-path probe), the median time over rows. Per size: the cost of opening a
+    handle can grow with the buffer, so a median over 4K, 1M and 256M rows would be of no size at all."""
     rows = df[(df["direction"] == "op") & df["time_us_median"].notna()]
-    g = rows.groupby(["run", "suite", "method", "kind", "same_gpu"], observed=True)["time_us_median"]
+    g = rows.groupby(["run", "suite", "method", "kind", "same_gpu", "bytes"], observed=True)["time_us_median"]
     return g.agg(time_us="median", rows="size").reset_index()
 
 
@@ -201,24 +205,54 @@ def link_table(metas: dict[str, Meta]) -> pd.DataFrame:
     return links
 
 
-def peak_rows(df: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
-    """Every cross-GPU bandwidth row at its method's largest size with its link's peak (bidir: twice the
-    one-way peak) and the percentage reached."""
+def gpu_peaks(metas: dict[str, Meta]) -> pd.DataFrame:
+    """Every GPU's NVLink aggregate peak from meta.json: run, host, src_gpu, gpu_peak_gbps (the NVLinks that are up
+    x one NVLink's peak): what the flows of an all-to-all leaving that GPU share."""
+    recs = []
+    for run, meta in metas.items():
+        per_link = {(ln.host, ln.src_gpu): ln.per_link_gbps for ln in meta.links if ln.per_link_gbps}
+        recs += [(run, h, g, n * per_link[(h, g)]) for (h, g), n in meta.active_links.items()
+                 if n and (h, g) in per_link]
+    return pd.DataFrame(recs, columns=["run", "host", "src_gpu", "gpu_peak_gbps"])
+
+
+PAIR_BASIS = "one pair / its link's peak"
+ALLTOALL_BASIS = "sum of the GPU's flows / its NVLink aggregate"
+
+
+def peak_rows(df: pd.DataFrame, links: pd.DataFrame, gpus: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every cross-GPU bandwidth row at its method's largest size with its link's peak (bidir: twice the one-way
+    peak) and the percentage reached (`basis`: PAIR_BASIS). An all-to-all's flows run at once and share their GPU's
+    links, so one flow against one link's peak says nothing: its rows become one per source GPU, the sum of its
+    flows against that GPU's NVLink aggregate (`gpus`, gpu_peaks; dst_gpu -1, basis ALLTOALL_BASIS), or are left
+    out where meta.json has no aggregate."""
     big = at_largest(cross_gpu(bw_rows(df)), ["run", "host"] + METHOD)
     cols = ["run", "host", *METHOD, *FACTS, "src_gpu", "dst_gpu", "bytes", "bw_gbps_median", "link_kind", "peak_gbps",
-            "pct"]
+            "pct", "basis"]
     if big.empty or links.empty:
         return pd.DataFrame(columns=cols)
-    out = big.merge(links.astype({"run": str, "host": str}).assign(
+    a2a = big["pattern"] == "alltoall"
+    pairs, flows = big[~a2a], big[a2a]
+    out = pairs.merge(links.astype({"run": str, "host": str}).assign(
         run=lambda d: d["run"].astype(big["run"].dtype)), on=["run", "host", "src_gpu", "dst_gpu"], how="inner")
+    out = out.assign(basis=PAIR_BASIS)
+    if not flows.empty and gpus is not None and not gpus.empty:
+        keys = ["run", "host", *METHOD, *FACTS, "src_gpu", "bytes"]
+        sums = flows.groupby(keys, observed=True, dropna=False)["bw_gbps_median"].sum().reset_index()
+        sums = sums.merge(gpus.astype({"run": str, "host": str}).assign(
+            run=lambda d: d["run"].astype(big["run"].dtype)), on=["run", "host", "src_gpu"], how="inner")
+        sums = sums.assign(dst_gpu=-1, link_kind="nvlink (all of the GPU's)", peak_gbps=sums["gpu_peak_gbps"],
+                           basis=ALLTOALL_BASIS)
+        out = pd.concat([out, sums.drop(columns="gpu_peak_gbps")], ignore_index=True)
     out["peak_gbps"] = out["peak_gbps"] * out["direction"].eq("bidir").map({True: 2.0, False: 1.0})
     out["pct"] = 100.0 * out["bw_gbps_median"] / out["peak_gbps"]
     return out[cols]
 
 
 def peak_by_pair(pk: pd.DataFrame) -> pd.DataFrame:
-    """Per pair, the best one-way (push/pull) method at the largest size and its % of the link peak."""
-    uni = pk[pk["direction"] != "bidir"]
+    """Per pair, the best one-way (push/pull) method at the largest size and its % of the link peak (single pairs:
+    an all-to-all's per-GPU sums are no pair's)."""
+    uni = pk[(pk["direction"] != "bidir") & (pk["basis"] == PAIR_BASIS)]
     if uni.empty:
         return uni
     idx = uni.groupby(["run", "host", "src_gpu", "dst_gpu"], observed=True)["bw_gbps_median"].idxmax()
@@ -226,7 +260,7 @@ def peak_by_pair(pk: pd.DataFrame) -> pd.DataFrame:
 
 
 def peak_by_method(pk: pd.DataFrame) -> pd.DataFrame:
-    g = pk.groupby(["run"] + METHOD, observed=True)["pct"]
+    g = pk.groupby(["run"] + METHOD + ["basis"], observed=True)["pct"]
     return g.agg(pct_median="median", pct_min="min", pct_max="max", pairs="size").reset_index()
 
 

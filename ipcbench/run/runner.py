@@ -141,18 +141,19 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
 
     world = World.create(timeout=cfg.timeout_s)
     sizes = list(cfg.sizes)
-    if world.size < 2 and cfg.dry_run:
+    if world.size < 2 and not cfg.dry_run:
+        raise UsageError(f"ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), e.g. {example}")
+    # The run directory as the run chooses it, in a dry run too: a dry run refuses the --out that a run would
+    run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, run_meta.make_run_id(world.hosts[0])))))
+    if world.size < 2:
         gpus = topology.nvml_gpu_count() or 0
         if gpus < 2:
             raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
                              f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
         return dry_run(world, cfg, plan(gpus, None), assumed_ranks=gpus)
-    if world.size < 2:
-        raise UsageError(f"ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), e.g. {example}")
     if cfg.dry_run:
         return dry_run(world, cfg, plan(world.local_size, None))
 
-    run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, run_meta.make_run_id(world.hosts[0])))))
     index, info = _select_gpu(world)
     gpu_of = world.node_allgather(index, "the GPU of every rank")
     steps = plan(world.local_size, gpu_of)
