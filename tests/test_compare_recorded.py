@@ -1,6 +1,7 @@
 """`ipcbench compare` on runs recorded on a 2x H200 machine (tests/data/compare/README.md): three quiet
-runs of the same build compare clean in all six orders, and a run with a neighbour process loading the link
-is caught, naming the slowed rows. No GPU needed: the runs are files."""
+runs of the same build compare clean in all six orders and as two BASE runs against the third (at the default
+--threshold, 2%, and at 0: the catalogue's H200 floors cover them), and a run with a neighbour process loading the
+link is caught, naming the slowed rows. No GPU needed: the runs are files."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ DATA = Path(__file__).resolve().parent / "data" / "compare"
 QUIET = ["quiet1", "quiet2", "quiet3"]
 
 
-def compare(*args: str, fmt: str = "csv"):
-    p = subprocess.run([sys.executable, "-m", "ipcbench", "compare", *(str(DATA / a) for a in args), "--format", fmt],
-                       capture_output=True, text=True, timeout=120)
+def compare(*args: str, fmt: str = "csv", options: tuple[str, ...] = ()):
+    p = subprocess.run([sys.executable, "-m", "ipcbench", "compare", *(str(DATA / a) for a in args), "--format", fmt,
+                        *options], capture_output=True, text=True, timeout=120)
     return p
 
 
@@ -30,11 +31,13 @@ def verdicts(out: str) -> dict:
             for r in rows}
 
 
+@pytest.mark.parametrize("threshold", [(), ("--threshold", "0")], ids=["default", "0"])
 @pytest.mark.parametrize("base,new", list(itertools.permutations(QUIET, 2)))
-def test_quiet_runs_compare_clean_in_every_order(base, new):
-    p = compare(base, new, fmt="text")
+def test_quiet_runs_compare_clean_in_every_order(base, new, threshold):
+    p = compare(base, new, fmt="text", options=threshold)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert "verdict: no regression" in p.stdout
+    assert f"threshold {'0' if threshold else '2'}%" in p.stdout
 
 
 def test_quiet_runs_mirror():
@@ -63,9 +66,10 @@ def test_loaded_as_base_shows_improvements_only():
     assert "regression" not in v.values() and "improvement" in v.values()
 
 
+@pytest.mark.parametrize("threshold", [(), ("--threshold", "0")], ids=["default", "0"])
 @pytest.mark.parametrize("new", QUIET)
-def test_two_quiet_base_runs_pass_the_third(new):
-    p = compare(*[q for q in QUIET if q != new], new, fmt="text")
+def test_two_quiet_base_runs_pass_the_third(new, threshold):
+    p = compare(*[q for q in QUIET if q != new], new, fmt="text", options=threshold)
     assert p.returncode == 0, p.stdout[-2000:]
     assert "2 BASE run(s)" in p.stdout and "verdict: no regression" in p.stdout
 

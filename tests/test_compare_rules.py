@@ -17,10 +17,26 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
+from ipcbench.catalogue import noise  # noqa: E402
 from ipcbench.report import compare, significance  # noqa: E402
 
 SIZES = [4096, 1 << 20, 64 << 20]
 ROW = dict(suite="copy", method="ce", direction="push", src_gpu=0, dst_gpu=1, bytes=4096)  # ~10 µs a copy
+GPU = "NVIDIA H100 80GB HBM3"  # the runs' GPUs (catalogue/noise.py: the family whose floors are largest)
+
+
+def on_h100(run: Path) -> Path:
+    meta = json.loads((run / "meta.json").read_text())
+    for gs in meta["gpus"].values():
+        for g in gs:
+            g["name"] = GPU
+    (run / "meta.json").write_text(json.dumps(meta))
+    return run
+
+
+def noise_of(run: Path, **want) -> float:
+    header, records = synth.read_csv(run)
+    return float(records[index_of(run, **want)][header.index("noise")])
 
 
 def another_run(src: Path, dst: Path) -> Path:
@@ -50,7 +66,7 @@ def judged(bases: list[Path], new: Path, alpha: float, **want):
 @pytest.fixture
 def pair_of_runs(tmp_path):
     base = synth.make_run(tmp_path, run_id="base", suites=["copy", "kernel", "staged"], sizes=SIZES, same_gpu=False)
-    return base, another_run(base, tmp_path / "new")
+    return on_h100(base), another_run(base, tmp_path / "new")
 
 
 def test_welch_uses_welchs_degrees_of_freedom():
@@ -69,8 +85,9 @@ def test_welch_uses_welchs_degrees_of_freedom():
 
 def test_welch_no_longer_vetoes_a_change_beyond_the_rows_noise(pair_of_runs):
     """The same samples in a row of BASE and NEW, at alpha 0.05: Welch says not significant (p 0.166, printed),
-    and the old rule left the 30% slower row unchanged. The row moved beyond both rows' noise (BASE ±14.5%
-    from its 3 samples, NEW's ±0.1% raised to the ce <= 256K floor ±3.5%: 18%): a regression."""
+    and the old rule left the 30% slower row unchanged. The row moved beyond both rows' noise (old runs: each
+    side's within-run noise, BASE ±14.5% from its 3 samples, NEW ±0.1%, combined with the ce <= 256K floor: 17%): a
+    regression."""
     base, new = pair_of_runs
     a = [10.0, 12.5, 8.4]
     synth.set_samples(base, index_of(base, **ROW), a)
@@ -79,21 +96,26 @@ def test_welch_no_longer_vetoes_a_change_beyond_the_rows_noise(pair_of_runs):
     row = judged([base], new, 0.05, **ROW)
     assert row["p"] == pytest.approx(0.1657904906516384, rel=1e-6)
     noise_b = 1.2533 * float(np.std(a, ddof=1) / np.mean(a)) / np.sqrt(3)
-    assert row["bound"] == pytest.approx(noise_b + 0.035, rel=1e-3) and row["rule"] == "noise+floor"
+    assert noise_of(base, **ROW) == pytest.approx(noise_b, rel=1e-4)
+    floor = noise.floor_for(GPU, "ce", "gated", 4096).fraction
+    want = noise.combined(noise_b, floor) + noise.combined(noise_of(new, **ROW), floor)
+    assert row["bound"] == pytest.approx(want, rel=1e-3) and row["rule"] == "noise+floor"
     assert (row["verdict"], row["note"]) == ("regression", "")
 
 
 def test_a_significant_move_inside_the_floor_is_unchanged(pair_of_runs):
     """What failed back-to-back runs of unchanged code: an SM copy at 4K, tight samples, 8% slower. Welch's p is
     below 1e-6 and the old rule called it a regression; the row is within what sm rows <= 256K move between
-    runs (twice the floor, 27%), so it is unchanged."""
+    runs on H100 (each side's 0.1% and the 10% floor combined, twice: 20%), so it is unchanged."""
     base, new = pair_of_runs
     row4k = dict(suite="kernel", method="sm_write", direction="push", src_gpu=0, dst_gpu=1, bytes=4096)
     tight = [10.0, 10.01, 9.99, 10.02, 9.98]
     synth.set_samples(base, index_of(base, **row4k), tight)
     synth.set_samples(new, index_of(new, **row4k), [x * 1.08 for x in tight])
     row = judged([base], new, 0.01, **row4k)
-    assert row["p"] < 1e-6 and row["bound"] == pytest.approx(0.27)
+    floor = noise.floor_for(GPU, "sm", "gated", 4096).fraction
+    want = noise.combined(noise_of(base, **row4k), floor) + noise.combined(noise_of(new, **row4k), floor)
+    assert row["p"] < 1e-6 and row["bound"] == pytest.approx(want, rel=1e-4) and want > 0.08
     assert (row["verdict"], row["note"]) == ("unchanged", "within the rows' noise")
 
 
