@@ -114,4 +114,4 @@ def test_a_bad_value_of_a_method_not_judged_still_stops_the_verdict(tmp_path):
 def test_the_line_named_is_the_rows_line_when_a_note_before_it_spans_lines(tmp_path):
     run, line = edited(tmp_path, "-5", note="a note\nover\nthree lines")
     p = check("--from", str(run))
-    assert p.returncode == 2 and f"results.csv:{line}: bw_gbps_median -5 is negative" in p.stdout, p.stdout[-2000:]
+    assert p.returncode == 2 and f"results.csv:{line}: bw_gbps_median -5 GB/s is negative" in p.stdout, p.stdout[-2000:]

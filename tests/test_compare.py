@@ -380,15 +380,9 @@ def test_swapping_mirrors_every_verdict_synthetic(base_run, tmp_path):
     assert_mirrors(a, b)
 
 
-def gpu_family(run_dir: Path):
-    return noise.family(compare._gpu_model([compare.load(run_dir)]))
-
-
-# Pairs of runs of one GPU family: compare takes the floors of NEW's GPU model (compare._gpu_model), so swapping an
-# H100 run and an H200 run changes the floors and breaks the mirror, a fault of the code pinned by
-# test_the_floors_do_not_depend_on_which_run_is_new (xfail until fixed).
-@pytest.mark.parametrize("pair", [p for p in itertools.product(real_runs(), repeat=2)
-                                  if p[0] != p[1] and gpu_family(p[0]) == gpu_family(p[1])] or [None],
+# Every ordered pair of real runs, of one GPU family or two: each side takes the floors of its own GPU model
+# (compare._gpu_model), so swapping them mirrors every verdict.
+@pytest.mark.parametrize("pair", [p for p in itertools.product(real_runs(), repeat=2) if p[0] != p[1]] or [None],
                          ids=lambda p: f"{p[0].name}-vs-{p[1].name}" if p else "none")
 def test_swapping_mirrors_every_verdict_real(pair):
     if pair is None:
@@ -401,12 +395,11 @@ def test_swapping_mirrors_every_verdict_real(pair):
             api(pair[1], pair[0])
 
 
-@pytest.mark.xfail(reason="compare takes the floors of NEW's GPU model: BASE H100 and NEW H200 judge a row with "
-                          "H200's floors, swapped with H100's", strict=True)
 def test_the_floors_do_not_depend_on_which_run_is_new():
     """One BASE: swapping the runs must mirror every verdict with the same bound (docs/report.md), also for runs of
-    two GPU families (compare warns that the GPU models differ, and judges)."""
-    a, b = REPO / "results" / "h100-nomps", REPO / "results" / "h200-nomps"
+    two GPU families (compare warns that the GPU models differ, and judges). Took NEW's model for both sides once:
+    an H100 BASE against an H200 NEW was judged with H200's floors, swapped with H100's."""
+    a, b = REPO / "tests" / "data" / "h100x2" / "all-1", REPO / "tests" / "data" / "h200x2" / "20261123-090753-vm"
     x, y = keyed(api(a, b).table), keyed(api(b, a).table)
     assert np.array_equal(x["bound"].to_numpy(), y["bound"].to_numpy(), equal_nan=True)
 

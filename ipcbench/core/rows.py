@@ -64,7 +64,8 @@ def state_noise(rows: list[Row], gpu_model: str) -> None:
     for r in rows:
         if r.kind == "error":
             continue
-        floor = noise.floor_for(gpu_model, r.engine, r.timing, r.bytes)
+        sliced = r.same_gpu and r.timing == "handoff" and not r.mps  # the GPU's time slice (report/significance)
+        floor = noise.floor_for(gpu_model, r.engine, r.timing, r.bytes, time_sliced=sliced, same_gpu=r.same_gpu)
         r.noise_within, r.noise_floor = r.noise, floor.fraction
         r.noise = noise.combined(r.noise, floor.fraction)
         if r.noise is None:

@@ -2,10 +2,11 @@
 
 The last path is NEW, every path before it a BASE run of the reference code. Rows are matched on (suite,
 method, direction, GPUs, bytes) and judged in their natural unit: a change counts when it is larger than
---threshold and than what the row is known to move between runs of the same code (one BASE: both rows'
-noise; several: the BASE runs' spread, never below NEW's noise; runs older than the between-runs noise:
-never below the between-runs floor of the row's kind). Host-timed and time-sliced rows need several BASE
-runs and a t-test on their between-run variation. docs/report.md gives every rule; matching.py and
+--threshold (default 2%) and than what the row is known to move between runs of the same code (one BASE: both
+rows' noise summed; several: the BASE runs' spread, never below both sides' noise; runs older than the
+between-runs noise: their within-run noise and the between-runs floor of the row's kind combined, as the
+current code writes it: catalogue/noise.py, each side by its own GPU model). Host-timed and time-sliced rows
+need several BASE runs and a t-test on their between-run variation. docs/report.md gives every rule; matching.py and
 significance.py hold the pieces. Exit status: 0 nothing regressed, 1 a regression, a row missing from NEW
 (without --subset), an impossible or an invalid NEW row, 2 bad input (one line on stderr). pandas only when
 comparing.
@@ -22,7 +23,8 @@ from ipcbench.errors import ResultsError, UsageError
 from ipcbench.record.run import Run, load_run, locate
 from ipcbench.record.table import Frame
 from ipcbench.report.matching import VALUE_COLS, combine_bases, identities, meta_warnings, prepare
-from ipcbench.report.significance import BANDS, between_runs_floor, row_kinds, size_band, t_pvalue, welch
+from ipcbench.report.significance import (BANDS, between_runs_floor, honest_noise, row_kinds, size_band,
+                                          t_pvalue, welch)
 from ipcbench.sizes import fmt_size
 
 DEFAULT_ALPHA = 0.01
@@ -144,7 +146,7 @@ def compare(bases: list[Run], new: Run, threshold: float = DEFAULT_THRESHOLD, al
     out["p"] = np.where(matched, p, np.nan)
     out["test"] = np.where(~matched, "", np.where(use_runs, "runs", np.where(exact, "samples", "cv")))
     bound, rule, unchanged_why, no_noise = _bounds(m, out, len(bases), basis == "within-run",
-                                                   _gpu_model([new] + list(bases)))
+                                                   (_gpu_model(bases[0]), _gpu_model(new)))
     verdict, note, valued = _verdicts(m, out, g, bound, unchanged_why, p < alpha, enough, threshold, len(bases))
     note = np.where(valued & (no_noise != ""), np.where(note == "", no_noise, note + "; " + no_noise), note)
     out["verdict"], out["note"] = verdict, note
@@ -178,7 +180,9 @@ def _distinct(bases: list[Run], new: Run) -> tuple[list[Run], list[str]]:
     return list(out.values()), said
 
 
-EXTRA_COLS = ["engine", "noise", "bad"]  # beside matching.VALUE_COLS: the row's kind, its noise, its invalid value
+# beside matching.VALUE_COLS: the row's kind, its noise, its within-run noise (`within`: a run's own samples, to be
+# combined with today's floors; NaN where a run states only a noise that holds the floors already), its invalid value
+EXTRA_COLS = ["engine", "noise", "within", "bad"]
 
 
 def _matched(bases: list[Run], new: Run):
@@ -190,12 +194,13 @@ def _matched(bases: list[Run], new: Run):
     ids, key, mode = identities(runs)
     prepared = [prepare(r, src, dst, key) for r, (src, dst) in zip(runs, ids)]
     mkey = key + ["seq"]
-    for k, _ in prepared:
+    for (k, _), r in zip(prepared, runs):
         k["bad"] = _invalid_values(k)
+        k["within"] = _within_noise(k, r)
     base = combine_bases([p for p, _ in prepared[:-1]], mkey)
     extra = pd.concat([p[mkey + EXTRA_COLS] for p, _ in prepared[:-1]], ignore_index=True)
     extra = extra.groupby(mkey, sort=False, dropna=False).agg(  # a dict: agg's own `engine` is numba's
-        {"engine": "first", "noise": "max", "bad": lambda s: "; ".join(x for x in s if x)})
+        {"engine": "first", "noise": "max", "within": "max", "bad": lambda s: "; ".join(x for x in s if x)})
     base = base.merge(extra.reset_index(), on=mkey, how="left")
     newv = prepared[-1][0][mkey + VALUE_COLS + EXTRA_COLS]
     return base.merge(newv, on=mkey, how="outer", suffixes=("_b", "_n"), indicator=True), prepared[-1][1], mode
@@ -288,17 +293,24 @@ def _significance(m, out, g, nb: int):
     return np.where(use_runs, p_runs, p_samples), exact, use_runs, enough
 
 
-def _gpu_model(runs: list[Run]) -> str:
-    """The GPU model whose floors judge the rows (catalogue/noise.py): NEW's most common, else a BASE run's; ""
-    where no run recorded one (then the floors are the largest known)."""
-    for r in runs:
-        names = [g.name for gs in r.meta.gpus.values() for g in gs if g.name and g.name != "?"]
-        if names:
-            return max(set(names), key=names.count)
-    return ""
+def _within_noise(frame, run: Run):
+    """The row's within-run noise: `noise_within` where the run wrote it (schema 3), its `noise` where that was the
+    within-run noise alone (runs older than the between-runs noise), else NaN (a run whose `noise` already holds
+    its floors and does not say how much is its own)."""
+    noise = frame["noise"].astype(float)
+    written = frame["noise_within"].astype(float) if "noise_within" in frame.columns else noise * float("nan")
+    return written.where(written.notna(), noise if noise_basis(run) == "within-run" else written)
 
 
-def _bounds(m, out, nb: int, old: bool, gpu_model: str = ""):
+def _gpu_model(run: Run) -> str:
+    """The GPU model whose floors judge a run's rows (catalogue/noise.py): its most common; "" where it recorded
+    none (then the floors are the largest known). Each side of a compare takes its own run's, so that swapping
+    BASE and NEW swaps the verdicts and nothing else."""
+    names = [g.name for gs in run.meta.gpus.values() for g in gs if g.name and g.name != "?"]
+    return max(set(names), key=names.count) if names else ""
+
+
+def _bounds(m, out, nb: int, old: bool, gpu_models: tuple[str, str] = ("", "")):
     """(bound, rule, unchanged_why, no_noise) of every row: the relative change it must exceed besides
     --threshold, what set it, the note of a row inside it, and which side's noise was missing.
 
@@ -316,14 +328,24 @@ def _bounds(m, out, nb: int, old: bool, gpu_model: str = ""):
     engine = np.where(out["sliced"].to_numpy(dtype=bool), "time-sliced", engine)
     nbytes = out["bytes"].to_numpy()
     timing = out["timing"].fillna("").astype(str).to_numpy()
-    floor = between_runs_floor(gpu_model, engine, timing, nbytes, out["sliced"].to_numpy(dtype=bool))
+    sliced, same = out["sliced"].to_numpy(dtype=bool), out["same_gpu"].to_numpy(dtype=bool)
+    floors = {side: between_runs_floor(model, engine, timing, nbytes, sliced, same)
+              for side, model in zip("bn", gpu_models)}
+    floor = np.fmax(floors["b"], floors["n"])  # what a note names
     kinds = np.array(row_kinds(engine, nbytes), dtype=object)
     out["_engine"], out["_band"] = np.where(engine == "", "other", engine), size_band(nbytes)
 
     def honest(side: str):
-        x = m[f"noise_{side}"].to_numpy(dtype=float)
-        missing = ~(np.isfinite(x) & (x >= 0))
-        return np.where(missing, floor, np.sqrt(x * x + floor * floor) if old else x), missing
+        """A row's within-run noise combined with today's floor of its kind (catalogue/noise.py: a floor measured
+        since the run was made applies to it too); a run that states only a noise holding its floors: that noise;
+        neither: the floor alone, never zero."""
+        within = m[f"within_{side}"].to_numpy(dtype=float)
+        stated = m[f"noise_{side}"].to_numpy(dtype=float)
+        has_within = np.isfinite(within) & (within >= 0)
+        has_stated = np.isfinite(stated) & (stated >= 0)
+        f = floors[side]
+        combined = honest_noise(np.where(has_within, within, np.nan), f)
+        return np.where(has_within, combined, np.where(has_stated, stated, f)), ~has_within & ~has_stated
 
     hb, miss_b = honest("b")
     hn, miss_n = honest("n")

@@ -34,14 +34,23 @@ def row_kinds(engines, nbytes) -> list[str]:
     return [f"{e or 'other'} {BANDS[int(b)][1]}" for e, b in zip(engines, size_band(nbytes))]
 
 
-def between_runs_floor(gpu_model: str, engines, timings, nbytes, sliced):
-    """Each row's between-runs floor (a fraction): catalogue/noise.floor_for of the run's GPU model, the row's
-    engine, timing and size, the time-sliced level for a same-GPU hand-off without MPS. The same floors a run of
-    the current code states in its `noise` (core/rows.state_noise)."""
+def between_runs_floor(gpu_model: str, engines, timings, nbytes, sliced, same_gpu):
+    """Each row's between-runs floor (a fraction): catalogue/noise.floor_for of a run's GPU model, the row's
+    engine, timing, size and whether its ranks share a GPU, the time-sliced level for a same-GPU hand-off without
+    MPS. The same floors a run of the current code states in its `noise` (core/rows.state_noise)."""
     import numpy as np
 
-    return np.array([noise.floor_for(gpu_model, str(e), str(t), int(b), bool(s)).fraction
-                     for e, t, b, s in zip(engines, timings, nbytes, sliced)], dtype=float)
+    return np.array([noise.floor_for(gpu_model, str(e), str(t), int(b), bool(s), bool(g)).fraction
+                     for e, t, b, s, g in zip(engines, timings, nbytes, sliced, same_gpu)], dtype=float)
+
+
+def honest_noise(within, floor):
+    """A row's honest noise from its within-run noise and its floor (arrays): catalogue/noise.combined, the one
+    formula the current code writes; a missing within-run noise (NaN) stays NaN."""
+    import numpy as np
+
+    return np.array([np.nan if w != w else noise.combined(float(w), float(f)) for w, f in zip(within, floor)],
+                    dtype=float)
 
 
 # ------------------------------------------------------------------------------------------ Student's t, Welch
