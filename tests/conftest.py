@@ -10,14 +10,15 @@ import pytest
 collect_ignore = []
 REPO = Path(__file__).resolve().parents[1]
 # Real runs the report and compare tests read: results/ (runs of the current code, shipped) and runs recorded
-# with earlier code on machines not lent every day (2 x H200: cross-GPU pairs). IPCBENCH_RESULTS_DIR: only that.
-RECORDED_REAL_RUNS = REPO / "tests" / "data" / "h200x2"
+# with earlier code (2 x H200: cross-GPU pairs; one H100 and one H200: two ranks on one GPU, with and without MPS).
+# IPCBENCH_RESULTS_DIR: only that.
+RECORDED_REAL_RUNS = [REPO / "tests" / "data" / "h200x2", REPO / "tests" / "data" / "onegpu"]
 
 
 def real_runs() -> list[Path]:
     """Every real run directory (results.csv + meta.json) the real-run tests cover."""
     roots = ([Path(os.environ["IPCBENCH_RESULTS_DIR"])] if os.environ.get("IPCBENCH_RESULTS_DIR")
-             else [REPO / "results", RECORDED_REAL_RUNS])
+             else [REPO / "results", *RECORDED_REAL_RUNS])
     return [p.parent for root in roots for p in sorted(root.glob("*/results.csv"))
             if (p.parent / "meta.json").is_file()]
 

@@ -10,7 +10,7 @@ from ipcbench.report.matching import meta_warnings
 
 REPO = Path(__file__).resolve().parents[1]
 MPS = REPO / "tests" / "data" / "mps"
-RESULTS = REPO / "results"
+RESULTS = REPO / "tests" / "data" / "onegpu"  # one-GPU runs of source 585e3e69ffcd6bf4 (its README)
 
 
 def warnings(base: Path, new: Path) -> str:

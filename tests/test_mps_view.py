@@ -75,7 +75,7 @@ def test_notes_match_the_recorded_mode(name):
 
 # ------------------------------------------------------------------------------------------ matched by what they are
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "onegpu"
 
 
 def meta_copy(src: Path, dst: Path, change) -> Path:

@@ -175,7 +175,7 @@ def test_the_mps_numbers_are_the_reports_of_the_shipped_runs():
     text = _flat(README)
     got = {}
     for run in ("h100-nomps", "h100-mps"):
-        df, s, _ = _summary(REPO / "results" / run)
+        df, s, _ = _summary(REPO / "tests" / "data" / "onegpu" / run)
         same = s[s["scope"] == "same GPU"].set_index(["method", "direction"])
         got[run] = (same.loc[("sm_pingpong", "oneway"), "time_us"], same.loc[("ce", "bidir"), "bw_median"])
     (p0, b0), (p1, b1) = got["h100-nomps"], got["h100-mps"]

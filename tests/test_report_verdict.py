@@ -81,7 +81,7 @@ def test_a_failing_run_names_what_failed(tmp_path):
 
 
 def test_a_run_that_cannot_be_judged_says_why(tmp_path):
-    rc, md, _ = run_report(tmp_path, REPO / "results" / "h100-samegpu-large")
+    rc, md, _ = run_report(tmp_path, REPO / "tests" / "data" / "onegpu" / "h100-samegpu-large")
     line = next(ln for ln in glance(md).splitlines() if "**Cannot judge**" in ln)
     assert "no row" in line
 

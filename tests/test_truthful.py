@@ -20,6 +20,7 @@ from ipcbench.report import command as report  # noqa: E402
 from ipcbench.report import compare  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+ONEGPU = REPO / "tests" / "data" / "onegpu"  # runs of two ranks on one GPU (their README)
 SIZES = [4096, 1 << 20, 64 << 20]
 
 
@@ -69,17 +70,17 @@ def test_compare_says_first_that_a_run_did_not_complete(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------ report: the headline
 
 def test_the_same_gpu_line_says_mps_on_an_mps_run(tmp_path, capsys):
-    """results/h100-mps ran under MPS: its headline said "(no MPS)" (fixed text)."""
-    rc, out, _ = run_cmd(report, capsys, REPO / "results" / "h100-mps", "--no-figures", "--out", tmp_path)
+    """tests/data/onegpu/h100-mps ran under MPS: its headline said "(no MPS)" (fixed text)."""
+    rc, out, _ = run_cmd(report, capsys, ONEGPU / "h100-mps", "--no-figures", "--out", tmp_path)
     g = glance(out)
     assert rc == 0 and "Same GPU" in g and "(no MPS)" not in g and "under MPS" in g
-    rc, out, _ = run_cmd(report, capsys, REPO / "results" / "h100-nomps", "--no-figures", "--out", tmp_path)
+    rc, out, _ = run_cmd(report, capsys, ONEGPU / "h100-nomps", "--no-figures", "--out", tmp_path)
     assert "kernels (no MPS), not a link" in glance(out)
 
 
 def test_what_ipc_buys_on_a_run_with_same_gpu_staged_rows(tmp_path, capsys):
-    """results/h100-nomps has same-GPU host-staged rows: the headline said "no host-staged rows"."""
-    rc, out, _ = run_cmd(report, capsys, REPO / "results" / "h100-nomps", "--no-figures", "--out", tmp_path)
+    """tests/data/onegpu/h100-nomps has same-GPU host-staged rows: the headline said "no host-staged rows"."""
+    rc, out, _ = run_cmd(report, capsys, ONEGPU / "h100-nomps", "--no-figures", "--out", tmp_path)
     g = glance(out)
     assert "no host-staged rows" not in g
     m = re.search(r"What IPC buys \(same GPU: no cross-GPU pair here\): ([\d.]+)× the best same-GPU host-staged "
@@ -90,7 +91,7 @@ def test_what_ipc_buys_on_a_run_with_same_gpu_staged_rows(tmp_path, capsys):
 
 def test_no_nccl_rows_are_said_with_the_reason(tmp_path, capsys):
     """No committed run has NCCL rows, and the headline said nothing about it."""
-    rc, out, _ = run_cmd(report, capsys, REPO / "results" / "h100-nomps", "--no-figures", "--out", tmp_path)
+    rc, out, _ = run_cmd(report, capsys, ONEGPU / "h100-nomps", "--no-figures", "--out", tmp_path)
     assert "No NCCL rows: NCCL refuses two ranks of one GPU, and every pair of this run shares one" in glance(out)
     run = synth.make_run(tmp_path / "r", suites=["copy"], sizes=SIZES, same_gpu=False)  # meta.json: no nccl suite
     rc, out, _ = run_cmd(report, capsys, run, "--no-figures", "--out", tmp_path / "o")
@@ -178,7 +179,7 @@ def test_figure_names_do_not_repeat_the_host(tmp_path, capsys, monkeypatch):
 def test_the_l2_bump_is_labelled(tmp_path, capsys, monkeypatch):
     """On one GPU (results/h100-nomps) bandwidth peaks at 16 MiB, inside the 50 MiB L2, and the figure read as if
     that were the peak: the sizes that fit in the L2 are shaded and said so."""
-    names = _figure_jobs(monkeypatch, capsys, REPO / "results" / "h100-nomps", "--out", tmp_path)
+    names = _figure_jobs(monkeypatch, capsys, REPO / "tests" / "data" / "onegpu" / "h100-nomps", "--out", tmp_path)
     fn, args, kw = names["h100-nomps-bw-vs-size.png"]
     assert kw["band"] == (50 << 20, "fits in the 50M L2")
     assert "shaded: sizes that fit in the GPU's 50M L2, served from the cache" in kw["subtitle"]
