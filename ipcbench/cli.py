@@ -179,7 +179,8 @@ def _guarded(command) -> int:
         sys.stdout.flush()
         # results.csv or meta.json on a full, read-only or unwritable disk: a setup problem (exit 2), not the
         # node's nor the measurement's; any other error (a peer gone: ConnectionError, a CUDA error) exit 1
-        code = 2 if isinstance(e, OSError) and e.errno in _FILE_ERRNOS else 1
+        # a file's error names its file; the same errno without one (a pidfd refused: EPERM, a socket) is the run's
+        code = 2 if isinstance(e, OSError) and e.errno in _FILE_ERRNOS and e.filename else 1
         if code == 2:
             sys.stderr.write(f"ipcbench: error: {_write_error(e)}\n")
         else:

@@ -115,3 +115,11 @@ def test_the_line_named_is_the_rows_line_when_a_note_before_it_spans_lines(tmp_p
     run, line = edited(tmp_path, "-5", note="a note\nover\nthree lines")
     p = check("--from", str(run))
     assert p.returncode == 2 and f"results.csv:{line}: bw_gbps_median -5 GB/s is negative" in p.stdout, p.stdout[-2000:]
+
+
+def test_a_zero_rate_is_cannot_judge_as_compare_calls_it_invalid(tmp_path):
+    """A 0 GB/s row read as a failure of its pair in check (exit 1, the node drained) while compare called it
+    invalid: the one validator (record/validate.py) names zero too, so check cannot judge it (exit 2)."""
+    run, line = edited(tmp_path, "0")
+    p = check("--from", str(run))
+    assert p.returncode == 2 and f"results.csv:{line}: bw_gbps_median 0 GB/s is zero" in p.stdout, p.stdout[-2000:]

@@ -425,20 +425,23 @@ def test_host_timed_rows_need_several_base_runs(base_run, tmp_path, capsys):
     rc, out, _ = run_compare(capsys, base_run, new)
     assert "host-timed: give 2+ BASE runs" in out
     # two BASE runs: judged against their between-run variation, never below both sides' noise: for these old runs
-    # their within-run noise and the floor of their kind combined (catalogue/noise.py): mpi_staged 10-25% a side on
-    # H200 (twice as slow is beyond it), a handle operation 65-70% a side (measured on H100 only, the largest
-    # known: the same code moved its rows up to 94% between runs; twice as slow is within it)
+    # their within-run noise and the floor of their kind combined (catalogue/noise.py, the largest known for a GPU
+    # never measured: the H100's): twice as slow regresses exactly where it is beyond both sides' floors (mpi_staged
+    # at 64M and more: 30% a side), and is within them elsewhere (a handle operation: 95-140% a side)
     rc, t, _ = csv_table(capsys, base_run, base2, new)
     host = t[(t["timing"] == "host") & (t["kind"] != "error")]
     mpi, api = host[host["method"] == "mpi_staged"], host[host["method"] != "mpi_staged"]
-    assert rc == 1 and len(mpi) and len(api) and (host["test"] == "runs").all() and (host["rule"] == "runs").all()
-    assert (mpi["verdict"] == "regression").all() and (host["base_runs"] == 2).all()
+    assert len(mpi) and len(api) and (host["test"] == "runs").all() and (host["rule"] == "runs").all()
+    mpi_floor = np.array([noise.floor_for(SYNTH_GPU, "mpi", "host", int(b)).fraction for b in mpi["bytes"]])
+    beyond = 1.0 > 2 * mpi_floor + 0.01
+    assert beyond.any() and ((mpi["verdict"] == "regression") == beyond).all() and rc == 1
+    assert (host["base_runs"] == 2).all()
     assert (api["verdict"] == "unchanged").all() and (api["note"] == "within the rows' noise").all()
     floors = np.array([noise.floor_for(SYNTH_GPU, "api", "host", int(b)).fraction for b in api["bytes"]])
     assert (api["bound"] >= 2 * floors).all() and (api["bound"] < 2 * floors + 0.01).all()  # both sides' floor
     assert (t[t["timing"] != "host"]["verdict"] != "regression").all()
     new3 = copy_run(base_run, tmp_path / "new3")
-    synth.scale_rows(new3, _host_rows, 0.3)  # 3.3 times as slow: beyond a handle operation's floor
+    synth.scale_rows(new3, _host_rows, 0.1)  # 10 times as slow: beyond every host-timed floor (at most 250% a side)
     rc, t, _ = csv_table(capsys, base_run, base2, new3)
     host = t[(t["timing"] == "host") & (t["kind"] != "error")]
     assert rc == 1 and (host["verdict"] == "regression").all()

@@ -230,3 +230,14 @@ def docstrings(path: Path) -> dict[str, str]:
 def test_collective_calls_say_so_first(path):
     docs = docstrings(PACKAGE / path)
     assert [name for name in COLLECTIVE[path] if not docs[name].startswith("Collective over ")] == []
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists its packages by name: a package missing there is left out of a wheel or a plain
+    `pip install .` (the catalogue once was: every run, report and compare then failed to import), while an
+    editable install, as CI's, still finds it."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "ipcbench").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

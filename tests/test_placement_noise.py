@@ -97,8 +97,8 @@ def test_floors_by_gpu_family_kind_and_size_band():
     assert noise.band(64 << 20) == noise.LARGE
     assert noise.floor_for(h100, "sm", "gated", 4096).fraction == noise.FLOORS["H100"][("sm", "gated")][0]
     assert noise.floor_for(h100, "sm", "window", 4096) == noise.floor_for(h100, "sm", "gated", 4096)
-    h200_sm = noise.floor_for("NVIDIA H200", "sm", "gated", 4096)
-    assert h200_sm.fraction < noise.floor_for(h100, "sm", "gated", 4096).fraction  # H200 small SM rows hold still
+    h200_sm = noise.floor_for("NVIDIA H200", "sm", "gated", 4096)  # too few H200 processes measured: the largest
+    assert h200_sm.fraction == noise.floor_for(h100, "sm", "gated", 4096).fraction and "largest" in h200_sm.basis
     borrowed = noise.floor_for("NVIDIA H200", "api", "host", 4096)  # never measured on H200: the largest known
     assert borrowed.fraction == noise.FLOORS["H100"][("api", "host")][0] and "largest" in borrowed.basis
     other = noise.floor_for("NVIDIA B200", "ce", "gated", 64 << 20)

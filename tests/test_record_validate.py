@@ -66,6 +66,7 @@ def test_a_nan_is_named_at_its_own_line(tmp_path):
 
 
 @pytest.mark.parametrize("value, said", [("-480", "bw_gbps_median -480 GB/s is negative"),
+                                         ("0", "bw_gbps_median 0 GB/s is zero"),
                                          ("inf", "bw_gbps_median is infinite (inf)")])
 def test_negative_and_infinite_values_are_named_and_blanked(tmp_path, value, said):
     path = edited(tmp_path, set_value("bw_gbps_median", value, **CE_PUSH_256M))

@@ -45,9 +45,11 @@ def validate(frame: Frame, meta: Meta, where: str, lines: list[int], nan_text: d
         v = frame[c].to_numpy(dtype=float)
         unit = next(u for p, u in UNITS.items() if c.startswith(p))
         written_nan = np.asarray((nan_text or {}).get(c, np.zeros(len(frame), dtype=bool)), dtype=bool)
-        for i in np.flatnonzero(written_nan | np.isinf(v) | (v < 0)):
+        # zero too: no transfer takes no time, and a row that moved bytes at 0 GB/s moved none (compare and check
+        # read the same word from here)
+        for i in np.flatnonzero(written_nan | np.isinf(v) | (v <= 0)):
             text = ("is NaN" if written_nan[i] else f"is infinite ({v[i]:g})" if np.isinf(v[i])
-                    else f"{v[i]:g} {unit} is negative")
+                    else f"{v[i]:g} {unit} is zero" if v[i] == 0 else f"{v[i]:g} {unit} is negative")
             messages[i].append(f"{c} {text}")
             blank[c][i] = True
     frame["above_check"] = ""
