@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO, launcher_free_env
 from ipcbench.check import expect, judge, plan
+from ipcbench.record.run import load_run
 from ipcbench.status import Status
 
 H200X2 = REPO / "tests" / "data" / "h200x2" / "20261123-090753-vm"
@@ -59,18 +60,13 @@ def test_an_impossible_value_is_not_judged_and_never_blamed_on_the_other_pair(tm
     assert p.stdout.rstrip().splitlines()[-1].startswith("REASON: cannot judge: GPU 0 -> GPU 1 ce push 256M")
 
 
-def test_a_nan_is_not_judged_and_never_blamed_on_the_other_pair():
-    """NaN (the reader of today refuses "nan" text in results.csv; a NaN can still reach check in a frame):
-    judged by check's own guard as UNJUDGED, named at its line, out of the peers."""
-    from ipcbench.record.run import load_run
-
-    run = load_run(H200X2 / "results.csv")
-    f = run.frame
-    hit = (f["method"] == "ce") & (f["direction"] == "push") & (f["src_gpu"] == 0) & (f["bytes"] == 256 << 20)
-    f.loc[hit, "bw_gbps_median"] = float("nan")
-    v = judge.judge(run, expect.defaults(), list(plan.METHODS_JUDGED))
+def test_an_empty_rate_is_not_judged_and_never_blamed_on_the_other_pair(tmp_path):
+    """A bandwidth row without its rate (an empty field): the reader names it at its line (record/validate.py),
+    check leaves it UNJUDGED and out of the peers, where a NaN once read as a pass or a pair far below."""
+    run, line = edited(tmp_path, "")
+    v = judge.judge(load_run(run / "results.csv"), expect.defaults(), list(plan.METHODS_JUDGED))
     (mark,) = [c for c in v.checks if c.status is Status.UNJUDGED]
-    assert mark.pair == "GPU 0 -> GPU 1" and f"results.csv:{f.index[hit][0] + 2}: bw_gbps_median nan" in mark.reason
+    assert mark.pair == "GPU 0 -> GPU 1" and f"results.csv:{line}: bw_gbps_median is empty" in mark.reason
     assert v.exit_code == 2 and not [c for c in v.checks if c.status is Status.FAIL]
 
 
@@ -78,7 +74,7 @@ def test_a_row_the_reader_marked_invalid_is_unjudged_and_left_out_of_the_peers(t
     """The record's `invalid` column (ipcbench.record.run.load_run, when it names a row): that row is a
     finding UNJUDGED with the reader's message, and not a peer of any other pair, even where its value looks
     ordinary (the reader kept it out: e.g. NaN'd)."""
-    from ipcbench.record.run import load_run
+
 
     run = load_run(H200X2 / "results.csv")
     f = run.frame
@@ -96,7 +92,7 @@ def test_a_row_the_reader_marked_invalid_is_unjudged_and_left_out_of_the_peers(t
 
 
 def test_a_frame_without_the_invalid_column_is_judged_as_before():
-    from ipcbench.record.run import load_run
+
 
     run = load_run(H200X2 / "results.csv")
     assert "invalid" not in run.frame.columns or not run.frame["invalid"].astype(bool).any()

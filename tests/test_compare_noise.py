@@ -310,7 +310,7 @@ def test_rows_decided_before_their_size_are_not_counted_as_covered(tmp_path):
 # ------------------------------------------------------------------------------------------ invalid values
 
 @pytest.mark.parametrize("text, words", [("-3.5", "results.csv:4: bw_gbps_median -3.5 GB/s is negative"),  # reader
-                                         ("", "bw_gbps_median is empty or NaN"),  # compare's own
+                                         ("", "results.csv:4: bw_gbps_median is empty"),  # the reader's
                                          ("nan", "results.csv:4: bw_gbps_median is NaN"),  # the reader's
                                          ("0", "bw_gbps_median 0 GB/s is zero")])  # the reader names zero too
 def test_an_invalid_new_value_fails_the_gate_naming_it(tmp_path, capsys, text, words):

@@ -18,6 +18,7 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 
 from ipcbench.check.expect import Expectation
+from ipcbench.report.validity import invalid
 from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
 
@@ -165,57 +166,10 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
 
 
 def invalid_rows(run) -> dict:
-    """{frame index: "results.csv:LINE: why"} of the rows whose value cannot be true: those the reader marked
-    (the run's `invalid` column, where record/run.py gives one: its words win), and -- guarded here too -- a
-    value that is NaN, infinite or negative, or above a physical ceiling of the run's meta.json (the link's,
-    the GPU memory's: report/ceilings.py). Such a value says the instrument, not the node, is in doubt."""
-    import math
-
-    from ipcbench.report.ceilings import impossible_rows
-
-    frame = run.frame
-    out: dict = {}
-    if "invalid" in frame.columns:
-        marked = frame["invalid"].fillna("").astype(str)
-        out.update({i: m for i, m in marked.items() if m.strip()})
-    for r in frame.itertuples():
-        if r.Index in out or r.kind not in ("bandwidth", "latency", "op"):
-            continue
-        col = "bw_gbps_median" if r.kind == "bandwidth" else "time_us_median"
-        val = float(getattr(r, col))
-        why = "not a number" if math.isnan(val) else "infinite" if math.isinf(val) else "negative" if val < 0 else ""
-        if why:
-            out[r.Index] = f"{col} {val:g} is {why}"
-    for r in impossible_rows(frame, run.meta).itertuples():
-        out.setdefault(r.Index, str(r.reason))
-    mine = [i for i in out if not marked_by_reader(frame, i)]
-    lines = _record_lines(run.csv) if mine else []
-    for i in mine:
-        where = f"{run.csv.name}:{lines[i]}" if 0 <= i < len(lines) else f"{run.csv.name} (row {i + 1})"
-        out[i] = f"{where}: {out[i]}"
-    return dict(sorted(out.items()))
-
-
-def marked_by_reader(frame, i) -> bool:
-    return "invalid" in frame.columns and bool(str(frame.at[i, "invalid"] or "").strip())
-
-
-def _record_lines(csv_path) -> list[int]:
-    """The physical line each record of a results.csv starts on (a note may hold newlines), header excluded."""
-    import csv
-
-    out: list[int] = []
-    try:
-        with open(csv_path, newline="", encoding="utf-8", errors="replace") as fh:
-            reader = csv.reader(fh)
-            next(reader, None)
-            end = reader.line_num
-            for _ in reader:
-                out.append(end + 1)
-                end = reader.line_num
-    except OSError:
-        return []
-    return out
+    """{frame index: "results.csv:LINE: why"} of the rows whose value cannot be true, as the record named them
+    when the run was read (record/validate.py, through report/validity.invalid: the one validator of check,
+    compare and the report). Such a value says the instrument, not the node, is in doubt."""
+    return dict(sorted(invalid(run).items()))
 
 
 def _key(r) -> tuple:

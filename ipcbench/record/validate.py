@@ -1,5 +1,6 @@
 """Values validated once, when a run is read: every value that is impossible (above the physical ceiling of its
-link or memory), negative, NaN or infinite is named once with its file:line and kept out of every number.
+link or memory), zero, negative, NaN or infinite, or missing where the row is judged by it, is named once with its
+file:line and kept out of every number.
 
 record/run.load_run calls `validate` on each CSV it reads (results.csv, a fleet node's part file): the frame gets
 a text column `invalid` ("" for a good row, else e.g. "results.csv:17: bw_gbps_median 600 GB/s on GPU 0→1 is
@@ -41,6 +42,13 @@ def validate(frame: Frame, meta: Meta, where: str, lines: list[int], nan_text: d
 
     messages: list[list[str]] = [[] for _ in range(len(frame))]
     blank = {c: np.zeros(len(frame), dtype=bool) for c in VALUE_COLUMNS}
+    kinds = frame["kind"].astype(str).to_numpy() if "kind" in frame.columns else np.full(len(frame), "")
+    # the value a row is judged by must be there: a bandwidth row's rate, any measured row's time
+    needed = {"bw_gbps_median": kinds == "bandwidth", "time_us_median": np.isin(kinds, ["bandwidth", "latency", "op"])}
+    for c, need in needed.items():
+        v = frame[c].to_numpy(dtype=float)
+        for i in np.flatnonzero(need & np.isnan(v) & ~np.asarray((nan_text or {}).get(c, np.zeros(len(frame), bool)))):
+            messages[i].append(f"{c} is empty")
     for c in VALUE_COLUMNS:
         v = frame[c].to_numpy(dtype=float)
         unit = next(u for p, u in UNITS.items() if c.startswith(p))
