@@ -75,3 +75,21 @@ def launcher_free_env() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+
+
+# How a swapped compare names each verdict (the mirror of a verdict when BASE and NEW change places).
+MIRROR = {"regression": "improvement", "improvement": "regression", "missing": "new", "new": "missing",
+          "unchanged": "unchanged", "not judged": "not judged"}
+
+
+def run_compare(capsys, *argv) -> tuple[int, str, str]:
+    """`ipcbench compare ARGV` in-process: (exit status, stdout, stderr)."""
+    import argparse
+
+    from ipcbench.report import compare
+
+    parser = argparse.ArgumentParser()
+    compare.add_arguments(parser)
+    rc = compare.run(parser.parse_args([str(a) for a in argv]))
+    out, err = capsys.readouterr()
+    return rc, out, err

@@ -45,19 +45,9 @@ KEY = ["suite", "method", "direction", "src_gpu", "dst_gpu", "bytes", "seq"]
 K, M = 1 << 10, 1 << 20
 SYNTH_GPU = "NVIDIA H200"  # synth.py's GPUs: the floors (catalogue/noise.py) of the synthetic runs
 SIZES = [4 * K, 1 * M, 64 * M]
-MIRROR = {"regression": "improvement", "improvement": "regression", "missing": "new", "new": "missing",
-          "unchanged": "unchanged", "not judged": "not judged"}
 
 
-from conftest import has_cross_gpu_pairs, real_runs  # noqa: E402,F401 - results/ and the recorded runs
-
-
-def run_compare(capsys, *argv) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser()
-    compare.add_arguments(parser)
-    rc = compare.run(parser.parse_args([str(a) for a in argv]))
-    out, err = capsys.readouterr()
-    return rc, out, err
+from conftest import MIRROR, has_cross_gpu_pairs, real_runs, run_compare  # noqa: E402,F401 - results/, recorded runs
 
 
 def csv_table(capsys, *argv) -> tuple[int, pd.DataFrame, str]:

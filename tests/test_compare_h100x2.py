@@ -7,7 +7,6 @@ slowed 3% at 4K stay within what such rows move between runs. No GPU needed: the
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import shutil
@@ -23,21 +22,12 @@ import synth  # noqa: E402
 from ipcbench.catalogue import noise  # noqa: E402
 from ipcbench.record.run import load_run  # noqa: E402
 from ipcbench.report import compare  # noqa: E402
+from conftest import MIRROR, run_compare as cli
 
 DATA = Path(__file__).resolve().parent / "data" / "h100x2"
 RUNS = ["all-1", "all-2", "all-3"]
 GPU = "NVIDIA H100 80GB HBM3"  # all-1's meta.json (all-2 and all-3 have none: compare takes all-1's model)
 KEY = ["suite", "method", "direction", "src_gpu", "dst_gpu", "bytes", "seq"]
-MIRROR = {"regression": "improvement", "improvement": "regression", "missing": "new", "new": "missing",
-          "unchanged": "unchanged", "not judged": "not judged"}
-
-
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser()
-    compare.add_arguments(parser)
-    rc = compare.run(parser.parse_args([str(a) for a in argv]))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def judge(*paths, threshold=compare.DEFAULT_THRESHOLD) -> compare.Comparison:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synth  # noqa: E402
 from ipcbench.catalogue import noise  # noqa: E402
 from ipcbench.report import compare  # noqa: E402
+from conftest import MIRROR, run_compare as cli
 
 K, M = 1 << 10, 1 << 20
 GPU = "NVIDIA H100 80GB HBM3"  # the runs' GPUs: the family whose floors are largest (sm <= 256K: 10%)
@@ -35,8 +35,6 @@ SM4K = dict(suite="kernel", method="sm_write", direction="push", src_gpu=0, dst_
 CE64M = dict(suite="copy", method="ce", direction="push", src_gpu=0, dst_gpu=1, bytes=64 * M)
 SM4K_FLOOR = noise.floor_for(GPU, "sm", "gated", 4 * K).fraction
 CE64M_FLOOR = noise.floor_for(GPU, "ce", "gated", 64 * M).fraction
-MIRROR = {"regression": "improvement", "improvement": "regression", "missing": "new", "new": "missing",
-          "unchanged": "unchanged", "not judged": "not judged"}
 
 
 def make(tmp_path: Path, name: str, basis: str | None = "between-runs", stated: float | None = 0.01) -> Path:
@@ -101,14 +99,6 @@ def row(c: compare.Comparison, **want):
         t = t[t[k].astype(str) == str(v)]
     assert len(t) == 1, want
     return t.iloc[0]
-
-
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser()
-    compare.add_arguments(parser)
-    rc = compare.run(parser.parse_args([str(a) for a in argv]))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 # ------------------------------------------------------------------------------------------ the noise basis
