@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipcbench.core import placement
+from ipcbench.core.phases import PHASES
 from ipcbench.core.methods import KERNEL_ENGINES, on_sms, per_segment, plan_segments
 from ipcbench.core.rows import join_note, make_row
 from ipcbench.core.sampler import take_samples
@@ -169,10 +170,14 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
     peer = sweep.roles.peer
     rows = []
     for nbytes in sizes:
-        batch = sweep.calibrated_batch(nbytes)
-        n = batch.count if batch else 0
-        n = max(n, w.exchange(n, peer))  # both ranks know the transfers per sample
-        got = take_samples(ctx.rule, n, sweep.sampler(nbytes, batch, n))
+        with PHASES.phase("calibrate"):
+            batch = sweep.calibrated_batch(nbytes)
+            n = batch.count if batch else 0
+            enough = sweep.enough_noise(nbytes)
+            their_n, their_enough = w.exchange((n, enough), peer)
+            n, enough = max(n, their_n), min(enough, their_enough)  # both ranks sample alike
+        with PHASES.phase("sample"):
+            got = take_samples(ctx.rule, n, sweep.sampler(nbytes, batch, n), enough)
         facts = batch.facts if batch else {}  # what the driver's warm-up learnt (core/methods.Method.warm)
         their_checks, their_bad, their_facts = w.exchange((got.checks, got.mismatches, facts), peer)
         if w.local_rank != src:
@@ -234,6 +239,12 @@ class PairSweep:
             count = max(count, w.exchange(count, r.peer))
         return make(count)
 
+    def enough_noise(self, nbytes: int) -> float:
+        """Where this size's sampling may stop (Ctx.enough_noise): its rows are timed on the GPU's events
+        (gated), or on one GPU clock for a same-GPU pair both ways (window)."""
+        return self.ctx.enough_noise(self.method.engine, "window" if self.one_clock else "gated", nbytes,
+                                     self.src, self.dst)
+
     def placements(self, nbytes: int) -> int:
         """How many places of its buffers this size's samples rotate over (core/placement.py): one for a
         two-sided transfer (its halves are bound to their buffers)."""
@@ -254,24 +265,28 @@ class PairSweep:
         def sample(s: int):
             off = placement.place_offset(s % places)
             inbox = bufs.inbox_slot(r.peer) + off
-            if self.me in r.sources:
-                gpu.fill(bufs.src + off, nbytes, seed_for(w.rank, nbytes, s, label))
-            if r.receiving:
-                gpu.fill(inbox, nbytes, poison_seed(seed_for(self.peer_world, nbytes, s, label)))
-            gpu.wait(what="fill/poison")
-            w.pair_barrier(r.peer)
+            with PHASES.phase("fill"):
+                if self.me in r.sources:
+                    gpu.fill(bufs.src + off, nbytes, seed_for(w.rank, nbytes, s, label))
+                if r.receiving:
+                    gpu.fill(inbox, nbytes, poison_seed(seed_for(self.peer_world, nbytes, s, label)))
+                gpu.wait(what="fill/poison")
+            with PHASES.phase("barrier"):
+                w.pair_barrier(r.peer)
             mine: tuple = (None, None, None)
             if r.driving:
                 res = time_batch(gpu, batch.at(off), self.sync, stamps=one_clock)
                 mine = (*(res if one_clock else (res, None)), gpu.gate_clock_mhz())
-            theirs = w.exchange(mine, r.peer, tag=END_TAG)
+            with PHASES.phase("exchange"):
+                theirs = w.exchange(mine, r.peer, tag=END_TAG)
             t = per_transfer_us(self.direction, one_clock, mine, theirs, n)
             self.clocks.append(min((c for c in (mine[2], theirs[2]) if c), default=None))
             checks = bad = 0
             if r.receiving and ctx.verify:
-                if ctx.corrupt == self.method.name:
-                    gpu.corrupt(inbox, nbytes)
-                bad = gpu.verify(inbox, nbytes, seed_for(self.peer_world, nbytes, s, label))
+                with PHASES.phase("verify"):
+                    if ctx.corrupt == self.method.name:
+                        gpu.corrupt(inbox, nbytes)
+                    bad = gpu.verify(inbox, nbytes, seed_for(self.peer_world, nbytes, s, label))
                 checks = 1
             return t, checks, bad
 

@@ -9,6 +9,7 @@ overlapping work is timed over one window.
 
 from __future__ import annotations
 
+from ipcbench.core.phases import PHASES
 from ipcbench.errors import MeasureError
 
 
@@ -19,18 +20,21 @@ def time_batch(gpu, batch, sync_peer=None, stamps: bool = False):
     marks = []
     for reps in batch.segments():
         start, stop = gpu.event(), gpu.event()
-        ticket = gpu.gate(stream)
-        start.record(stream)
-        if stamps:
-            gpu.stamp(0, stream)
-        batch.enqueue(reps)
-        if stamps:
-            gpu.stamp(1, stream)
-        stop.record(stream)
+        with PHASES.phase("enqueue"):
+            ticket = gpu.gate(stream)
+            start.record(stream)
+            if stamps:
+                gpu.stamp(0, stream)
+            batch.enqueue(reps)
+            if stamps:
+                gpu.stamp(1, stream)
+            stop.record(stream)
         if sync_peer is not None:
-            sync_peer()
+            with PHASES.phase("sync"):
+                sync_peer()
         gpu.release(ticket)
-        gpu.wait(stream, what="a timed batch")
+        with PHASES.phase("gpu"):
+            gpu.wait(stream, what="a timed batch")
         if gpu.gate_timed_out(ticket):
             raise MeasureError("the gate kernel timed out before the batch was enqueued (host too slow?)")
         total += gpu.elapsed_ms(start, stop)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ipcbench import __version__
 from ipcbench.config import RunConfig
+from ipcbench.core.phases import PHASES, process_age_s
 from ipcbench.core import mps, placement, topology
 from ipcbench.core.context import Ctx
 from ipcbench.core.rows import failed
@@ -130,6 +131,7 @@ def run(cfg) -> int:
     return finish(s, rows, checks)
 
 
+@PHASES.wrap("start")
 def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     """Every collective decision of a run's setup, the run directory and its meta.json: a Session, or the
     dry run's exit status. `make_steps(local_size, gpu_of)`: a command's own plan (ipcbench selftest, check;
@@ -139,7 +141,11 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     def plan(n: int, gpu_of: list[int] | None) -> list:
         return make_steps(n, gpu_of) if make_steps else cfg.steps(n)
 
-    world = World.create(timeout=cfg.timeout_s)
+    launch_s = process_age_s()  # Python, imports and the launcher, before the run's first phase
+    if launch_s is not None:
+        PHASES.totals["launch"] = launch_s
+    with PHASES.phase("world"):
+        world = World.create(timeout=cfg.timeout_s)
     sizes = list(cfg.sizes)
     if world.size < 2 and not cfg.dry_run:
         raise UsageError(f"ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), e.g. {example}")
@@ -154,27 +160,32 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     if cfg.dry_run:
         return dry_run(world, cfg, plan(world.local_size, None))
 
-    index, info = _select_gpu(world)
-    gpu_of = world.node_allgather(index, "the GPU of every rank")
-    steps = plan(world.local_size, gpu_of)
-    from ipcbench.core import gpu as gpumod
+    with PHASES.phase("gpu"):
+        index, info = _select_gpu(world)
+        gpu_of = world.node_allgather(index, "the GPU of every rank")
+        steps = plan(world.local_size, gpu_of)
+        from ipcbench.core import gpu as gpumod
 
-    gpu = gpumod.Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)
-    mps_on, mps_meta = _detect_mps(world, index)
-    _check_memory(world, gpu, sizes, steps, cfg.rule.placements)
+        gpu = gpumod.Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)
+    with PHASES.phase("mps"):
+        mps_on, mps_meta = _detect_mps(world, index)
+        _check_memory(world, gpu, sizes, steps, cfg.rule.placements)
     ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
               gpu_of=gpu_of, node_ranks=world.node_ranks, mps=mps_on,
               corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
-    topo = _node_topology() if world.local_rank == 0 else None
-    world.node_barrier("the topology of this node")
-    topo = world.node.bcast(topo, root=0)
-    mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo, cfg.serial_pairs, cfg.quick)
-    meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
+    with PHASES.phase("topology"):
+        topo = _node_topology() if world.local_rank == 0 else None
+        world.node_barrier("the topology of this node")
+        topo = world.node.bcast(topo, root=0)
+        mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo, cfg.serial_pairs, cfg.quick)
+    with PHASES.phase("meta"):
+        meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
     if world.rank == 0:
         meta["mps"] = mps_meta
     # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
-    _setup_buffers(ctx, steps, sizes)
+    with PHASES.phase("buffers"):
+        _setup_buffers(ctx, steps, sizes)
     writer = None
     if world.rank == 0:  # the run passed its setup: now the directory exists, with meta.json first
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -192,6 +203,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     return s
 
 
+@PHASES.wrap("measure")
 def measure(s: Session):
     """Walk the plan (run/walk.py): (every row rank 0 holds, every node's concurrency checks on rank 0)."""
     profile = _profiler()
@@ -204,6 +216,7 @@ def measure(s: Session):
     return rows, [c for node in checks for c in node] if checks else []
 
 
+@PHASES.wrap("release")
 def release(s: Session) -> None:
     """Free what the setup and the suites hold (collective): the context's releases, the last added first
     (core/context.Ctx.clean_up): interprocess events and NCCL communicators before the shared buffers."""
@@ -215,7 +228,9 @@ def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:
     printed; every rank returns the run's exit status (1 when a row failed verification)."""
     world, cfg, meta, writer = s.world, s.cfg, s.meta, s.writer
     status = 0
+    breakdown = world.world_gather(PHASES.snapshot(), "where every rank's time went")
     if world.rank == 0:
+        meta["time_breakdown_s"] = {f"rank {i}": b for i, b in enumerate(breakdown)}
         assert writer is not None  # world rank 0 writes results.csv (start)
         bad = [r for r in all_rows if failed(r, cfg.verify)]
         meta.update(end=run_meta.now_iso(), status="complete", wall_s=round(time.monotonic() - s.t0, 2),
