@@ -114,8 +114,9 @@ def build_config(ns) -> RunConfig:
         if not (min_time_s * base.min_samples <= max_time <= 600):
             raise UsageError(f"--max-time must be in [{min_time_s * base.min_samples:g}, 600] s: at least "
                              f"{base.min_samples} samples of --min-time (got {max_time:g})")
+        # An explicit --noise asks for that precision of every row: no stopping at a share of its floor.
         rule = SamplingRule(min_time_s=min_time_s, min_samples=base.min_samples, max_samples=base.max_samples,
-                            noise=noise, max_time_s=max_time)
+                            noise=noise, max_time_s=max_time, floor_share=base.floor_share if ns.noise is None else 0.0)
     placements = base.placements if getattr(ns, "placements", None) is None else ns.placements
     if not (1 <= placements <= MAX_PLACEMENTS):
         raise UsageError(f"--placements must be in 1..{MAX_PLACEMENTS} (got {placements})")

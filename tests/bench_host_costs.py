@@ -11,11 +11,11 @@ Usage: python tests/bench_host_costs.py [N]   (default 512, the most transfers o
 
 from __future__ import annotations
 
-import ctypes
 import statistics
 import sys
 import time
 
+import numpy as np
 from cupy.cuda import runtime
 
 from ipcbench.core.gpu import Gpu
@@ -57,22 +57,19 @@ def main(n: int) -> None:
     rows.append(("SM copy kernel 4K (Gpu.launch_copy)", gated(gpu, lambda: gpu.launch_copy(a, b, 4096, 1, s), n)))
     rows.append(("bulk kernel 4K (Gpu.launch_bulk_copy)", gated(gpu, lambda: gpu.launch_bulk_copy(a, b, 4096, 1, s),
                                                                 n)))
-    launcher = getattr(gpu, "launcher", None)
-    if launcher is not None:
-        go = launcher("copy", a, b, 4096, 1, s)
-        rows.append(("SM copy kernel 4K (Gpu.launcher, prepared)", gated(gpu, go, n)))
-        go = launcher("bulk", a, b, 4096, 1, s)
-        rows.append(("bulk kernel 4K (Gpu.launcher, prepared)", gated(gpu, go, n)))
-    # the driver's floor: cuLaunchKernel through ctypes with arguments packed once
-    cuda = ctypes.CDLL("libcuda.so.1")
+    go = gpu.copier(a, b, 4096, 1, s)
+    rows.append(("SM copy kernel 4K (Gpu.copier, prepared)", gated(gpu, go, n)))
+    go = gpu.bulk_copier(a, b, 4096, 1, s)
+    rows.append(("bulk kernel 4K (Gpu.bulk_copier, prepared)", gated(gpu, go, n)))
     fn = gpu.function("copy", "copy_v16", (f"UNROLL={gpu.copy_shape.unroll}",))
-    args = [ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_uint64(4096), ctypes.c_int32(1)]
-    params = (ctypes.c_void_p * 4)(*[ctypes.addressof(x) for x in args])
     blocks = gpu.blocks_for(4096, 16 * gpu.copy_shape.unroll, gpu.copy_shape.blocks_per_sm, gpu.copy_shape.threads)
-    f, st = ctypes.c_void_p(fn.ptr), ctypes.c_void_p(s.ptr)
-    launch = cuda.cuLaunchKernel
-    rows.append(("cuLaunchKernel via ctypes, packed once", gated(
-        gpu, lambda: launch(f, blocks, 1, 1, gpu.copy_shape.threads, 1, 1, 0, st, params, None), n)))
+    raw = (np.uint64(a), np.uint64(b), np.uint64(4096), np.int32(1))
+
+    def cupy_call():
+        with s:
+            fn((blocks,), (gpu.copy_shape.threads,), raw)
+
+    rows.append(("SM copy kernel 4K (RawKernel call, the old path)", gated(gpu, cupy_call, n)))
     rows.append(("Gpu.wait on an idle stream", per_call_us(lambda: gpu.wait(), 200)))
     rows.append(("Gpu.event + record", per_call_us(lambda: gpu.event().record(s), 200)))
     rows.append(("fill 4K + wait", per_call_us(lambda: (gpu.fill(a, 4096, 7), gpu.wait()), 200)))

@@ -297,6 +297,14 @@ class FakeGpu:
 
         (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run, "copy kernel")
 
+    def copier(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None):
+        """core/gpu.Gpu.copier: a prepared launch of launch_copy."""
+        return lambda: self.launch_copy(src, dst, nbytes, loops, stream)
+
+    def bulk_copier(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None):
+        """core/gpu.Gpu.bulk_copier: a prepared launch of launch_bulk_copy."""
+        return lambda: self.launch_bulk_copy(src, dst, nbytes, loops, stream)
+
     def feature_support(self, name: str) -> tuple[bool, str | None]:
         from ipcbench.core import bulk
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipcbench.core.poll import FIRST_SLEEP_S, MAX_SLEEP_S, wait_until
+from ipcbench.core.poll import FIRST_SLEEP_S, MAX_SLEEP_S, SPIN_S, wait_until
 from ipcbench.errors import WorldError
 
 
@@ -27,10 +27,38 @@ def test_returns_the_first_true_value_without_sleeping():
     assert c.sleeps == []
 
 
+def test_spins_before_the_first_sleep():
+    """A wait that ends within SPIN_S never sleeps (a sleep lasts the timer slack at least); one that does not
+    starts sleeping once SPIN_S has passed."""
+    c = Clock()
+    polls = []
+
+    def done():
+        polls.append(c.t)
+        c.t += SPIN_S / 10
+        return len(polls) > 8
+
+    assert wait_until(done, 1.0, "x", error=WorldError, clock=c.now, sleep=c.sleep)
+    assert c.sleeps == []
+    c2 = Clock()
+    n = []
+
+    def slow():
+        n.append(1)
+        c2.t += SPIN_S / 4
+        return len(n) > 10
+
+    wait_until(slow, 1.0, "x", error=WorldError, clock=c2.now, sleep=c2.sleep)
+    assert 0 < len(c2.sleeps) <= 7 and c2.sleeps[0] == FIRST_SLEEP_S
+
+
 def test_sleep_doubles_up_to_the_cap():
     c = Clock()
-    values = iter([0] * 12 + [7])
-    assert wait_until(lambda: next(values), 10.0, "x", error=WorldError, clock=c.now, sleep=c.sleep) == 7
+
+    def done():
+        return 7 if len(c.sleeps) == 12 else 0
+
+    assert wait_until(done, 10.0, "x", error=WorldError, clock=c.now, sleep=c.sleep) == 7
     assert c.sleeps[0] == FIRST_SLEEP_S and c.sleeps[1] == 2 * FIRST_SLEEP_S
     assert max(c.sleeps) == MAX_SLEEP_S and len(c.sleeps) == 12
     assert all(b == min(2 * a, MAX_SLEEP_S) for a, b in zip(c.sleeps, c.sleeps[1:]))

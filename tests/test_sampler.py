@@ -169,9 +169,10 @@ def test_fixed_rule_takes_exactly_n_samples():
 def test_default_rule_describes_itself():
     rule = SamplingRule()
     assert not rule.is_fixed
-    assert rule.describe() == "5-15 samples of >= 5 ms until the median is known to ±0.50% or 0.25 s"
+    assert rule.describe() == ("5-15 samples of >= 5 ms until the median is known to ±0.50% (or to 0.33 of the row's "
+                               "between-runs floor) or 0.25 s")
     assert rule.as_dict() == {"min_time_ms": 5.0, "min_samples": 5, "max_samples": 15, "noise": 0.005,
-                              "max_time_s": 0.25, "placements": 1}
+                              "max_time_s": 0.25, "placements": 1, "floor_share": 0.3333}
 
 
 def test_take_samples_tallies_checks_and_mismatches():
@@ -317,3 +318,22 @@ def test_sm_copies_that_loop_in_one_launch_take_longer_samples():
               gpu_of=[0, 1], node_ranks=[0, 1])
     calls = []
     assert ctx.calibrate(("k", 0, 1), 4096, steady(0.01, calls), sample_factor=4.0) == 2000
+
+
+def test_sampling_stops_at_a_third_of_the_floor():
+    """A row whose floor says it moves 6% between runs stops once its own samples agree to 2% (a third): more
+    samples could not lower its stated noise (sqrt(within^2 + floor^2)) by more than 5.4%. Without `enough`, the
+    rule's 0.5% holds: the same samples go on."""
+    rule = SamplingRule()
+    assert rule.floor_share == pytest.approx(1 / 3)
+    times = [100.0, 101.5, 99.0, 102.0, 100.5]  # median 100.5, [min, max] half-width 1.5%
+    assert not should_stop(rule, times, 10)
+    assert should_stop(rule, times, 10, enough=rule.floor_share * 0.06)
+    assert not should_stop(rule, times, 10, enough=rule.floor_share * 0.03)  # 1% < 1.5%
+    assert not should_stop(rule, times[:4], 10, enough=1.0)  # never under min_samples
+    fixed = SamplingRule.fixed(5, 0.003)
+    assert fixed.floor_share == 0 and not should_stop(fixed, times[:4], 10, enough=1.0)
+    got = take_samples(rule, 10, lambda i: (times[i % 5], 1, 0), enough=0.02)
+    assert len(got.per_transfer_us) == 5
+    got = take_samples(rule, 10, lambda i: (times[i % 5], 1, 0))
+    assert len(got.per_transfer_us) > 5

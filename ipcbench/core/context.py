@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ipcbench.catalogue import noise
 from ipcbench.core import sampler
 from ipcbench.core.sampler import SamplingRule
 
@@ -66,6 +67,18 @@ class Ctx:
     def time_sliced(self, a: int, b: int) -> bool:
         """Two processes on one GPU without MPS: their kernels never run at the same time."""
         return self.same_gpu(a, b) and not self.mps
+
+    def enough_noise(self, engine: str, timing: str, nbytes: int, a: int, b: int) -> float:
+        """The within-run noise at which sampling a row of this kind (engine, timing, size, node-local ranks a and
+        b) may stop: the rule's floor_share of its between-runs floor (catalogue/noise.py; core/rows.state_noise
+        states the same floor in the row). The two ranks of a pair may hold different GPUs: they agree on the
+        smaller of their two values before sampling (take_samples needs the same `enough` on both)."""
+        if self.rule.floor_share <= 0:
+            return 0.0
+        sliced = timing == "handoff" and self.time_sliced(a, b)
+        floor = noise.floor_for(self.gpu_model, engine, timing, nbytes, time_sliced=sliced,
+                                same_gpu=self.same_gpu(a, b))
+        return self.rule.floor_share * floor.fraction
 
     def calibrate(self, key: tuple, nbytes: int, timed, sample_factor: float = 1.0, max_count: int | None = None):
         """sampler.calibrate with a hint from the previous size of the same (label, pair); remembers.

@@ -15,6 +15,7 @@ from importlib import resources
 import numpy as np
 import cupy
 from cupy.cuda import runtime
+from cupy_backends.cuda.api import driver
 
 from ipcbench.core import bulk
 from ipcbench.core.poll import wait_until
@@ -31,6 +32,23 @@ THREADS = 512
 LOOP_IN_KERNEL_L2_FACTOR = 4
 STAMP_OFF = 64  # byte offset of the two %globaltimer stamps in the per-GPU scratch block
 BULK_COUNTER_SLOTS = 64  # bulk-copy counter pairs per allocation (one pair per stream)
+
+
+def prepared_launch(fn, blocks: int, threads: int, smem: int, stream_ptr: int, args: tuple):
+    """A zero-argument callable that launches `fn` with `args` (ctypes scalars): cuLaunchKernel through CuPy's
+    driver binding with the argument block packed once. A RawKernel call packs its arguments at every launch:
+    an SM copy's 512 launches of one sample cost the host ~5-9 ms behind the gate (a profile of `all` on two
+    H100s: launch_copy 10-18 µs a call); the prepared launch is the same driver call, so the GPU sees the same
+    kernels (tests/bench_host_costs.py measures both)."""
+    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+    f, pp = fn.kernel.ptr, ctypes.addressof(params)
+    launch = driver.launchKernel
+
+    def go() -> None:
+        launch(f, blocks, 1, 1, threads, 1, 1, smem, stream_ptr, pp, 0)
+
+    go.keep = (args, params)  # type: ignore[attr-defined]  # the packed arguments live as long as the callable
+    return go
 
 
 def kernel_source(name: str) -> tuple[str, str]:
@@ -211,13 +229,19 @@ class Gpu:
         runtime.memcpyAsync(dst, src, nbytes, runtime.memcpyDefault, stream.ptr)
 
     # ---- launches ------------------------------------------------------------------------------
-    def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
+    def copier(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None):
+        """launch() -> one SM copy kernel (kernels/copy.cu) of `loops` passes of dst[0:nbytes] = src[0:nbytes] on
+        `stream`, prepared once (prepared_launch): what a batch of small copies calls hundreds of times."""
         shape = self.copy_shape
         fn = self.function("copy", "copy_v16", (f"UNROLL={shape.unroll}",))
         blocks = self.blocks_for(nbytes, 16 * shape.unroll, shape.blocks_per_sm, shape.threads)
         s = stream or self.stream
-        with s:
-            fn((blocks,), (shape.threads,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.int32(loops)))
+        return prepared_launch(fn, blocks, shape.threads, 0, s.ptr,
+                               (ctypes.c_uint64(src), ctypes.c_uint64(dst), ctypes.c_uint64(nbytes),
+                                ctypes.c_int32(loops)))
+
+    def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
+        self.copier(src, dst, nbytes, loops, stream)()
 
     def feature_support(self, name: str) -> tuple[bool, str | None]:
         """(can this GPU run the steps that need feature `name` (in Step.needs), why not). The runner asks every
@@ -240,10 +264,10 @@ class Gpu:
             self._bulk_fn = fn
         return self._bulk_fn
 
-    def launch_bulk_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None, smids: int = 0) -> None:
-        """`loops` passes of dst[0:nbytes] = src[0:nbytes] in one launch of the bulk-copy kernel (Hopper's
-        cp.async.bulk through shared memory; core/bulk.py plans the pieces and the grid for the kernel's
-        placement). `smids`: device words where each CTA writes its SM (0: none)."""
+    def bulk_copier(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None, smids: int = 0):
+        """launch() -> `loops` passes of dst[0:nbytes] = src[0:nbytes] in one launch of the bulk-copy kernel
+        (Hopper's cp.async.bulk through shared memory; core/bulk.py plans the pieces and the grid for the kernel's
+        placement), prepared once (prepared_launch). `smids`: device words where each CTA writes its SM (0: none)."""
         if (src | dst) % bulk.ALIGN:
             raise GpuError(f"bulk copy: src 0x{src:x} and dst 0x{dst:x} must be {bulk.ALIGN}-byte aligned")
         p = bulk.plan(nbytes, self.bulk_shape, self.sm_count, loops, self.bulk_placement().sms)
@@ -252,11 +276,14 @@ class Gpu:
         nxt = self._bulk_next.get(s.ptr) if p.dynamic else 0  # 0: dealt statically, no counter
         if nxt is None:
             raise GpuError("bulk copy on a stream not made by Gpu.new_stream (it has no piece counter)")
-        with s:
-            fn((p.blocks,), (bulk.THREADS,), (np.uint64(src), np.uint64(dst), np.uint64(nbytes), np.uint32(p.piece),
-                                              np.uint64(p.pieces), np.int32(loops), np.uint64(nxt), np.uint32(p.grab),
-                                              np.uint64(smids)),
-               shared_mem=p.smem)
+        c = ctypes
+        return prepared_launch(fn, p.blocks, bulk.THREADS, p.smem, s.ptr,
+                               (c.c_uint64(src), c.c_uint64(dst), c.c_uint64(nbytes), c.c_uint32(p.piece),
+                                c.c_uint64(p.pieces), c.c_int32(loops), c.c_uint64(nxt), c.c_uint32(p.grab),
+                                c.c_uint64(smids)))
+
+    def launch_bulk_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None, smids: int = 0) -> None:
+        self.bulk_copier(src, dst, nbytes, loops, stream, smids)()
 
     def bulk_placement(self) -> bulk.Placement:
         """Where bulk copies run (core/bulk.Placement): for --sm-bulk ...@N a green context of N SMs, made once,

@@ -84,8 +84,9 @@ class CopyEngine(Engine):
     name = "ce"
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
+        copy = gpu.copy_async
         for _ in range(count):
-            gpu.copy_async(dst, src, nbytes, stream)
+            copy(dst, src, nbytes, stream)
 
 
 class SmEngine(Engine):
@@ -106,8 +107,9 @@ class SmEngine(Engine):
         if nbytes >= gpu.loop_in_kernel_bytes:
             gpu.launch_copy(src, dst, nbytes, count, stream)
         else:
+            launch = gpu.copier(src, dst, nbytes, 1, stream)
             for _ in range(count):
-                gpu.launch_copy(src, dst, nbytes, 1, stream)
+                launch()
 
 
 class BulkEngine(Engine):
@@ -134,8 +136,9 @@ class BulkEngine(Engine):
         if nbytes >= gpu.loop_in_kernel_bytes:
             gpu.launch_bulk_copy(src, dst, nbytes, count, stream)
         else:
+            launch = gpu.bulk_copier(src, dst, nbytes, 1, stream)
             for _ in range(count):
-                gpu.launch_bulk_copy(src, dst, nbytes, 1, stream)
+                launch()
 
 
 class PairEngine(Engine):

@@ -42,12 +42,16 @@ class SamplingRule:
     warmup: int = 1  # runs at the calibrated count before the first sample
     max_count: int = 200_000  # transfers per sample, at most
     placements: int = 1  # places of its buffers a row's samples rotate over (core/placement.py)
+    # Stop as soon as the within-run noise is this share of the row's between-runs floor (catalogue/noise.py), if
+    # that is looser than `noise`: the row's stated noise, sqrt(within^2 + floor^2), then exceeds the floor by
+    # 5.4% at most, and further samples could not make it smaller (Ctx.enough_noise). 0: `noise` alone.
+    floor_share: float = 1 / 3
 
     @classmethod
     def fixed(cls, samples: int, min_time_s: float, **kw) -> "SamplingRule":
         """Exactly `samples` samples (`--samples N`): no noise test, no time cap."""
         return cls(min_time_s=min_time_s, min_samples=samples, max_samples=samples, noise=0.0,
-                   max_time_s=math.inf, **kw)
+                   max_time_s=math.inf, floor_share=0.0, **kw)
 
     @property
     def is_fixed(self) -> bool:
@@ -56,14 +60,15 @@ class SamplingRule:
     def describe(self) -> str:
         if self.is_fixed:
             return f"{self.min_samples} samples of >= {self.min_time_s * 1e3:g} ms"
+        floor = f" (or to {self.floor_share:.2g} of the row's between-runs floor)" if self.floor_share else ""
         return (f"{self.min_samples}-{self.max_samples} samples of >= {self.min_time_s * 1e3:g} ms until the "
-                f"median is known to ±{self.noise:.2%} or {self.max_time_s:g} s")
+                f"median is known to ±{self.noise:.2%}{floor} or {self.max_time_s:g} s")
 
     def as_dict(self) -> dict:
         return {"min_time_ms": self.min_time_s * 1e3, "min_samples": self.min_samples,
                 "max_samples": self.max_samples, "noise": self.noise,
                 "max_time_s": None if math.isinf(self.max_time_s) else self.max_time_s,
-                "placements": self.placements}
+                "placements": self.placements, "floor_share": round(self.floor_share, 4)}
 
 
 def _half_binomial_pmf(n: int, i: int) -> float:
@@ -107,14 +112,17 @@ def median_noise(times: list[float]) -> float:
     return (hi - lo) / 2 / med
 
 
-def should_stop(rule: SamplingRule, per_transfer: list[float], per_sample_count: int) -> bool:
-    """Whether the samples so far answer the question (`per_transfer`: time per transfer of each sample)."""
+def should_stop(rule: SamplingRule, per_transfer: list[float], per_sample_count: int, enough: float = 0.0) -> bool:
+    """Whether the samples so far answer the question (`per_transfer`: time per transfer of each sample;
+    `enough`: the within-run noise past which more samples cannot make the row's stated noise smaller, a share
+    of its between-runs floor: Ctx.enough_noise)."""
     n = len(per_transfer)
     if n >= rule.max_samples:
         return True
     if n < rule.min_samples:
         return False
-    if rule.noise > 0 and median_noise(per_transfer) <= rule.noise:
+    target = max(rule.noise, enough) if rule.noise > 0 else 0.0
+    if target > 0 and median_noise(per_transfer) <= target:
         return True
     spent_s = sum(per_transfer) * per_sample_count * 1e-6  # per_transfer in µs
     return spent_s >= rule.max_time_s
@@ -188,9 +196,10 @@ class SampleSet:
         return median_noise(self.per_transfer_us)
 
 
-def take_samples(rule: SamplingRule, count: int, sample: Callable[[int], tuple[float, int, int]]) -> SampleSet:
-    """Run `sample(i)` until the rule stops; it returns (per-transfer µs agreed by the pair, checks run,
-    mismatched words found) for sample i."""
+def take_samples(rule: SamplingRule, count: int, sample: Callable[[int], tuple[float, int, int]],
+                 enough: float = 0.0) -> SampleSet:
+    """Run `sample(i)` until the rule stops (should_stop, with `enough`: both ranks of a pair must pass the same
+    value); it returns (per-transfer µs agreed by the pair, checks run, mismatched words found) for sample i."""
     times: list[float] = []
     checks = mismatches = 0
     while True:
@@ -198,5 +207,5 @@ def take_samples(rule: SamplingRule, count: int, sample: Callable[[int], tuple[f
         times.append(t)
         checks += c
         mismatches += bad
-        if should_stop(rule, times, count):
+        if should_stop(rule, times, count, enough):
             return SampleSet(times, count, checks, mismatches)

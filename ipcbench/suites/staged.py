@@ -9,6 +9,7 @@ sample, label), poison the destination and verify it after every sample, like co
 
 from __future__ import annotations
 
+from ipcbench.catalogue.suites import STAGED as STAGED_FACTS
 from ipcbench.core.pair import measurement_label
 from ipcbench.core.rows import join_note, make_row
 from ipcbench.core.sampler import take_samples
@@ -84,8 +85,11 @@ def sweep_staged(ctx, method: str, src: int, dst: int, sizes: list[int], suite: 
             factor = (max(1.0, STAGED_MIN_SAMPLE_S / ctx.rule.min_time_s)
                       if method == "shm_staged" and kind != "latency" else 1.0)
             count = ctx.calibrate((label, src, dst), nbytes, lambda c: pipe.timed(plan, c), factor)
-            theirs = w.exchange(count, peer, AGREE_TAG)
-            count = count if me == src else theirs  # the source decides (both computed the same anyway)
+            facts = STAGED_FACTS[method]
+            enough = ctx.enough_noise(facts.engine, facts.timing, nbytes, src, dst)
+            their_count, their_enough = w.exchange((count, enough), peer, AGREE_TAG)
+            count = count if me == src else their_count  # the source decides (both computed the same anyway)
+            enough = min(enough, their_enough)
 
             def sample(s: int):
                 seed = seed_for(ctx.world_rank(src), nbytes, s, label)
@@ -97,7 +101,7 @@ def sweep_staged(ctx, method: str, src: int, dst: int, sizes: list[int], suite: 
                     bad, checks = gpu.verify(pipe.buf, nbytes, seed), 1
                 return ms * 1e3 / done, checks, bad
 
-            got = take_samples(ctx.rule, count, sample)
+            got = take_samples(ctx.rule, count, sample, enough)
             checks, bad = w.exchange((got.checks, got.mismatches), peer, AGREE_TAG)
             if me == src:
                 rows.append(make_row(ctx, suite, method, direction, src, dst, nbytes, got.per_transfer_us,
