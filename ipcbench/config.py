@@ -29,9 +29,11 @@ PAIRS_MODES = ("auto", "sequential", "concurrent")
 TOPOLOGIES = ("nvswitch", "nvlink", "pcie")  # --topology: how every GPU pair is linked on the node a dry run plans for
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
 # copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; at least 5 samples, so that a
-# row with two modes rarely settles in one (core/sampler.py). --quick is looser: 4 samples at least (a 50/50
-# mixture settles in one mode 12.5% of the time), 2%.
-DEFAULT_RULE = SamplingRule(min_time_s=0.003, min_samples=5, max_samples=15, noise=0.005, max_time_s=0.25)
+# row with two modes rarely settles in one (core/sampler.py). Samples of 2 ms (3 ms until 2026-11-25): on two
+# H100s `all` with --min-time 2 took 27.4 s where 3 ms took 30.4, and compared with a run of 3 ms samples it
+# changed no row (917 matched, 0 regression, 0 improvement; docs/suites.md, "Where a run's time goes").
+# --quick is looser: 4 samples at least (a 50/50 mixture settles in one mode 12.5% of the time), 2%.
+DEFAULT_RULE = SamplingRule(min_time_s=0.002, min_samples=5, max_samples=15, noise=0.005, max_time_s=0.25)
 QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=4, max_samples=6, noise=0.02, max_time_s=0.05)
 
 

@@ -235,3 +235,21 @@ def test_eight_rank_plan_with_serial_steps_on_a_ring():
     assert quick["sizes"] == [4096, 256 << 20]
     assert by_label[("latency", "ce one-way")]["measurements"] > \
         {(s["suite"], s["label"]): s for s in quick["steps"]}[("latency", "ce one-way")]["measurements"]
+
+
+def test_quick_with_ranks_sharing_gpus_keeps_one_rank_pair_per_gpu_pair():
+    """4 ranks on 2 GPUs (rank i on GPU i % 2): 12 ordered rank pairs cross 4 ordered GPU pairs (0->1, 1->0, and
+    each GPU with itself); a fleet check measures each once, by its first rank pair."""
+    from ipcbench.core.schedule import EVERY_PAIR, PairMode, one_per_gpu_pair, per_gpu_pair
+    from ipcbench.core.world import ordered_pairs, unordered_pairs
+
+    gpu_of = (0, 1, 0, 1)
+    assert one_per_gpu_pair(ordered_pairs(4), gpu_of) == [(0, 1), (0, 2), (1, 0), (1, 3)]
+    assert one_per_gpu_pair(unordered_pairs(4), gpu_of) == [(0, 1), (0, 2), (1, 3)]
+    mode = PairMode("sequential", "auto", "2 ranks per GPU", EVERY_PAIR)
+    assert per_gpu_pair(mode, quick=False, gpu_of=list(gpu_of)) is mode  # the full run measures every rank pair
+    assert per_gpu_pair(mode, quick=True, gpu_of=[0, 1, 2, 3]) is mode  # one rank per GPU: nothing to merge
+    quick = per_gpu_pair(mode, quick=True, gpu_of=list(gpu_of))
+    assert quick.select(ordered_pairs(4), serial_step=False) == [(0, 1), (0, 2), (1, 0), (1, 3)]
+    assert quick.as_dict()["rank_pairs"].startswith("one per GPU pair")
+    assert "rank_pairs" not in mode.as_dict()

@@ -11,7 +11,7 @@ all of them, or a ring (`ring_pairs`). Pure logic: no MPI, no CUDA.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MODES = ("auto", "sequential", "concurrent")
 SERIAL_PAIRS = ("auto", "all", "ring")
@@ -116,23 +116,61 @@ class SerialPairs:
 EVERY_PAIR = SerialPairs("all", "all", "every pair")
 
 
+def one_per_gpu_pair(pairs: list[tuple[int, int]], gpu_of: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The first rank pair of each GPU pair: where ranks share GPUs, ranks i and i+G drive the same GPU, so the
+    rank pairs (0, 1), (0, 3), (2, 1) and (2, 3) of 4 ranks on 2 GPUs all cross the same link from GPU 0 to GPU 1.
+    An ordered list keeps one pair per ordered GPU pair; an unordered one (a < b: bidirectional steps) one per
+    unordered GPU pair. Same-GPU pairs are GPU pairs too (GPU a with itself): one of them per GPU is kept."""
+    have = set(pairs)
+    ordered = any((b, a) in have for a, b in have)
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for a, b in pairs:
+        ga, gb = gpu_of[a], gpu_of[b]
+        key = (ga, gb) if ordered else (min(ga, gb), max(ga, gb))
+        if key not in seen:
+            seen.add(key)
+            out.append((a, b))
+    return out
+
+
 @dataclass(frozen=True)
 class PairMode:
-    """How this run measures pairs: `concurrent` (rounds of disjoint pairs) or `sequential`, and why; and
-    which pairs its serial steps cover (`serial`)."""
+    """How this run measures pairs: `concurrent` (rounds of disjoint pairs) or `sequential`, and why; which
+    pairs its serial steps cover (`serial`); and, where `gpu_of` is set (--quick with ranks sharing GPUs: a fleet
+    check measures links, not rank pairs), one rank pair per GPU pair (one_per_gpu_pair)."""
 
     mode: str
     requested: str
     reason: str
     serial: SerialPairs = EVERY_PAIR
+    gpu_of: tuple[int, ...] | None = None
 
     @property
     def concurrent(self) -> bool:
         return self.mode == "concurrent"
 
+    def select(self, pairs: list[tuple[int, int]], serial_step: bool) -> list[tuple[int, int]]:
+        """The pairs of a step this run measures: the serial coverage for a serial step, then one rank pair per GPU
+        pair where `gpu_of` says so."""
+        chosen = self.serial.select(pairs) if serial_step else list(pairs)
+        return one_per_gpu_pair(chosen, self.gpu_of) if self.gpu_of is not None else chosen
+
     def as_dict(self) -> dict:
-        return {"mode": self.mode, "requested": self.requested, "reason": self.reason,
-                "serial_pairs": self.serial.as_dict()}
+        out = {"mode": self.mode, "requested": self.requested, "reason": self.reason,
+               "serial_pairs": self.serial.as_dict()}
+        if self.gpu_of is not None:
+            out["rank_pairs"] = "one per GPU pair (--quick with ranks sharing GPUs)"
+        return out
+
+
+def per_gpu_pair(mode: PairMode, quick: bool, gpu_of: list[int]) -> PairMode:
+    """The mode of a --quick run whose ranks share GPUs: one rank pair per GPU pair (PairMode.gpu_of). A fleet
+    check asks whether each link and each GPU is healthy; the other rank pairs of a GPU pair measure the same
+    link again (4 ranks on 2 GPUs: 12 ordered rank pairs, 4 GPU pairs)."""
+    if not quick or len(set(gpu_of)) == len(gpu_of):
+        return mode
+    return replace(mode, gpu_of=tuple(gpu_of))
 
 
 class ModeError(ValueError):

@@ -26,7 +26,7 @@ from ipcbench.core.phases import PHASES, process_age_s
 from ipcbench.core import mps, placement, topology
 from ipcbench.core.context import Ctx
 from ipcbench.core.rows import failed
-from ipcbench.core.schedule import PairMode
+from ipcbench.core.schedule import PairMode, per_gpu_pair
 from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
 from ipcbench.errors import UsageError
 from ipcbench.ipc.sharers import BUFFER_KINDS, setup_buffers, setup_gpu_features, setup_libraries
@@ -265,7 +265,8 @@ def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | Non
     kinds = None
     if topo and topo.get("nvml") and topo.get("links"):
         kinds = [ln["kind"] for ln in topo["links"] if ln["src_gpu"] in used and ln["dst_gpu"] in used] or None
-    return agree_pair_mode(world, requested, max(Counter(gpu_of).values()), kinds, world.local_size, serial, quick)
+    mode = agree_pair_mode(world, requested, max(Counter(gpu_of).values()), kinds, world.local_size, serial, quick)
+    return per_gpu_pair(mode, quick, gpu_of)
 
 
 def _detect_mps(world, index: int):

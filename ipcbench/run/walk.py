@@ -35,8 +35,9 @@ def agree_pair_mode(world, requested: str, ranks_per_gpu: int, link_kinds: list[
 
 def pairs_of(step, mode) -> list:
     """The pairs a step measures in this run: all of them, but a serial step only those of the run's
-    serial-pairs coverage (core/schedule.SerialPairs: every pair, or a ring)."""
-    return mode.serial.select(step.pairs) if step.serial else list(step.pairs)
+    serial-pairs coverage (core/schedule.SerialPairs: every pair, or a ring), and under --quick with ranks
+    sharing GPUs one rank pair per GPU pair (core/schedule.PairMode.select)."""
+    return mode.select(step.pairs, step.serial)
 
 
 def measured(step, mode) -> int:
