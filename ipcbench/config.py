@@ -35,6 +35,8 @@ TOPOLOGIES = ("nvswitch", "nvlink", "pcie")  # --topology: how every GPU pair is
 # --quick is looser: 4 samples at least (a 50/50 mixture settles in one mode 12.5% of the time), 2%.
 DEFAULT_RULE = SamplingRule(min_time_s=0.002, min_samples=5, max_samples=15, noise=0.005, max_time_s=0.25)
 QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=4, max_samples=6, noise=0.02, max_time_s=0.05)
+# An explicit --min-time is every row's sample length (short_factor 1); an explicit --noise every row's target
+# (floor_share 0).
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ def build_config(ns) -> RunConfig:
                              f"{base.min_samples} samples of --min-time (got {max_time:g})")
         # An explicit --noise asks for that precision of every row: no stopping at a share of its floor.
         rule = SamplingRule(min_time_s=min_time_s, min_samples=base.min_samples, max_samples=base.max_samples,
-                            noise=noise, max_time_s=max_time, floor_share=base.floor_share if ns.noise is None else 0.0)
+                            noise=noise, max_time_s=max_time, floor_share=base.floor_share if ns.noise is None else 0.0,
+                            short_factor=base.short_factor if ns.min_time is None else 1.0)
     placements = base.placements if getattr(ns, "placements", None) is None else ns.placements
     if not (1 <= placements <= MAX_PLACEMENTS):
         raise UsageError(f"--placements must be in 1..{MAX_PLACEMENTS} (got {placements})")

@@ -295,8 +295,9 @@ def test_engine_loops_inside_one_launch_from_the_loop_size_and_samples_last_long
     assert [(n, loops) for n, loops, _ in gpu.bulk_launches] == [(1 << 16, 5), (4096, 1), (4096, 1), (4096, 1)]
     assert gpu.copies == 8
     m = METHODS["sm_bulk_read"]
-    assert sample_factor(m, 1 << 16, gpu, 0.005) == pytest.approx(SM_LOOP_MIN_SAMPLE_S / 0.005)
-    assert sample_factor(m, 4096, gpu, 0.005) == 1.0
+    rule = SamplingRule(min_time_s=0.005, short_factor=1.0)
+    assert sample_factor(m, 1 << 16, gpu, rule) == pytest.approx(SM_LOOP_MIN_SAMPLE_S / 0.005)
+    assert sample_factor(m, 4096, gpu, rule) == 1.0
 
 
 def test_a_fake_gpu_below_hopper_refuses_a_bulk_launch():

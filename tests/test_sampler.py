@@ -169,10 +169,11 @@ def test_fixed_rule_takes_exactly_n_samples():
 def test_default_rule_describes_itself():
     rule = SamplingRule()
     assert not rule.is_fixed
-    assert rule.describe() == ("5-15 samples of >= 5 ms until the median is known to ±0.50% (or to 0.33 of the row's "
-                               "between-runs floor) or 0.25 s")
+    assert rule.describe() == ("5-15 samples of >= 5 ms (2.5 ms under 64 MiB) until the median is known to ±0.50% "
+                               "(or to 0.33 of the row's between-runs floor) or 0.25 s")
     assert rule.as_dict() == {"min_time_ms": 5.0, "min_samples": 5, "max_samples": 15, "noise": 0.005,
-                              "max_time_s": 0.25, "placements": 1, "floor_share": 0.3333}
+                              "max_time_s": 0.25, "placements": 1, "floor_share": 0.3333,
+                              "short_factor": 0.5}
 
 
 def test_take_samples_tallies_checks_and_mismatches():
@@ -309,11 +310,21 @@ def test_sm_copies_that_loop_in_one_launch_take_longer_samples():
     from ipcbench.core.pair import SM_LOOP_MIN_SAMPLE_S, sample_factor
 
     gpu = SimpleNamespace(loop_in_kernel_bytes=200 << 20)
-    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu, 0.005) == pytest.approx(SM_LOOP_MIN_SAMPLE_S / 0.005)
-    assert sample_factor(METHODS["pool_sm_write"], 256 << 20, gpu, 0.002) == pytest.approx(SM_LOOP_MIN_SAMPLE_S / 0.002)
-    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu, 0.05) == 1.0  # already longer
-    assert sample_factor(METHODS["sm_read"], 64 << 20, gpu, 0.005) == 1.0
-    assert sample_factor(METHODS["ce"], 256 << 20, gpu, 0.005) == 1.0
+
+    def rule(ms):
+        return SamplingRule(min_time_s=ms / 1e3)
+
+    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu, rule(5)) == pytest.approx(SM_LOOP_MIN_SAMPLE_S / 0.005)
+    loop = SM_LOOP_MIN_SAMPLE_S
+    assert sample_factor(METHODS["pool_sm_write"], 256 << 20, gpu, rule(2)) == pytest.approx(loop / 0.002)
+    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu, rule(50)) == 1.0  # already longer
+    assert sample_factor(METHODS["sm_read"], 64 << 20, gpu, rule(5)) == 1.0
+    assert sample_factor(METHODS["ce"], 256 << 20, gpu, rule(5)) == 1.0
+    # under 64 MiB (the floors' large band) samples last half as long: their floors are 2-8%
+    assert sample_factor(METHODS["sm_read"], (64 << 20) - 4, gpu, rule(2)) == 0.5
+    assert sample_factor(METHODS["ce"], 4096, gpu, rule(2)) == 0.5
+    assert sample_factor(METHODS["ce"], 4096, gpu, SamplingRule(min_time_s=0.002, short_factor=1.0)) == 1.0
+    assert SamplingRule.fixed(5, 0.002).short_factor == 1.0
     ctx = Ctx(world=None, gpu=None, buffers={}, rule=SamplingRule(min_time_s=0.005), verify=True, run_id="r",
               gpu_of=[0, 1], node_ranks=[0, 1])
     calls = []

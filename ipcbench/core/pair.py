@@ -130,11 +130,13 @@ def lockstep_timed(ctx, peer: int, make, sync):
 SM_LOOP_MIN_SAMPLE_S = 0.020
 
 
-def sample_factor(method, nbytes: int, gpu, min_time_s: float) -> float:
-    """How many times --min-time one sample of this measurement lasts (see SM_LOOP_MIN_SAMPLE_S)."""
+def sample_factor(method, nbytes: int, gpu, rule) -> float:
+    """How many times --min-time one sample of this measurement lasts: the rule's length for its size
+    (SamplingRule.sample_s: shorter under 64 MiB), at least SM_LOOP_MIN_SAMPLE_S for an SM copy that loops in
+    one launch."""
     if method.engine in KERNEL_ENGINES and nbytes >= gpu.loop_in_kernel_bytes:
-        return max(1.0, SM_LOOP_MIN_SAMPLE_S / min_time_s)
-    return 1.0
+        return max(1.0, SM_LOOP_MIN_SAMPLE_S / rule.min_time_s)
+    return rule.sample_s(nbytes) / rule.min_time_s
 
 
 def per_transfer_us(direction: str, one_clock: bool, mine, theirs, n: int) -> float:
@@ -233,7 +235,7 @@ class PairSweep:
 
         # A sample is one gated segment: at most per_segment transfers, however short they are.
         count = ctx.calibrate((self.label, self.src, self.dst), nbytes, timed,
-                              sample_factor(self.method, nbytes, gpu, ctx.rule.min_time_s),
+                              sample_factor(self.method, nbytes, gpu, ctx.rule),
                               max_count=per_segment(self.transfer.nodes))
         if self.both:
             count = max(count, w.exchange(count, r.peer))

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
+SHORT_BELOW = 64 << 20  # rows under this size take shorter samples (SamplingRule.short_factor)
 CALIBRATION_ROUNDS = 6  # at most this many calibration runs per measurement
 # The confidence of the median's interval (median_interval): the narrowest order-statistic interval that
 # covers the true median with at least this probability where the sample count allows one (n >= 5);
@@ -46,12 +47,16 @@ class SamplingRule:
     # that is looser than `noise`: the row's stated noise, sqrt(within^2 + floor^2), then exceeds the floor by
     # 5.4% at most, and further samples could not make it smaller (Ctx.enough_noise). 0: `noise` alone.
     floor_share: float = 1 / 3
+    # Samples of rows under SHORT_BELOW bytes last this share of min_time_s: their between-runs floors are 2-8%
+    # (catalogue/noise.py), which a sample of 1 ms resolves many times over (the events' 0.5 µs is 0.05% of it);
+    # only the large rows' 0.2-0.5% floors need the full length. 1: every row min_time_s (an explicit --min-time).
+    short_factor: float = 0.5
 
     @classmethod
     def fixed(cls, samples: int, min_time_s: float, **kw) -> "SamplingRule":
         """Exactly `samples` samples (`--samples N`): no noise test, no time cap."""
         return cls(min_time_s=min_time_s, min_samples=samples, max_samples=samples, noise=0.0,
-                   max_time_s=math.inf, floor_share=0.0, **kw)
+                   max_time_s=math.inf, floor_share=0.0, short_factor=1.0, **kw)
 
     @property
     def is_fixed(self) -> bool:
@@ -61,14 +66,22 @@ class SamplingRule:
         if self.is_fixed:
             return f"{self.min_samples} samples of >= {self.min_time_s * 1e3:g} ms"
         floor = f" (or to {self.floor_share:.2g} of the row's between-runs floor)" if self.floor_share else ""
-        return (f"{self.min_samples}-{self.max_samples} samples of >= {self.min_time_s * 1e3:g} ms until the "
+        short = (f" ({self.min_time_s * self.short_factor * 1e3:g} ms under {SHORT_BELOW >> 20} MiB)"
+                 if self.short_factor != 1.0 else "")
+        return (f"{self.min_samples}-{self.max_samples} samples of >= {self.min_time_s * 1e3:g} ms{short} until the "
                 f"median is known to ±{self.noise:.2%}{floor} or {self.max_time_s:g} s")
 
     def as_dict(self) -> dict:
         return {"min_time_ms": self.min_time_s * 1e3, "min_samples": self.min_samples,
                 "max_samples": self.max_samples, "noise": self.noise,
                 "max_time_s": None if math.isinf(self.max_time_s) else self.max_time_s,
-                "placements": self.placements, "floor_share": round(self.floor_share, 4)}
+                "placements": self.placements, "floor_share": round(self.floor_share, 4),
+                "short_factor": self.short_factor}
+
+    def sample_s(self, nbytes: int) -> float:
+        """How long one sample of a row of `nbytes` lasts at least: min_time_s, or its short_factor share below
+        SHORT_BELOW (the large-size band of catalogue/noise.py)."""
+        return self.min_time_s * (self.short_factor if nbytes < SHORT_BELOW else 1.0)
 
 
 def _half_binomial_pmf(n: int, i: int) -> float:
