@@ -400,7 +400,7 @@ class FakeGpu:
     def read_stamps(self) -> tuple[int, int]:
         return self._stamps[0], self._stamps[1]
 
-    def wait(self, stream=None, timeout: float = 60.0, what: str = "GPU work") -> None:
+    def wait(self, stream=None, timeout: float = 60.0, what: str = "GPU work", spin: bool = True) -> None:
         pass
 
     def function(self, module: str, fn: str, defines: tuple[str, ...] = ()):

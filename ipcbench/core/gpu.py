@@ -408,12 +408,13 @@ class Gpu:
         runtime.memcpy(out.ctypes.data, self._counter + STAMP_OFF, 16, runtime.memcpyDeviceToHost)
         return int(out[0]), int(out[1])
 
-    def wait(self, stream=None, timeout: float = 60.0, what: str = "GPU work") -> None:
-        """Synchronize a stream, but give up with an error after `timeout` seconds instead of hanging."""
+    def wait(self, stream=None, timeout: float = 60.0, what: str = "GPU work", spin: bool = True) -> None:
+        """Synchronize a stream, but give up with an error after `timeout` seconds instead of hanging (`spin`:
+        core/poll.wait_until's)."""
         s = stream or self.stream
         ev = self.event(timing=False)
         ev.record(s)
-        wait_until(lambda: ev.done, timeout, f"{what} on GPU {self.index}", max_sleep=1e-4, error=GpuError)
+        wait_until(lambda: ev.done, timeout, f"{what} on GPU {self.index}", max_sleep=1e-4, error=GpuError, spin=spin)
 
     def close(self) -> None:
         try:

@@ -40,15 +40,16 @@ TIMER_SLACK_SET = _tighten_timer_slack()
 
 def wait_until(done: Callable[[], object], timeout: float, what: str, *, error: type[Exception],
                max_sleep: float = MAX_SLEEP_S, clock: Callable[[], float] = time.monotonic,
-               sleep: Callable[[float], None] = time.sleep):
+               sleep: Callable[[float], None] = time.sleep, spin: bool = True):
     """Return done()'s first true value; raise `error` (one of the project's, ipcbench/errors.py, naming what
-    was awaited) after `timeout` seconds of false ones."""
+    was awaited) after `timeout` seconds of false ones. `spin=False`: sleep from the first miss (a wait during a
+    timed batch, whose process may share its core with a library's progress thread: NCCL's proxy)."""
     value = done()
     if value:
         return value
     start = clock()
     deadline = start + timeout
-    spin_until = start + (SPIN_S if max_sleep > 0 else timeout)
+    spin_until = start + ((SPIN_S if spin else 0.0) if max_sleep > 0 else timeout)
     delay = FIRST_SLEEP_S
     spins = 0
     while True:
@@ -56,7 +57,7 @@ def wait_until(done: Callable[[], object], timeout: float, what: str, *, error: 
         if now > deadline:
             raise error(f"timed out after {timeout:g} s waiting for {what}")
         spins += 1
-        if max_sleep > 0 and (now > spin_until or spins > SPIN_POLLS):
+        if max_sleep > 0 and (now > spin_until or spins > SPIN_POLLS or not spin):
             sleep(delay)
             delay = min(delay * 2, max_sleep)
         value = done()

@@ -320,9 +320,10 @@ def _error_row(ctx, src, dst, method, ok: bool, note: str, t_us: float):
                     note=f"{verdict}: {_short(note, 300)}", kind="error")
 
 
+# The child imports CuPy's runtime binding alone (not cupy: half a second of its start on an H100 host).
 _CHILD = r"""
 import sys
-from cupy.cuda import runtime
+from cupy_backends.cuda.api import runtime
 runtime.setDevice(int(sys.argv[1]))
 p = runtime.malloc(2 << 20)
 print(bytes(runtime.ipcGetMemHandle(p)).hex(), flush=True)
