@@ -185,7 +185,7 @@ def notable(ev: Evidence) -> dict[str, list[str]]:
         for g in snaps[-1].gpus:
             n = g.active_links()
             if n is not None and n != len(g.links.value):
-                out.setdefault("links", []).append(f"{host}: GPU {g.index}: {links_text(g)} NVLinks")
+                out.setdefault("links", []).append(f"{host}: GPU {g.index}: {n} of {len(g.links.value)} NVLinks active")
             if narrow_pcie(g):
                 out.setdefault("pcie", []).append(f"{host}: GPU {g.index}: PCIe {pcie_text(g)}")
         procs = {(gpu, p.pid): p for s in snaps for gpu, p in foreign(s)}
@@ -200,3 +200,32 @@ def glance_lines(ev: Evidence) -> list[tuple[str, str]]:
     if not found:
         return []
     return [("warn", "**Node evidence**: " + _listed(found) + " (see Node evidence)")]
+
+
+# what each key of `notable` is, as compare's warning names it
+NOTABLE_WORDS = {"throttling": "clocks held down", "process": "another job's process",
+                 "links": "NVLinks not all active", "pcie": "PCIe narrower than its maximum",
+                 "counters": "NVLink error counters moved", "ecc": "new uncorrectable ECC errors",
+                 "remap": "a row remap pending"}
+
+
+def compare_warnings(base_label: str, base: Evidence, new_label: str, new: Evidence) -> list[str]:
+    """compare's warnings where NEW's node evidence differs from BASE's in a way that explains a changed row:
+    clocks held down, another job's process, NVLinks or PCIe width, counters that moved, in one run and not the
+    other (or not alike in both). A run without evidence has nothing to set beside the other's: its facts are
+    said, with that. One line per kind of fact; never a verdict (the exit status is the rows')."""
+    if not base and not new:
+        return []
+    who = f"BASE {base_label} vs NEW {new_label}"
+    nb, nn = notable(base), notable(new)
+    out = []
+    for key, words in NOTABLE_WORDS.items():
+        b, n = nb.get(key, []), nn.get(key, [])
+        alike = (bool(b) == bool(n)) if key in ("throttling", "counters", "ecc", "remap") else set(b) == set(n)
+        if alike:
+            continue
+        sides = [f"{side} {_listed(texts) if texts else ('none' if ev else NO_EVIDENCE)}"
+                 for side, texts, ev in (("NEW", n, new), ("BASE", b, base))]
+        out.append(f"{who}: node evidence differs ({words}): " + "; ".join(sides) +
+                   ": read the changed rows against it")
+    return out
