@@ -1,0 +1,293 @@
+"""`python -m ipcbench.run.costfit RUN_DIR... [--walls FILE] [--write]`: fit the dry run's cost model to recorded runs.
+
+For each run (results/<run>: meta.json and results.csv) the plan it walked is rebuilt from meta.json (its command
+through the bench parser and config, its ranks, its pair mode, the steps it skipped), and the model's constants
+(catalogue/costs.py) are fitted to what it recorded:
+
+1. samples_factor: the samples its rows took (results.csv) over the rule's minimum, over every row of every run;
+2. each suite's fixed_s and once_s: least squares of the suites' walls (meta.json suite_wall_s) of the runs of one
+   rank per GPU, less their samples, relative to the wall (a 1 s suite weighs as a 10 s one); a suite whose runs all
+   walked the same plan cannot separate the two, and gets fixed_s alone;
+3. shared_gpu_factor: the runs where ranks share a GPU, against what the suites above predict for them;
+4. close_s: wall_s less the suites' walls, averaged;
+5. startup_s: the user's walls of --walls FILE less wall_s, averaged (without it, the table's value is kept and
+   said to be assumed).
+
+numpy.linalg.lstsq, not scipy: numpy is already installed with pandas and each suite's fit is two unknowns, so
+scipy's bounded solvers (nnls) buy nothing a sign check does not. The fit prints per run and per suite the predicted
+and measured walls and the residuals; --write rewrites the table of catalogue/costs.py and every time table the
+docs quote (README.md, jobs/README.md, docs/suites.md: GENERATED), which tests/test_time_budget.py holds equal to
+the model. --walls FILE: one line per run, `RUN_DIR WALL_S` (the run directory as given on the command line or its
+name; WALL_S the seconds from mpirun's start to its exit, e.g. `/usr/bin/time -f %e`); `#` starts a comment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ipcbench.catalogue import costs
+from ipcbench.catalogue.costs import CostModel, Residual, SuiteCost
+from ipcbench.core.schedule import PairMode, SerialPairs
+from ipcbench.errors import UsageError
+from ipcbench.run import costmodel
+from ipcbench.run.costmodel import SuitePlan
+
+REPO = Path(__file__).resolve().parents[2]
+TABLE_MARKER = "# --- fitted table (written by python -m ipcbench.run.costfit --write) ---\n"
+
+
+@dataclass
+class RecordedRun:
+    """One recorded run and the plan it walked."""
+
+    name: str  # as given (the directory)
+    command: str
+    machine: str
+    ranks_per_gpu: int
+    n_gpus: int
+    wall_s: float  # meta.json's
+    suite_wall_s: dict[str, float]
+    plans: dict[str, SuitePlan]  # the suites it walked
+    samples: int  # rows' samples, summed
+    min_samples: int  # the rule's minimum, summed over the same rows
+    user_wall_s: float | None = None  # from --walls
+
+
+def load_run(path: Path) -> RecordedRun:
+    """A recorded run of `ipcbench SUITE...` and its plan; UsageError for anything else."""
+    from ipcbench.cli import _bench_parser
+    from ipcbench.config import build_config
+
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: no readable meta.json ({e})") from None
+    command = list(meta.get("command") or [])
+    if meta.get("status") != "complete" or "suite_wall_s" not in meta or "wall_s" not in meta:
+        raise UsageError(f"{path}: not a complete run (meta.json has no wall_s and suite_wall_s)")
+    if len(command) < 2 or command[1] in ("selftest", "check", "report", "compare", "info"):
+        raise UsageError(f"{path}: `{' '.join(command)}` is not a run of suites: the fit rebuilds the plans of "
+                         "`ipcbench SUITE...` only")
+    try:
+        cfg = build_config(_bench_parser().parse_args(command[1:]))
+    except (UsageError, SystemExit) as e:
+        raise UsageError(f"{path}: its command cannot be rebuilt ({e})") from None
+    host = meta["hosts"][0]
+    n_local = sum(1 for r in meta["ranks"] if r["host"] == host)
+    pm = meta["pair_mode"]
+    mode = PairMode(pm["mode"], pm["requested"], pm["reason"], SerialPairs(**pm["serial_pairs"]))
+    skipped = {(s["suite"], s["label"]) for s in meta.get("skipped", [])}
+    steps = [s for s in cfg.steps(n_local) if (s.suite, s.label) not in skipped]
+    gpus = meta["gpus"][host]
+    samples = minimum = 0
+    with open(path / "results.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            if (row.get("samples") or "").isdigit():
+                samples += int(row["samples"])
+                minimum += cfg.rule.min_samples
+    return RecordedRun(name=str(path), command=" ".join(command),
+                       machine=f"{len(gpus)} x {gpus[0]['name']}, {n_local} ranks",
+                       ranks_per_gpu=int(meta.get("ranks_per_gpu", 1)), n_gpus=len(gpus),
+                       wall_s=float(meta["wall_s"]), suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
+                       plans=costmodel.suite_plans(steps, cfg.rule, mode), samples=samples, min_samples=minimum)
+
+
+def read_walls(path: Path) -> dict[str, float]:
+    """--walls FILE: `RUN_DIR WALL_S` per line."""
+    out = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise UsageError(f"--walls {path}: cannot read ({e.strerror})") from None
+    for i, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        try:
+            run, wall = words
+            out[run.rstrip("/")] = float(wall)
+        except ValueError:
+            raise UsageError(f"--walls {path}:{i}: expected `RUN_DIR WALL_S`, got {line.strip()!r}") from None
+    return out
+
+
+def _fit_suite(points: list[tuple[SuitePlan, float]], samples_factor: float) -> SuiteCost:
+    """fixed_s and once_s of one suite from (its plan, its measured wall) of runs of one rank per GPU."""
+    y = np.array([wall - samples_factor * p.sample_s for p, wall in points])
+    weight = np.array([p.weight for p, _ in points])
+    rel = 1 / np.array([max(wall, 1e-3) for _, wall in points])
+    if len({round(w, 9) for w in weight}) >= 2:
+        a = np.column_stack([weight, np.ones_like(weight)]) * rel[:, None]
+        fixed, once = np.linalg.lstsq(a, y * rel, rcond=None)[0]
+        if once >= 0 and fixed >= 0:
+            return SuiteCost(round(float(fixed), 5), round(float(once), 3))
+        if fixed < 0:  # all of it once
+            return SuiteCost(0.0, round(max(0.0, float(np.sum(y * rel * rel) / np.sum(rel * rel))), 3))
+    fixed = np.sum(weight * y * rel * rel) / np.sum(weight * weight * rel * rel) if weight.any() else 0.0
+    return SuiteCost(round(max(0.0, float(fixed)), 5), 0.0)
+
+
+def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
+    """The constants that best explain `runs` (the module's docstring says how); `previous` gives what the runs
+    cannot (the start-up without walls, the shared-GPU factor without such runs)."""
+    if not any(r.ranks_per_gpu == 1 for r in runs):
+        raise UsageError("the fit needs a run of one rank per GPU (its suites' constants come from those)")
+    samples = sum(r.samples for r in runs)
+    minimum = sum(r.min_samples for r in runs)
+    samples_factor = round(samples / minimum, 4) if minimum else previous.samples_factor
+    points: dict[str, list] = defaultdict(list)
+    for r in runs:
+        if r.ranks_per_gpu == 1:
+            for suite, wall in r.suite_wall_s.items():
+                if suite in r.plans:
+                    points[suite].append((r.plans[suite], wall))
+    suites = {name: _fit_suite(pts, samples_factor) for name, pts in points.items()}
+    default = SuiteCost(round(float(np.mean([c.fixed_s for c in suites.values()])), 5),
+                        round(float(np.mean([c.once_s for c in suites.values()])), 3))
+    model = replace(previous, samples_factor=samples_factor, suites=suites, default=default, shared_gpu_factor=1.0)
+    close = round(float(np.mean([r.wall_s - sum(r.suite_wall_s.values()) for r in runs])), 3)
+    # the shared-GPU factor on the runs' walls, relative: what the targets judge (a run's wall, not a suite's)
+    pairs = [(sum(costmodel.suite_seconds(model, s, p) for s, p in r.plans.items()), r.wall_s - close)
+             for r in runs if r.ranks_per_gpu > 1]
+    shared = previous.shared_gpu_factor
+    if pairs:
+        p, y = np.array(pairs).T
+        shared = round(float(np.sum(p * y / y**2) / np.sum((p / y) ** 2)), 4)
+    walled = [r for r in runs if r.user_wall_s is not None]
+    if walled:
+        startup = round(float(np.mean([r.user_wall_s - r.wall_s for r in walled])), 3)  # type: ignore[operator]
+        basis = f"measured: mpirun to exit less wall_s, {len(walled)} run(s) of --walls"
+    else:
+        startup = previous.startup_s
+        basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
+            f"kept from the fit of {previous.fitted} (no --walls given)"
+    model = replace(model, shared_gpu_factor=shared, close_s=close, startup_s=startup, startup_basis=basis,
+                    fitted=date, machines=tuple(dict.fromkeys(r.machine for r in runs)),
+                    runs=tuple(r.name for r in runs))
+    return replace(model, residuals=tuple(residual(model, r) for r in runs))
+
+
+def predicted_suites(model: CostModel, run: RecordedRun) -> dict[str, float]:
+    return {s: costmodel.suite_seconds(model, s, p, run.ranks_per_gpu) for s, p in run.plans.items()}
+
+
+def residual(model: CostModel, run: RecordedRun) -> Residual:
+    """The run's wall against the model's: the user's wall (start-up included) where --walls gave it, else
+    meta.json's wall_s against the model less its start-up (what was measured, nothing assumed added)."""
+    predicted = sum(predicted_suites(model, run).values()) + model.close_s
+    if run.user_wall_s is not None:
+        return Residual(Path(run.name).name, run.command, run.machine, round(run.user_wall_s, 2),
+                        round(predicted + model.startup_s, 2), True)
+    return Residual(Path(run.name).name, run.command, run.machine, round(run.wall_s, 2), round(predicted, 2), False)
+
+
+def report(model: CostModel, runs: list[RecordedRun]) -> str:
+    """Per run and per suite: predicted and measured walls, the residuals."""
+    lines = [f"samples_factor {model.samples_factor:g}; shared_gpu_factor {model.shared_gpu_factor:g}; "
+             f"close_s {model.close_s:g}; startup_s {model.startup_s:g} ({model.startup_basis})",
+             "suite     fixed_ms  once_s"]
+    lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}" for s, c in model.suites.items()]
+    lines += ["", "per run (the user's wall where --walls gave it, else meta.json's wall_s):", f"{'run':40s} {'machine':36s} {'measured':>9s} "
+              f"{'predicted':>9s} {'resid':>7s}"]
+    for r in model.residuals:
+        lines.append(f"{r.run:40s} {r.machine:36s} {r.measured_s:9.2f} {r.predicted_s:9.2f} {r.pct:+6.1f}%"
+                     f"{'' if r.start_included else '  (wall_s)'}")
+    lines += ["", "per suite (mean over the runs of one command on one machine):",
+              f"{'command':48s} {'machine':36s} {'suite':9s} {'measured':>9s} {'predicted':>9s} {'resid':>7s}"]
+    groups: dict[tuple[str, str, str], list] = defaultdict(list)
+    for run in runs:
+        pred = predicted_suites(model, run)
+        for s, wall in run.suite_wall_s.items():
+            if s in pred:
+                groups[(_plain(run.command), run.machine, s)].append((wall, pred[s]))
+    for (cmd, machine, s), vals in groups.items():
+        m, p = np.mean([v[0] for v in vals]), np.mean([v[1] for v in vals])
+        lines.append(f"{cmd[:48]:48s} {machine:36s} {s:9s} {m:9.2f} {p:9.2f} {(p / m - 1) * 100:+6.1f}%")
+    lines.append(f"\nworst run residual: {model.worst_residual_pct:.1f}%")
+    return "\n".join(lines)
+
+
+def _plain(command: str) -> str:
+    """The command without its --out and --quiet (they do not change the plan)."""
+    words, out = command.split(), []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+        elif w == "--out":
+            skip = True
+        elif w != "--quiet" and not w.startswith("--out="):
+            out.append(w)
+    return " ".join(out)
+
+
+# ---- what --write writes ----------------------------------------------------------------------------------------
+
+def render_table(model: CostModel) -> str:
+    """The body of catalogue/costs.py below its marker: COSTS, as Python."""
+    def suite(c: SuiteCost) -> str:
+        return f"SuiteCost(fixed_s={c.fixed_s!r}, once_s={c.once_s!r})"
+
+    out = ["COSTS = CostModel(", f"    samples_factor={model.samples_factor!r},", "    suites={"]
+    out += [f"        {name!r}: {suite(c)}," for name, c in model.suites.items()]
+    out += ["    },", f"    default={suite(model.default)},", f"    shared_gpu_factor={model.shared_gpu_factor!r},",
+            f"    close_s={model.close_s!r},", f"    startup_s={model.startup_s!r},",
+            f"    startup_basis={model.startup_basis!r},", f"    fitted={model.fitted!r},",
+            "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
+            "    runs=(", *[f"        {r!r}," for r in model.runs], "    ),", "    residuals=("]
+    out += [f"        Residual({r.run!r}, {r.command!r}, {r.machine!r}, {r.measured_s!r}, {r.predicted_s!r}, "
+            f"{r.start_included!r}),"
+            for r in model.residuals]
+    out += ["    ),", ")", ""]
+    return "\n".join(out)
+
+
+def write_table(model: CostModel, path: Path) -> None:
+    text = path.read_text()
+    head = text.split(TABLE_MARKER, 1)[0]
+    path.write_text(head + TABLE_MARKER + render_table(model))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ipcbench.run.costfit",
+                                description="Fit the dry run's cost model (catalogue/costs.py) to recorded runs.")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="results/<run> directories of `ipcbench SUITE...` runs")
+    p.add_argument("--walls", metavar="FILE", help="lines `RUN_DIR WALL_S`: each run's wall from mpirun to exit")
+    p.add_argument("--write", action="store_true", help="rewrite catalogue/costs.py and the docs' time tables")
+    p.add_argument("--date", help="the fit's date (default: today, UTC)")
+    ns = p.parse_args(argv)
+    try:
+        walls = read_walls(Path(ns.walls)) if ns.walls else {}
+        runs = [load_run(Path(d)) for d in ns.runs]
+        for r in runs:
+            key = r.name.rstrip("/")
+            wall = walls.get(key, walls.get(Path(key).name))
+            r.user_wall_s = wall
+        unknown = set(walls) - {r.name.rstrip("/") for r in runs} - {Path(r.name).name for r in runs}
+        if unknown:
+            raise UsageError(f"--walls names runs not given: {', '.join(sorted(unknown))}")
+        date = ns.date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+        model = fit(runs, costs.COSTS, date)
+    except UsageError as e:
+        print(f"costfit: error: {e}", file=sys.stderr)
+        return 2
+    print(report(model, runs))
+    if ns.write:
+        write_table(model, Path(costs.__file__))
+        for path in write_docs(model):
+            print(f"wrote {path}")
+        print(f"wrote {costs.__file__}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
