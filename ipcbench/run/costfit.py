@@ -28,6 +28,7 @@ import csv
 import datetime
 import json
 import sys
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -255,6 +256,100 @@ def write_table(model: CostModel, path: Path) -> None:
     text = path.read_text()
     head = text.split(TABLE_MARKER, 1)[0]
     path.write_text(head + TABLE_MARKER + render_table(model))
+
+
+def estimate(model: CostModel, n: int, *args: str, links: str | None = "nvswitch") -> float:
+    """The model's wall for `mpirun -np n ipcbench ARGS` (default `all`), one rank per GPU, every GPU pair linked
+    by `links` (None: unknown, as on a login node: pairs one at a time)."""
+    from ipcbench.cli import _bench_parser
+    from ipcbench.config import build_config
+    from ipcbench.core.schedule import decide_mode
+
+    words = list(args) if args and not args[0].startswith("-") else ["all", *args]
+    cfg = build_config(_bench_parser().parse_args(words))
+    kinds = [links] * (n * (n - 1)) if links else None
+    mode = decide_mode(cfg.pairs, 1, kinds, n, cfg.serial_pairs, cfg.quick)
+    return costmodel.wall_seconds(model, cfg.steps(n), cfg.rule, mode)
+
+
+TABLE_GPUS = (2, 4, 8)
+
+
+def readme_table(model: CostModel) -> str:
+    """README.md's time table: `--dry-run --topology nvswitch` for 2, 4 and 8 GPUs."""
+    rows = ["| GPUs | `ipcbench all` | `ipcbench all --quick` | `all --sizes 4K:256M` (twins at every size) |",
+            "| --- | --- | --- | --- |"]
+    for n in TABLE_GPUS:
+        t = [estimate(model, n), estimate(model, n, "--quick"), estimate(model, n, "--sizes", "4K:256M")]
+        rows.append(f"| {n} | " + " | ".join(f"{round(x)} s" for x in t) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def jobs_table(model: CostModel) -> str:
+    """jobs/README.md's table: what to give --time, by the node's GPUs and links."""
+    rows = ["| GPUs | `all`, NVSwitch | `all`, pairs one at a time (no NVSwitch, or unknown links) | "
+            "`all --quick`, NVSwitch |", "| --- | --- | --- | --- |"]
+    for n in TABLE_GPUS:
+        t = [estimate(model, n), estimate(model, n, links=None), estimate(model, n, "--quick")]
+        rows.append(f"| {n} | " + " | ".join(_minutes(x) for x in t) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _minutes(s: float) -> str:
+    return f"{round(s)} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def suites_block(model: CostModel) -> str:
+    """docs/suites.md's fit: the constants, where they come from, the residuals."""
+    head = (f"Fitted on {model.fitted} to {len(model.runs)} runs ({'; '.join(model.machines)}); samples per "
+            f"measurement {model.samples_factor:g} × the rule's minimum; ranks sharing a GPU × "
+            f"{model.shared_gpu_factor:g}; closing {model.close_s:g} s; start-up {model.startup_s:g} s "
+            f"({model.startup_basis}).")
+    out = [textwrap.fill(head, 115, break_on_hyphens=False), "",
+           "| suite | fixed per measurement | once per run |", "| --- | --- | --- |"]
+    out += [f"| {name} | {c.fixed_s * 1e3:.1f} ms | {c.once_s:.2f} s |" for name, c in model.suites.items()]
+    out += ["", "| run | command | machine | measured | model | residual |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in model.residuals:
+        what = "s" if r.start_included else "s (wall_s)"
+        out.append(f"| {r.run} | `{_plain(r.command)}` | {r.machine} | {r.measured_s:.1f} {what} | "
+                   f"{r.predicted_s:.1f} s | {r.pct:+.1f}% |")
+    return "\n".join(out) + "\n"
+
+
+BEGIN, END = "<!-- costfit: begin (python -m ipcbench.run.costfit --write) -->\n", "<!-- costfit: end -->\n"
+# Every time table the docs quote, and how to find it: the README by its header line (no marker lines: the
+# README is kept short), the others between BEGIN and END.
+GENERATED = {"README.md": readme_table, "jobs/README.md": jobs_table, "docs/suites.md": suites_block}
+
+
+def generated_text(doc: str, model: CostModel) -> str:
+    """What `doc` holds where the model's table goes; ValueError if it holds no such place."""
+    text = (REPO / doc).read_text()
+    rendered = GENERATED[doc](model)
+    if doc == "README.md":
+        header = rendered.splitlines(keepends=True)[0]
+        if header not in text:
+            raise ValueError(f"{doc}: no table headed {header.strip()!r}")
+        tail = text.split(header, 1)[1]
+        return header + tail[: tail.index("\n\n") + 1]
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{doc}: no {BEGIN.strip()} ... {END.strip()}")
+    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+
+
+def write_docs(model: CostModel) -> list[Path]:
+    """Replace every generated table with the model's rendering."""
+    out = []
+    for doc, render in GENERATED.items():
+        path = REPO / doc
+        text = path.read_text()
+        old = generated_text(doc, model)
+        new = render(model)
+        if doc != "README.md":
+            old, new = BEGIN + old + END, BEGIN + new + END
+        path.write_text(text.replace(old, new, 1))
+        out.append(path)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
