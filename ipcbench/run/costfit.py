@@ -27,17 +27,21 @@ import argparse
 import csv
 import datetime
 import json
+import math
 import sys
 import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from ipcbench.catalogue import costs
 from ipcbench.catalogue.costs import CostModel, Residual, SuiteCost
-from ipcbench.core.schedule import PairMode, SerialPairs
+from ipcbench.config import RunConfig, build_config
+from ipcbench.core.sampler import SamplingRule
+from ipcbench.core.schedule import PairMode, SerialPairs, decide_mode
 from ipcbench.errors import UsageError
 from ipcbench.run import costmodel
 from ipcbench.run.costmodel import SuitePlan
@@ -50,7 +54,7 @@ TABLE_MARKER = "# --- fitted table (written by python -m ipcbench.run.costfit --
 class RecordedRun:
     """One recorded run and the plan it walked."""
 
-    name: str  # as given (the directory)
+    name: str  # the directory: relative to the repository where inside it, else its name (no machine's paths)
     command: str
     machine: str
     ranks_per_gpu: int
@@ -64,10 +68,8 @@ class RecordedRun:
 
 
 def load_run(path: Path) -> RecordedRun:
-    """A recorded run of `ipcbench SUITE...` and its plan; UsageError for anything else."""
-    from ipcbench.cli import _bench_parser
-    from ipcbench.config import build_config
-
+    """A recorded run of `ipcbench SUITE...` and its plan, rebuilt from what meta.json records (its suites,
+    sizes, sampling rule, --quick, twin sizes, ranks, pair mode, skipped steps); UsageError for anything else."""
     try:
         meta = json.loads((path / "meta.json").read_text())
     except (OSError, ValueError) as e:
@@ -79,9 +81,9 @@ def load_run(path: Path) -> RecordedRun:
         raise UsageError(f"{path}: `{' '.join(command)}` is not a run of suites: the fit rebuilds the plans of "
                          "`ipcbench SUITE...` only")
     try:
-        cfg = build_config(_bench_parser().parse_args(command[1:]))
-    except (UsageError, SystemExit) as e:
-        raise UsageError(f"{path}: its command cannot be rebuilt ({e})") from None
+        cfg = recorded_config(meta)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"{path}: meta.json does not say how the run sampled ({type(e).__name__}: {e})") from None
     host = meta["hosts"][0]
     n_local = sum(1 for r in meta["ranks"] if r["host"] == host)
     pm = meta["pair_mode"]
@@ -95,11 +97,24 @@ def load_run(path: Path) -> RecordedRun:
             if (row.get("samples") or "").isdigit():
                 samples += int(row["samples"])
                 minimum += cfg.rule.min_samples
-    return RecordedRun(name=str(path), command=" ".join(command),
+    where = path.resolve()
+    name = str(where.relative_to(REPO)) if where.is_relative_to(REPO) else where.name
+    return RecordedRun(name=name, command=" ".join(command),
                        machine=f"{len(gpus)} x {gpus[0]['name']}, {n_local} ranks",
                        ranks_per_gpu=int(meta.get("ranks_per_gpu", 1)), n_gpus=len(gpus),
                        wall_s=float(meta["wall_s"]), suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
                        plans=costmodel.suite_plans(steps, cfg.rule, mode), samples=samples, min_samples=minimum)
+
+
+def recorded_config(meta: dict) -> RunConfig:
+    """The configuration a run's plan came from, as its meta.json records it."""
+    opts = meta["options"]
+    rule = dict(opts["sampling"])
+    rule["min_time_s"] = rule.pop("min_time_ms") / 1e3
+    rule["max_time_s"] = math.inf if rule.get("max_time_s") is None else rule["max_time_s"]
+    quick = bool(opts.get("quick"))
+    return RunConfig(suites=tuple(meta["suites"]), sizes=tuple(meta["sizes"]), rule=SamplingRule(**rule),
+                     quick=quick, sizes_given=opts.get("twin_sizes") == "every size")
 
 
 def read_walls(path: Path) -> dict[str, float]:
@@ -258,15 +273,15 @@ def write_table(model: CostModel, path: Path) -> None:
     path.write_text(head + TABLE_MARKER + render_table(model))
 
 
-def estimate(model: CostModel, n: int, *args: str, links: str | None = "nvswitch") -> float:
-    """The model's wall for `mpirun -np n ipcbench ARGS` (default `all`), one rank per GPU, every GPU pair linked
-    by `links` (None: unknown, as on a login node: pairs one at a time)."""
-    from ipcbench.cli import _bench_parser
-    from ipcbench.config import build_config
-    from ipcbench.core.schedule import decide_mode
-
-    words = list(args) if args and not args[0].startswith("-") else ["all", *args]
-    cfg = build_config(_bench_parser().parse_args(words))
+def estimate(model: CostModel, n: int, quick: bool = False, sizes: str | None = None, serial_pairs: str = "auto",
+             links: str | None = "nvswitch") -> float:
+    """The model's wall for `mpirun -np n ipcbench all` (with --quick, --sizes, --serial-pairs), one rank per GPU,
+    every GPU pair linked by `links` (None: unknown, as on a login node: pairs one at a time)."""
+    ns = SimpleNamespace(suites=["all"], sizes=sizes, quick=quick, samples=None, min_time=None, noise=None,
+                         max_time=None, no_verify=False, timeout=300.0, out=None, dry_run=True, json=False,
+                         topology=None, quiet=True, pairs="auto", serial_pairs=serial_pairs, sm_copy=None,
+                         sm_bulk=None, argv=[])
+    cfg = build_config(ns)
     kinds = [links] * (n * (n - 1)) if links else None
     mode = decide_mode(cfg.pairs, 1, kinds, n, cfg.serial_pairs, cfg.quick)
     return costmodel.wall_seconds(model, cfg.steps(n), cfg.rule, mode)
@@ -280,7 +295,7 @@ def readme_table(model: CostModel) -> str:
     rows = ["| GPUs | `ipcbench all` | `ipcbench all --quick` | `all --sizes 4K:256M` (twins at every size) |",
             "| --- | --- | --- | --- |"]
     for n in TABLE_GPUS:
-        t = [estimate(model, n), estimate(model, n, "--quick"), estimate(model, n, "--sizes", "4K:256M")]
+        t = [estimate(model, n), estimate(model, n, quick=True), estimate(model, n, sizes="4K:256M")]
         rows.append(f"| {n} | " + " | ".join(f"{round(x)} s" for x in t) + " |")
     return "\n".join(rows) + "\n"
 
@@ -290,7 +305,7 @@ def jobs_table(model: CostModel) -> str:
     rows = ["| GPUs | `all`, NVSwitch | `all`, pairs one at a time (no NVSwitch, or unknown links) | "
             "`all --quick`, NVSwitch |", "| --- | --- | --- | --- |"]
     for n in TABLE_GPUS:
-        t = [estimate(model, n), estimate(model, n, links=None), estimate(model, n, "--quick")]
+        t = [estimate(model, n), estimate(model, n, links=None), estimate(model, n, quick=True)]
         rows.append(f"| {n} | " + " | ".join(_minutes(x) for x in t) + " |")
     return "\n".join(rows) + "\n"
 
@@ -363,11 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         walls = read_walls(Path(ns.walls)) if ns.walls else {}
         runs = [load_run(Path(d)) for d in ns.runs]
-        for r in runs:
-            key = r.name.rstrip("/")
-            wall = walls.get(key, walls.get(Path(key).name))
-            r.user_wall_s = wall
-        unknown = set(walls) - {r.name.rstrip("/") for r in runs} - {Path(r.name).name for r in runs}
+        given = [d.rstrip("/") for d in ns.runs]
+        for d, r in zip(given, runs):
+            r.user_wall_s = walls.get(d, walls.get(Path(d).name))
+        unknown = set(walls) - set(given) - {Path(d).name for d in given}
         if unknown:
             raise UsageError(f"--walls names runs not given: {', '.join(sorted(unknown))}")
         date = ns.date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
