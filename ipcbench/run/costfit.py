@@ -102,7 +102,8 @@ def load_run(path: Path) -> RecordedRun:
     return RecordedRun(name=name, command=" ".join(command),
                        machine=f"{len(gpus)} x {gpus[0]['name']}, {n_local} ranks",
                        ranks_per_gpu=int(meta.get("ranks_per_gpu", 1)), n_gpus=len(gpus),
-                       wall_s=float(meta["wall_s"]), suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
+                       wall_s=float(meta["wall_s"]),
+                       suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
                        plans=costmodel.suite_plans(steps, cfg.rule, mode), samples=samples, min_samples=minimum)
 
 
@@ -212,8 +213,8 @@ def report(model: CostModel, runs: list[RecordedRun]) -> str:
              f"close_s {model.close_s:g}; startup_s {model.startup_s:g} ({model.startup_basis})",
              "suite     fixed_ms  once_s"]
     lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}" for s, c in model.suites.items()]
-    lines += ["", "per run (the user's wall where --walls gave it, else meta.json's wall_s):", f"{'run':40s} {'machine':36s} {'measured':>9s} "
-              f"{'predicted':>9s} {'resid':>7s}"]
+    lines += ["", "per run (the user's wall where --walls gave it, else meta.json's wall_s):",
+              f"{'run':40s} {'machine':36s} {'measured':>9s} {'predicted':>9s} {'resid':>7s}"]
     for r in model.residuals:
         lines.append(f"{r.run:40s} {r.machine:36s} {r.measured_s:9.2f} {r.predicted_s:9.2f} {r.pct:+6.1f}%"
                      f"{'' if r.start_included else '  (wall_s)'}")
@@ -260,8 +261,8 @@ def render_table(model: CostModel) -> str:
             f"    startup_basis={model.startup_basis!r},", f"    fitted={model.fitted!r},",
             "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
             "    runs=(", *[f"        {r!r}," for r in model.runs], "    ),", "    residuals=("]
-    out += [f"        Residual({r.run!r}, {r.command!r}, {r.machine!r}, {r.measured_s!r}, {r.predicted_s!r}, "
-            f"{r.start_included!r}),"
+    out += [f"        Residual({r.run!r}, {r.command!r},\n                 {r.machine!r}, {r.measured_s!r}, "
+            f"{r.predicted_s!r}, {r.start_included!r}),"
             for r in model.residuals]
     out += ["    ),", ")", ""]
     return "\n".join(out)

@@ -35,9 +35,10 @@ def fitted_on(model: CostModel = COSTS) -> str:
     if not model.runs:
         return "the cost model's constants were never fitted to a run (python -m ipcbench.run.costfit)"
     kinds = "; ".join(model.machines)
+    commands = {" ".join(w for w in r.command.split() if w != "--quiet").split(" --out")[0] for r in model.residuals}
     basis = "the user's wall" if any(r.start_included for r in model.residuals) else "meta.json's wall_s"
     return (f"the cost model (catalogue/costs.py) was fitted on {model.fitted} to {len(model.runs)} runs of "
-            f"{len({r.command for r in model.residuals})} commands on {kinds}: worst residual "
+            f"{len(commands)} commands on {kinds}: worst residual "
             f"{model.worst_residual_pct:.1f}% of {basis}; start-up {model.startup_s:g} s ({model.startup_basis})")
 
 
