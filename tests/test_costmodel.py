@@ -67,6 +67,21 @@ def test_a_suite_of_one_plan_gets_its_fixed_cost_alone():
     assert got.suites["copy"] == SuiteCost(0.01, 0.0)
 
 
+def test_a_suite_whose_rows_are_not_min_time_samples_is_fitted_without_them():
+    """Handle costs are timed one call at a time, not in samples of --min-time: more measurements under the
+    default rule (longer samples) took no longer than fewer under --quick. The sample term would need a negative
+    fixed cost; the suite is fitted without it, its time still per measurement (more pairs cost more), never a
+    negative constant."""
+    flat = replace(TRUE, suites={**TRUE.suites, "handles": SuiteCost(0.02, 0.0, samples=False)})
+    runs = [synthetic(["all"], 2, 1, flat, "a"), synthetic(["all", "--quick"], 2, 1, flat, "q")]
+    assert runs[0].plans["handles"].weight > runs[1].plans["handles"].weight
+    runs[1].suite_wall_s["handles"] = runs[0].suite_wall_s["handles"] * 1.05  # quick took a little longer
+    got = costfit.fit(runs, COSTS, "today").suites["handles"]
+    assert not got.samples and got.fixed_s > 0 and got.once_s == 0.0
+    assert costfit.fit([synthetic(["all"], 2, 1, flat, "a"), synthetic(["all", "--quick"], 2, 1, flat, "q")],
+                       COSTS, "today").suites["handles"] == SuiteCost(0.02, 0.0, samples=False)
+
+
 def test_without_walls_the_start_up_is_kept_and_said_so():
     runs = [replace(synthetic(["all"], 2, 1, TRUE, "a"), user_wall_s=None)]
     got = costfit.fit(runs, replace(COSTS, startup_s=4.0, startup_basis="assumed: x"), "today")

@@ -138,19 +138,43 @@ def read_walls(path: Path) -> dict[str, float]:
 
 
 def _fit_suite(points: list[tuple[SuitePlan, float]], samples_factor: float) -> SuiteCost:
-    """fixed_s and once_s of one suite from (its plan, its measured wall) of runs of one rank per GPU."""
+    """fixed_s and once_s of one suite from (its plan, its measured wall) of runs of one rank per GPU. Where the
+    samples the rule implies leave less time for more measurements (a negative fixed_s: its rows are not timed in
+    samples of --min-time, as handle costs are), the suite is fitted without the sample term (samples=False); where
+    even then more measurements took no longer, its time is still put per measurement (fixed_s alone), never all
+    once: a node of more pairs then costs more, not the same."""
+    got = _fit_form(points, samples_factor)
+    if got is None:
+        got = _fit_form(points, 0.0)
+        if got is None:  # more measurements took no longer: still per measurement, so that more pairs cost more
+            got = _fit_fixed(points, 0.0)
+        return replace(got, samples=False)
+    return got
+
+
+def _fit_fixed(points: list[tuple[SuitePlan, float]], samples_factor: float) -> SuiteCost:
+    """fixed_s alone (relative least squares), once_s 0."""
+    y = np.array([wall - samples_factor * p.sample_s for p, wall in points])
+    weight = np.array([p.weight for p, _ in points])
+    rel = 1 / np.array([max(wall, 1e-3) for _, wall in points])
+    fixed = np.sum(weight * y * rel * rel) / np.sum(weight * weight * rel * rel) if weight.any() else 0.0
+    return SuiteCost(round(max(0.0, float(fixed)), 5), 0.0)
+
+
+def _fit_form(points: list[tuple[SuitePlan, float]], samples_factor: float) -> SuiteCost | None:
+    """Weighted least squares (relative to each wall) of wall - samples = fixed_s x weight + once_s; None where the
+    best fit needs a negative fixed_s. Runs of a single plan cannot separate the two: fixed_s alone."""
     y = np.array([wall - samples_factor * p.sample_s for p, wall in points])
     weight = np.array([p.weight for p, _ in points])
     rel = 1 / np.array([max(wall, 1e-3) for _, wall in points])
     if len({round(w, 9) for w in weight}) >= 2:
         a = np.column_stack([weight, np.ones_like(weight)]) * rel[:, None]
         fixed, once = np.linalg.lstsq(a, y * rel, rcond=None)[0]
-        if once >= 0 and fixed >= 0:
+        if fixed < 0:
+            return None
+        if once >= 0:
             return SuiteCost(round(float(fixed), 5), round(float(once), 3))
-        if fixed < 0:  # all of it once
-            return SuiteCost(0.0, round(max(0.0, float(np.sum(y * rel * rel) / np.sum(rel * rel))), 3))
-    fixed = np.sum(weight * y * rel * rel) / np.sum(weight * weight * rel * rel) if weight.any() else 0.0
-    return SuiteCost(round(max(0.0, float(fixed)), 5), 0.0)
+    return _fit_fixed(points, samples_factor)
 
 
 def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
@@ -212,7 +236,8 @@ def report(model: CostModel, runs: list[RecordedRun]) -> str:
     lines = [f"samples_factor {model.samples_factor:g}; shared_gpu_factor {model.shared_gpu_factor:g}; "
              f"close_s {model.close_s:g}; startup_s {model.startup_s:g} ({model.startup_basis})",
              "suite     fixed_ms  once_s"]
-    lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}" for s, c in model.suites.items()]
+    lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}{'' if c.samples else '  (no sample term)'}"
+              for s, c in model.suites.items()]
     lines += ["", "per run (the user's wall where --walls gave it, else meta.json's wall_s):",
               f"{'run':40s} {'machine':36s} {'measured':>9s} {'predicted':>9s} {'resid':>7s}"]
     for r in model.residuals:
@@ -252,7 +277,7 @@ def _plain(command: str) -> str:
 def render_table(model: CostModel) -> str:
     """The body of catalogue/costs.py below its marker: COSTS, as Python."""
     def suite(c: SuiteCost) -> str:
-        return f"SuiteCost(fixed_s={c.fixed_s!r}, once_s={c.once_s!r})"
+        return f"SuiteCost(fixed_s={c.fixed_s!r}, once_s={c.once_s!r}{'' if c.samples else ', samples=False'})"
 
     out = ["COSTS = CostModel(", f"    samples_factor={model.samples_factor!r},", "    suites={"]
     out += [f"        {name!r}: {suite(c)}," for name, c in model.suites.items()]
@@ -323,7 +348,8 @@ def suites_block(model: CostModel) -> str:
             f"({model.startup_basis}).")
     out = [textwrap.fill(head, 115, break_on_hyphens=False), "",
            "| suite | fixed per measurement | once per run |", "| --- | --- | --- |"]
-    out += [f"| {name} | {c.fixed_s * 1e3:.1f} ms | {c.once_s:.2f} s |" for name, c in model.suites.items()]
+    out += [f"| {name} | {c.fixed_s * 1e3:.1f} ms{'' if c.samples else ' (no sample term)'} | {c.once_s:.2f} s |"
+            for name, c in model.suites.items()]
     out += ["", "| run | command | machine | measured | model | residual |", "| --- | --- | --- | --- | --- | --- |"]
     for r in model.residuals:
         what = "s" if r.start_included else "s (wall_s)"

@@ -60,7 +60,7 @@ def suite_plans(steps, rule, mode=None) -> dict[str, SuitePlan]:
 def suite_seconds(model: CostModel, suite: str, plan: SuitePlan, ranks_per_gpu: int = 1) -> float:
     """One suite's expected wall (its meta.json suite_wall_s)."""
     c = model.suite(suite)
-    t = c.once_s + model.samples_factor * plan.sample_s + c.fixed_s * plan.weight
+    t = c.once_s + (model.samples_factor * plan.sample_s if c.samples else 0.0) + c.fixed_s * plan.weight
     return t * (model.shared_gpu_factor if ranks_per_gpu > 1 else 1.0)
 
 
