@@ -345,7 +345,8 @@ def suites_block(model: CostModel) -> str:
     head = (f"Fitted on {model.fitted} to {len(model.runs)} runs ({'; '.join(model.machines)}); samples per "
             f"measurement {model.samples_factor:g} × the rule's minimum; ranks sharing a GPU × "
             f"{model.shared_gpu_factor:g}; closing {model.close_s:g} s; start-up {model.startup_s:g} s "
-            f"({model.startup_basis}).")
+            f"({model.startup_basis}). A measured wall marked (wall_s) is meta.json's, against the model less its "
+            "start-up; the others are mpirun to exit.")
     out = [textwrap.fill(head, 115, break_on_hyphens=False), "",
            "| suite | fixed per measurement | once per run |", "| --- | --- | --- |"]
     out += [f"| {name} | {c.fixed_s * 1e3:.1f} ms{'' if c.samples else ' (no sample term)'} | {c.once_s:.2f} s |"
