@@ -107,6 +107,20 @@ def test_a_recorded_run_rebuilds_the_plan_it_walked():
     assert 1.0 < one.samples / one.min_samples < 2.0
 
 
+def test_the_plan_comes_from_what_meta_json_records():
+    """The configuration is rebuilt from meta.json's suites, sizes and sampling (not from re-parsing its command):
+    a sampling key this version does not know is left out, and the plan is the one the CLI would build."""
+    meta = json.loads((DATA / "h100x2-current" / "quick-1" / "meta.json").read_text())
+    meta["options"]["sampling"]["a_later_key"] = 1
+    cfg = costfit.recorded_config(meta)
+    cli = build_config(_bench_parser().parse_args(["all", "--quick"]))
+    assert cfg.rule == cli.rule and cfg.quick and cfg.thin_twins == cli.thin_twins
+    assert [(s.label, s.sizes) for s in cfg.steps(2)] == [(s.label, s.sizes) for s in cli.steps(2)]
+    full = costfit.recorded_config(json.loads((DATA / "h100x2-current" / "all-1" / "meta.json").read_text()))
+    assert full.thin_twins and [s.sizes for s in full.steps(2)] == [s.sizes for s in
+                                                                    build_config(_bench_parser().parse_args(["all"])).steps(2)]
+
+
 def test_only_runs_of_suites_are_fitted(tmp_path):
     from ipcbench.errors import UsageError
 

@@ -31,7 +31,7 @@ import math
 import sys
 import textwrap
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -114,6 +114,8 @@ def recorded_config(meta: dict) -> RunConfig:
     rule["min_time_s"] = rule.pop("min_time_ms") / 1e3
     rule["max_time_s"] = math.inf if rule.get("max_time_s") is None else rule["max_time_s"]
     quick = bool(opts.get("quick"))
+    known = {f.name for f in fields(SamplingRule)}  # a key a later version records and this one lacks is not used
+    rule = {k: v for k, v in rule.items() if k in known}
     return RunConfig(suites=tuple(meta["suites"]), sizes=tuple(meta["sizes"]), rule=SamplingRule(**rule),
                      quick=quick, sizes_given=opts.get("twin_sizes") == "every size")
 
