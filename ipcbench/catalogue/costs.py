@@ -31,6 +31,18 @@ class SuiteCost:
     samples: bool = True
 
 
+def plan_command(command: str) -> str:
+    """A run's command without what does not change its plan (--out DIR, --quiet)."""
+    out: list[str] = []
+    words = iter(command.split())
+    for w in words:
+        if w == "--out":
+            next(words, None)
+        elif w != "--quiet" and not w.startswith("--out="):
+            out.append(w)
+    return " ".join(out)
+
+
 @dataclass(frozen=True)
 class Residual:
     """How far the fitted model is from one recorded run: the user's wall (mpirun to exit) where the fit was
@@ -42,10 +54,15 @@ class Residual:
     measured_s: float
     predicted_s: float
     start_included: bool = False  # measured_s is the user's wall, start-up included
+    gpus: int = 0  # the GPUs of its node
 
     @property
     def pct(self) -> float:
         return (self.predicted_s / self.measured_s - 1) * 100
+
+    @property
+    def plan_command(self) -> str:
+        return plan_command(self.command)
 
 
 @dataclass(frozen=True)
@@ -113,34 +130,34 @@ COSTS = CostModel(
     ),
     residuals=(
         Residual('all-1', 'ipcbench all --quiet --out all-1',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 46.08, 43.92, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 46.08, 43.92, False, 2),
         Residual('all-2', 'ipcbench all --quiet --out all-2',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 43.95, 43.92, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 43.95, 43.92, False, 2),
         Residual('all-3', 'ipcbench all --quiet --out all-3',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 43.29, 43.92, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 43.29, 43.92, False, 2),
         Residual('all-4', 'ipcbench all --quiet --out all-4',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 43.61, 43.92, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 43.61, 43.92, False, 2),
         Residual('all-5', 'ipcbench all --quiet --out all-5',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 45.62, 43.92, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 45.62, 43.92, False, 2),
         Residual('quick-1', 'ipcbench all --quick --quiet --out quick-1',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.81, 11.11, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.81, 11.11, False, 2),
         Residual('quick-2', 'ipcbench all --quick --quiet --out quick-2',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.09, 11.11, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.09, 11.11, False, 2),
         Residual('quick-3', 'ipcbench all --quick --quiet --out quick-3',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.41, 11.11, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.41, 11.11, False, 2),
         Residual('quick-4', 'ipcbench all --quick --quiet --out quick-4',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.03, 11.11, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.03, 11.11, False, 2),
         Residual('quick-5', 'ipcbench all --quick --quiet --out quick-5',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.27, 11.11, False),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.27, 11.11, False, 2),
         Residual('one-1', 'ipcbench copy kernel latency --quiet --out one-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 29.7, 27.34, False),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 29.7, 27.34, False, 1),
         Residual('one-2', 'ipcbench copy kernel latency --quiet --out one-2',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 27.54, 27.34, False),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 27.54, 27.34, False, 1),
         Residual('one-3', 'ipcbench copy kernel latency --quiet --out one-3',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 27.2, 27.34, False),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 27.2, 27.34, False, 1),
         Residual('one-4', 'ipcbench copy kernel latency --quiet --out one-4',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 25.94, 27.34, False),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 25.94, 27.34, False, 1),
         Residual('one-5', 'ipcbench copy kernel latency --quiet --out one-5',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 26.84, 27.34, False),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 26.84, 27.34, False, 1),
     ),
 )

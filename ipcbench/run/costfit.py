@@ -38,7 +38,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ipcbench.catalogue import costs
-from ipcbench.catalogue.costs import CostModel, Residual, SuiteCost
+from ipcbench.catalogue.costs import CostModel, Residual, SuiteCost, plan_command
 from ipcbench.config import RunConfig, build_config
 from ipcbench.core.sampler import SamplingRule
 from ipcbench.core.schedule import PairMode, SerialPairs, decide_mode
@@ -229,8 +229,9 @@ def residual(model: CostModel, run: RecordedRun) -> Residual:
     predicted = sum(predicted_suites(model, run).values()) + model.close_s
     if run.user_wall_s is not None:
         return Residual(Path(run.name).name, run.command, run.machine, round(run.user_wall_s, 2),
-                        round(predicted + model.startup_s, 2), True)
-    return Residual(Path(run.name).name, run.command, run.machine, round(run.wall_s, 2), round(predicted, 2), False)
+                        round(predicted + model.startup_s, 2), True, run.n_gpus)
+    return Residual(Path(run.name).name, run.command, run.machine, round(run.wall_s, 2), round(predicted, 2), False,
+                    run.n_gpus)
 
 
 def report(model: CostModel, runs: list[RecordedRun]) -> str:
@@ -252,26 +253,12 @@ def report(model: CostModel, runs: list[RecordedRun]) -> str:
         pred = predicted_suites(model, run)
         for s, wall in run.suite_wall_s.items():
             if s in pred:
-                groups[(_plain(run.command), run.machine, s)].append((wall, pred[s]))
+                groups[(plan_command(run.command), run.machine, s)].append((wall, pred[s]))
     for (cmd, machine, s), vals in groups.items():
         m, p = np.mean([v[0] for v in vals]), np.mean([v[1] for v in vals])
         lines.append(f"{cmd[:48]:48s} {machine:36s} {s:9s} {m:9.2f} {p:9.2f} {(p / m - 1) * 100:+6.1f}%")
     lines.append(f"\nworst run residual: {model.worst_residual_pct:.1f}%")
     return "\n".join(lines)
-
-
-def _plain(command: str) -> str:
-    """The command without its --out and --quiet (they do not change the plan)."""
-    words, out = command.split(), []
-    skip = False
-    for w in words:
-        if skip:
-            skip = False
-        elif w == "--out":
-            skip = True
-        elif w != "--quiet" and not w.startswith("--out="):
-            out.append(w)
-    return " ".join(out)
 
 
 # ---- what --write writes ----------------------------------------------------------------------------------------
@@ -289,7 +276,7 @@ def render_table(model: CostModel) -> str:
             "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
             "    runs=(", *[f"        {r!r}," for r in model.runs], "    ),", "    residuals=("]
     out += [f"        Residual({r.run!r}, {r.command!r},\n                 {r.machine!r}, {r.measured_s!r}, "
-            f"{r.predicted_s!r}, {r.start_included!r}),"
+            f"{r.predicted_s!r}, {r.start_included!r}, {r.gpus!r}),"
             for r in model.residuals]
     out += ["    ),", ")", ""]
     return "\n".join(out)
@@ -356,7 +343,7 @@ def suites_block(model: CostModel) -> str:
     out += ["", "| run | command | machine | measured | model | residual |", "| --- | --- | --- | --- | --- | --- |"]
     for r in model.residuals:
         what = "s" if r.start_included else "s (wall_s)"
-        out.append(f"| {r.run} | `{_plain(r.command)}` | {r.machine} | {r.measured_s:.1f} {what} | "
+        out.append(f"| {r.run} | `{r.plan_command}` | {r.machine} | {r.measured_s:.1f} {what} | "
                    f"{r.predicted_s:.1f} s | {r.pct:+.1f}% |")
     return "\n".join(out) + "\n"
 

@@ -22,16 +22,17 @@ class SuitePlan:
 
 
 def walked(step, mode) -> int:
-    """The measurements a run walks for a step: one per size and group (a round of disjoint pairs is one),
-    and the round check's (run/walk.check_rounds: the largest round's pairs one at a time at the largest
-    size) for the first step of an engine walked in rounds. Without a mode: every pair, one at a time."""
+    """The measurements a run walks for a step: one per size and group (run/walk.groups_of: a round of disjoint
+    pairs is one). Without a mode: every pair, one at a time."""
     if mode is None:
         return step.measurements
     return len(step.sizes) * len(groups_of(step, mode))
 
 
 def round_checks(steps, mode) -> dict[int, int]:
-    """Extra measurements of run/walk.check_rounds, by index of the step that pays them."""
+    """Extra measurements of run/walk.check_rounds, by index of the step that pays them: the largest round's pairs
+    one at a time at the largest size, for the first step of each engine walked in rounds (walk's rule, restated
+    here because walk applies it inside its loop)."""
     out: dict[int, int] = {}
     if mode is None:
         return out

@@ -35,7 +35,7 @@ def fitted_on(model: CostModel = COSTS) -> str:
     if not model.runs:
         return "the cost model's constants were never fitted to a run (python -m ipcbench.run.costfit)"
     kinds = "; ".join(model.machines)
-    commands = {" ".join(w for w in r.command.split() if w != "--quiet").split(" --out")[0] for r in model.residuals}
+    commands = {r.plan_command for r in model.residuals}
     basis = "the user's wall" if any(r.start_included for r in model.residuals) else "meta.json's wall_s"
     return (f"the cost model (catalogue/costs.py) was fitted on {model.fitted} to {len(model.runs)} runs of "
             f"{len(commands)} commands on {kinds}: worst residual "
@@ -45,7 +45,7 @@ def fitted_on(model: CostModel = COSTS) -> str:
 def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS) -> list[str]:
     """What the estimate assumes beyond the machines the model was fitted on."""
     out = []
-    fitted_gpus = max((int(m.split(" x ", 1)[0]) for m in model.machines if " x " in m), default=0)
+    fitted_gpus = max((r.gpus for r in model.residuals), default=0)
     if gpus > fitted_gpus:
         out.append(f"{gpus} GPUs where at most {fitted_gpus} were measured: a measurement costs what it cost there, "
                    "a round of disjoint pairs measured at once" + (" costs one measurement, as one pair does"
