@@ -88,6 +88,15 @@ def test_every_time_table_the_docs_quote_is_the_models(doc):
     assert costfit.generated_text(doc, COSTS) == costfit.GENERATED[doc](COSTS)
 
 
+@pytest.mark.parametrize("doc", ["README.md", "jobs/README.md"])
+def test_every_number_the_docs_quote_in_prose_is_the_models(doc):
+    from ipcbench.catalogue.costs import COSTS
+    from ipcbench.run import costfit
+
+    want = [number(COSTS) for d, _, number in costfit.INLINE if d == doc]
+    assert want and costfit.inline_numbers(doc) == want
+
+
 def test_the_table_file_is_what_the_fit_writes():
     """catalogue/costs.py below its marker is render_table(COSTS): a hand edit shows as a difference."""
     from pathlib import Path

@@ -28,6 +28,7 @@ import csv
 import datetime
 import json
 import math
+import re
 import sys
 import textwrap
 from collections import defaultdict
@@ -336,7 +337,11 @@ def suites_block(model: CostModel) -> str:
             f"{model.shared_gpu_factor:g}; closing {model.close_s:g} s; start-up {model.startup_s:g} s "
             f"({model.startup_basis}). A measured wall marked (wall_s) is meta.json's, against the model less its "
             "start-up; the others are mpirun to exit.")
-    out = [textwrap.fill(head, 115, break_on_hyphens=False), "",
+    every = [round(estimate(model, n, serial_pairs="all")) for n in (4, 8)]
+    tail = (f"Every pair of the serial steps instead of the ring would take {every[0]} s on 4 GPUs and {every[1]} s "
+            "on 8; on a node whose links are unknown (no NVML: a login node without `--topology`) the plan measures "
+            f"pairs one at a time and the estimate for 4 GPUs is {round(estimate(model, 4, links=None))} s.")
+    out = [textwrap.fill(head, 115, break_on_hyphens=False), "", textwrap.fill(tail, 115, break_on_hyphens=False), "",
            "| suite | fixed per measurement | once per run |", "| --- | --- | --- |"]
     out += [f"| {name} | {c.fixed_s * 1e3:.1f} ms{'' if c.samples else ' (no sample term)'} | {c.once_s:.2f} s |"
             for name, c in model.suites.items()]
@@ -369,8 +374,31 @@ def generated_text(doc: str, model: CostModel) -> str:
     return text.split(BEGIN, 1)[1].split(END, 1)[0]
 
 
+# Numbers the docs quote inside their prose: (doc, the pattern around the number, the number).
+INLINE = [
+    ("README.md", r"(same\s+plan\s+is\s+estimated\s+pair\s+by\s+pair\s+"
+                  r"\(4\s+GPUs:\s+)(\d+)(\s+s\))",
+     lambda m: str(round(estimate(m, 4, links=None)))),
+    ("jobs/README.md", r"(an\s+8-GPU\s+node\s+without\s+NVSwitch,\s+where\s+every\s+pair\s+is\s+measured\s+one\s+"
+                       r"at\s+a\s+time,\s+at\s+about\s+)(\d+)(\s+minutes)", lambda m: str(round(estimate(m, 8, links=None) / 60))),
+]
+
+
+def inline_numbers(doc: str) -> list[str]:
+    """The numbers `doc` quotes where INLINE says (one per pattern); ValueError if a pattern is not there."""
+    text = (REPO / doc).read_text()
+    out = []
+    for d, pattern, _ in INLINE:
+        if d == doc:
+            found = re.search(pattern, text)
+            if not found:
+                raise ValueError(f"{doc}: nothing matches {pattern!r}")
+            out.append(found.group(2))
+    return out
+
+
 def write_docs(model: CostModel) -> list[Path]:
-    """Replace every generated table with the model's rendering."""
+    """Replace every generated table and quoted number with the model's."""
     out = []
     for doc, render in GENERATED.items():
         path = REPO / doc
@@ -379,7 +407,14 @@ def write_docs(model: CostModel) -> list[Path]:
         new = render(model)
         if doc != "README.md":
             old, new = BEGIN + old + END, BEGIN + new + END
-        path.write_text(text.replace(old, new, 1))
+        text = text.replace(old, new, 1)
+        for d, pattern, number in INLINE:
+            if d == doc:
+                value = number(model)
+                text, n = re.subn(pattern, lambda found: found.group(1) + value + found.group(3), text, count=1)
+                if not n:
+                    raise ValueError(f"{doc}: nothing matches {pattern!r}")
+        path.write_text(text)
         out.append(path)
     return out
 
