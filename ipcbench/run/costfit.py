@@ -374,13 +374,20 @@ def generated_text(doc: str, model: CostModel) -> str:
     return text.split(BEGIN, 1)[1].split(END, 1)[0]
 
 
+def _around(before: str, after: str) -> str:
+    """The pattern of a number between two phrases of prose, wherever its lines break."""
+    def words(text: str) -> str:
+        return r"\s+".join(re.escape(w) for w in text.split())
+
+    return rf"({words(before)}\s*)(\d+)(\s*{words(after)})"
+
+
 # Numbers the docs quote inside their prose: (doc, the pattern around the number, the number).
 INLINE = [
-    ("README.md", r"(same\s+plan\s+is\s+estimated\s+pair\s+by\s+pair\s+"
-                  r"\(4\s+GPUs:\s+)(\d+)(\s+s\))",
+    ("README.md", _around("the same plan is estimated pair by pair (4 GPUs:", "s)"),
      lambda m: str(round(estimate(m, 4, links=None)))),
-    ("jobs/README.md", r"(an\s+8-GPU\s+node\s+without\s+NVSwitch,\s+where\s+every\s+pair\s+is\s+measured\s+one\s+"
-                       r"at\s+a\s+time,\s+at\s+about\s+)(\d+)(\s+minutes)", lambda m: str(round(estimate(m, 8, links=None) / 60))),
+    ("jobs/README.md", _around("an 8-GPU node without NVSwitch, where every pair is measured one at a time, at about",
+                               "minutes"), lambda m: str(round(estimate(m, 8, links=None) / 60))),
 ]
 
 
