@@ -1,49 +1,59 @@
 """`--dry-run`: the plan (nodes, ranks, pairs, sizes, measurements, estimated time) and what it assumes; no
 GPU work.
 
-The estimate follows the sampling rule, the pair mode and the serial steps' pair coverage: per measurement
-about two samples' worth of --min-time plus a fixed cost, weighted by each step's cost, fitted to measured
-suite wall times; a round of disjoint pairs costs one measurement, a serial step pays only the pairs its
-coverage keeps (run/walk.groups_of). The pair mode follows the node's links: NVML's, or --topology's for a
-node that is not this machine (a login node plans for a compute node); without either, pairs one at a time.
+The estimate is the cost model of run/costmodel.py under the constants of catalogue/costs.py (fitted by
+`python -m ipcbench.run.costfit` to recorded runs, which it names with their residuals): it follows the sampling
+rule, the pair mode and the serial steps' pair coverage (a round of disjoint pairs costs one measurement, a serial
+step pays only the pairs its coverage keeps: run/walk.groups_of). The pair mode follows the node's links: NVML's,
+or --topology's for a node that is not this machine (a login node plans for a compute node); without either,
+pairs one at a time.
 """
 
 from __future__ import annotations
 
 import json
 
+from ipcbench.catalogue.costs import COSTS, CostModel
 from ipcbench.config import TOPOLOGIES
 from ipcbench.core import topology
 from ipcbench.core.schedule import SerialPairs, per_gpu_pair
+from ipcbench.run import costmodel
 from ipcbench.run.walk import agree_pair_mode, groups_of, measured, pairs_of
 from ipcbench.sizes import fmt_size
 
-# The cost of one measurement: about 2 samples' worth of GPU time (SAMPLES_PER_MEASUREMENT: 3-5 samples, a
-# quarter-sample probe, fewer where the noise target stops early; first fitted to 2 x H200 runs) plus the fixed
-# work around it (fill, poison, verify, barriers, exchanges, the row's bookkeeping). Steps weigh it by their
-# `cost`. The fixed part refitted on 2026-11-25 to `mpirun -np 2 ipcbench all` of the current measurement
-# (suite_wall_s of meta.json, same plan of 1,105 weighted measurements and 3.67 s of --min-time units): two
-# H100s through NVSwitch 41.9 s of suites (31 ms a measurement; the old 12 ms said 23 s for a 45 s run), two
-# ranks on one H100 56.3 s (44 ms: same-GPU pairs wait for each other's kernels); two ranks on one H200 45.1 s
-# (34 ms: 25% below this model, the residual). Where that time goes: docs/suites.md, "How long all takes".
-SAMPLES_PER_MEASUREMENT = 2.0 * 1.04
-FIXED_PER_MEASUREMENT_S = 0.031  # one rank per GPU
-FIXED_SAME_GPU_S = 0.044  # ranks sharing a GPU
-STARTUP_S = 3.5  # mpirun, Python, MPI and CUDA start, kernels compiled, buffers shared, and the closing
+
+def estimate_seconds(steps, rule, mode=None, ranks_per_gpu: int = 1, model: CostModel = COSTS) -> float:
+    """Expected wall time of a plan under `rule`, mpirun to exit (run/costmodel.wall_seconds): steps walked in
+    rounds of disjoint pairs (`mode` concurrent) cost one measurement per round and size, not per pair; serial
+    steps count the pairs of the mode's coverage. Without a mode: every pair, one at a time. Ranks sharing a GPU
+    pay the model's shared-GPU factor."""
+    return costmodel.wall_seconds(model, steps, rule, mode, ranks_per_gpu)
 
 
-def estimate_seconds(steps, rule, mode=None, ranks_per_gpu: int = 1) -> float:
-    """Expected wall time of a plan under `rule`: steps walked in rounds of disjoint pairs (`mode`
-    concurrent) cost one measurement per round and size, not per pair; serial steps count the pairs of
-    the mode's coverage. Without a mode: every pair, one at a time. Ranks sharing a GPU pay more per
-    measurement (FIXED_SAME_GPU_S)."""
-    total = 0.0
-    fixed = FIXED_PER_MEASUREMENT_S if ranks_per_gpu <= 1 else FIXED_SAME_GPU_S
-    for s in steps:
-        walked = len(s.sizes) * len(groups_of(s, mode)) if mode is not None else s.measurements
-        per = SAMPLES_PER_MEASUREMENT * max(rule.min_time_s, s.min_sample_s) + fixed
-        total += walked * s.cost * per
-    return total + STARTUP_S
+def fitted_on(model: CostModel = COSTS) -> str:
+    """What the constants were fitted to, and how well: one line for the plan's assumptions."""
+    if not model.runs:
+        return "the cost model's constants were never fitted to a run (python -m ipcbench.run.costfit)"
+    kinds = "; ".join(model.machines)
+    commands = {r.plan_command for r in model.residuals}
+    basis = "the user's wall" if any(r.start_included for r in model.residuals) else "meta.json's wall_s"
+    return (f"the cost model (catalogue/costs.py) was fitted on {model.fitted} to {len(model.runs)} runs of "
+            f"{len(commands)} commands on {kinds}: worst residual "
+            f"{model.worst_residual_pct:.1f}% of {basis}; start-up {model.startup_s:g} s ({model.startup_basis})")
+
+
+def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS) -> list[str]:
+    """What the estimate assumes beyond the machines the model was fitted on."""
+    out = []
+    fitted_gpus = max((r.gpus for r in model.residuals), default=0)
+    if gpus > fitted_gpus:
+        out.append(f"{gpus} GPUs where at most {fitted_gpus} were measured: a measurement costs what it cost there, "
+                   "a round of disjoint pairs measured at once" + (" costs one measurement, as one pair does"
+                                                                   if mode is not None and mode.concurrent else "")
+                   + ", and a suite's one-off cost does not grow with the GPUs")
+    if ranks_per_gpu > 1:
+        out.append(f"ranks sharing a GPU: every suite x {model.shared_gpu_factor:g} (fitted on two ranks on one GPU)")
+    return out
 
 
 def describe(plan: dict) -> str:
@@ -71,7 +81,7 @@ def describe(plan: dict) -> str:
     return "\n".join(lines)
 
 
-def assumptions(gpu_source: str, link_source: str, mode) -> list[str]:
+def assumptions(gpu_source: str, link_source: str, mode, gpus: int = 0, ranks_per_gpu: int = 1) -> list[str]:
     """What the plan and its estimate take for granted, said with them."""
     plan_for = f"--topology {'|'.join(TOPOLOGIES)} plans for a node of that kind"
     links = {"NVML": "the GPU pairs are linked as NVML reports here",
@@ -79,9 +89,7 @@ def assumptions(gpu_source: str, link_source: str, mode) -> list[str]:
     given = f"every GPU pair is linked by {link_source[len('--topology '):]} ({link_source}, not this machine)"
     return [f"GPUs: {gpu_source}", links.get(link_source, given),
             f"pairs: {mode.mode} ({mode.reason}); serial steps: {mode.serial.describe()}",
-            f"{SAMPLES_PER_MEASUREMENT:g} samples' worth of --min-time and {FIXED_PER_MEASUREMENT_S * 1e3:g} ms per "
-            f"measurement ({FIXED_SAME_GPU_S * 1e3:g} ms where ranks share a GPU), {STARTUP_S:g} s to start and close: "
-            "fitted to `all` on 2 x H100 (NVSwitch) and on one H100 (2 ranks)"]
+            fitted_on(), *extrapolation(gpus, ranks_per_gpu, mode)]
 
 
 def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
@@ -111,7 +119,10 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
                        else None} for s in steps],
             "measurements": sum(measured(s, mode) for s in steps),
             "estimated_s": round(estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu), 1)}
-    plan["assumptions"] = assumptions(plan["gpu_source"], link_source, mode)
+    plan["cost_model"] = {"fitted": COSTS.fitted, "machines": list(COSTS.machines), "runs": list(COSTS.runs),
+                          "worst_residual_pct": round(COSTS.worst_residual_pct, 1), "startup_s": COSTS.startup_s,
+                          "startup_basis": COSTS.startup_basis}
+    plan["assumptions"] = assumptions(plan["gpu_source"], link_source, mode, max(gpus.values()), ranks_per_gpu)
     if cfg.json_plan:
         print(json.dumps(plan), flush=True)
     else:

@@ -1,0 +1,461 @@
+"""`python -m ipcbench.run.costfit RUN_DIR... [--walls FILE] [--write]`: fit the dry run's cost model to recorded runs.
+
+For each run (results/<run>: meta.json and results.csv) the plan it walked is rebuilt from meta.json (its command
+through the bench parser and config, its ranks, its pair mode, the steps it skipped), and the model's constants
+(catalogue/costs.py) are fitted to what it recorded:
+
+1. samples_factor: the samples its rows took (results.csv) over the rule's minimum, over every row of every run;
+2. each suite's fixed_s and once_s: least squares of the suites' walls (meta.json suite_wall_s) of the runs of one
+   rank per GPU, less their samples, relative to the wall (a 1 s suite weighs as a 10 s one); a suite whose runs all
+   walked the same plan cannot separate the two, and gets fixed_s alone;
+3. shared_gpu_factor: the runs where ranks share a GPU, against what the suites above predict for them;
+4. close_s: wall_s less the suites' walls, averaged;
+5. startup_s: the user's walls of --walls FILE less wall_s, averaged (without it, the table's value is kept and
+   said to be assumed).
+
+numpy.linalg.lstsq, not scipy: numpy is already installed with pandas and each suite's fit is two unknowns, so
+scipy's bounded solvers (nnls) buy nothing a sign check does not. The fit prints per run and per suite the predicted
+and measured walls and the residuals; --write rewrites the table of catalogue/costs.py and every time table the
+docs quote (README.md, jobs/README.md, docs/suites.md: GENERATED), which tests/test_time_budget.py holds equal to
+the model. --walls FILE: one line per run, `RUN_DIR WALL_S` (the run directory as given on the command line or its
+name; WALL_S the seconds from mpirun's start to its exit, e.g. `/usr/bin/time -f %e`); `#` starts a comment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import re
+import sys
+import textwrap
+from collections import defaultdict
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from ipcbench.catalogue import costs
+from ipcbench.catalogue.costs import CostModel, Residual, SuiteCost, plan_command
+from ipcbench.config import RunConfig, build_config
+from ipcbench.core.sampler import SamplingRule
+from ipcbench.core.schedule import PairMode, SerialPairs, decide_mode
+from ipcbench.errors import UsageError
+from ipcbench.run import costmodel
+from ipcbench.run.costmodel import SuitePlan
+
+REPO = Path(__file__).resolve().parents[2]
+TABLE_MARKER = "# --- fitted table (written by python -m ipcbench.run.costfit --write) ---\n"
+
+
+@dataclass
+class RecordedRun:
+    """One recorded run and the plan it walked."""
+
+    name: str  # the directory: relative to the repository where inside it, else its name (no machine's paths)
+    command: str
+    machine: str
+    ranks_per_gpu: int
+    n_gpus: int
+    wall_s: float  # meta.json's
+    suite_wall_s: dict[str, float]
+    plans: dict[str, SuitePlan]  # the suites it walked
+    samples: int  # rows' samples, summed
+    min_samples: int  # the rule's minimum, summed over the same rows
+    user_wall_s: float | None = None  # from --walls
+
+
+def load_run(path: Path) -> RecordedRun:
+    """A recorded run of `ipcbench SUITE...` and its plan, rebuilt from what meta.json records (its suites,
+    sizes, sampling rule, --quick, twin sizes, ranks, pair mode, skipped steps); UsageError for anything else."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: no readable meta.json ({e})") from None
+    command = list(meta.get("command") or [])
+    if meta.get("status") != "complete" or "suite_wall_s" not in meta or "wall_s" not in meta:
+        raise UsageError(f"{path}: not a complete run (meta.json has no wall_s and suite_wall_s)")
+    if len(command) < 2 or command[1] in ("selftest", "check", "report", "compare", "info"):
+        raise UsageError(f"{path}: `{' '.join(command)}` is not a run of suites: the fit rebuilds the plans of "
+                         "`ipcbench SUITE...` only")
+    try:
+        cfg = recorded_config(meta)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"{path}: meta.json does not say how the run sampled ({type(e).__name__}: {e})") from None
+    host = meta["hosts"][0]
+    n_local = sum(1 for r in meta["ranks"] if r["host"] == host)
+    pm = meta["pair_mode"]
+    mode = PairMode(pm["mode"], pm["requested"], pm["reason"], SerialPairs(**pm["serial_pairs"]))
+    skipped = {(s["suite"], s["label"]) for s in meta.get("skipped", [])}
+    steps = [s for s in cfg.steps(n_local) if (s.suite, s.label) not in skipped]
+    gpus = meta["gpus"][host]
+    samples = minimum = 0
+    with open(path / "results.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            if (row.get("samples") or "").isdigit():
+                samples += int(row["samples"])
+                minimum += cfg.rule.min_samples
+    where = path.resolve()
+    name = str(where.relative_to(REPO)) if where.is_relative_to(REPO) else where.name
+    return RecordedRun(name=name, command=" ".join(command),
+                       machine=f"{len(gpus)} x {gpus[0]['name']}, {n_local} ranks",
+                       ranks_per_gpu=int(meta.get("ranks_per_gpu", 1)), n_gpus=len(gpus),
+                       wall_s=float(meta["wall_s"]),
+                       suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
+                       plans=costmodel.suite_plans(steps, cfg.rule, mode), samples=samples, min_samples=minimum)
+
+
+def recorded_config(meta: dict) -> RunConfig:
+    """The configuration a run's plan came from, as its meta.json records it."""
+    opts = meta["options"]
+    rule = dict(opts["sampling"])
+    rule["min_time_s"] = rule.pop("min_time_ms") / 1e3
+    rule["max_time_s"] = math.inf if rule.get("max_time_s") is None else rule["max_time_s"]
+    quick = bool(opts.get("quick"))
+    known = {f.name for f in fields(SamplingRule)}  # a key a later version records and this one lacks is not used
+    rule = {k: v for k, v in rule.items() if k in known}
+    return RunConfig(suites=tuple(meta["suites"]), sizes=tuple(meta["sizes"]), rule=SamplingRule(**rule),
+                     quick=quick, sizes_given=opts.get("twin_sizes") == "every size")
+
+
+def read_walls(path: Path) -> dict[str, float]:
+    """--walls FILE: `RUN_DIR WALL_S` per line."""
+    out = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise UsageError(f"--walls {path}: cannot read ({e.strerror})") from None
+    for i, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        try:
+            run, wall = words
+            out[run.rstrip("/")] = float(wall)
+        except ValueError:
+            raise UsageError(f"--walls {path}:{i}: expected `RUN_DIR WALL_S`, got {line.strip()!r}") from None
+    return out
+
+
+def _fit_suite(points: list[tuple[SuitePlan, float]], samples_factor: float) -> SuiteCost:
+    """fixed_s and once_s of one suite from (its plan, its measured wall) of runs of one rank per GPU. Where the
+    samples the rule implies leave less time for more measurements (a negative fixed_s: its rows are not timed in
+    samples of --min-time, as handle costs are), the suite is fitted without the sample term (samples=False); where
+    even then more measurements took no longer, its time is still put per measurement (fixed_s alone), never all
+    once: a node of more pairs then costs more, not the same."""
+    got = _fit_form(points, samples_factor)
+    if got is None:
+        got = _fit_form(points, 0.0)
+        if got is None:  # more measurements took no longer: still per measurement, so that more pairs cost more
+            got = _fit_fixed(points, 0.0)
+        return replace(got, samples=False)
+    return got
+
+
+def _fit_fixed(points: list[tuple[SuitePlan, float]], samples_factor: float) -> SuiteCost:
+    """fixed_s alone (relative least squares), once_s 0."""
+    y = np.array([wall - samples_factor * p.sample_s for p, wall in points])
+    weight = np.array([p.weight for p, _ in points])
+    rel = 1 / np.array([max(wall, 1e-3) for _, wall in points])
+    fixed = np.sum(weight * y * rel * rel) / np.sum(weight * weight * rel * rel) if weight.any() else 0.0
+    return SuiteCost(round(max(0.0, float(fixed)), 5), 0.0)
+
+
+def _fit_form(points: list[tuple[SuitePlan, float]], samples_factor: float) -> SuiteCost | None:
+    """Weighted least squares (relative to each wall) of wall - samples = fixed_s x weight + once_s; None where the
+    best fit needs a negative fixed_s. Runs of a single plan cannot separate the two: fixed_s alone."""
+    y = np.array([wall - samples_factor * p.sample_s for p, wall in points])
+    weight = np.array([p.weight for p, _ in points])
+    rel = 1 / np.array([max(wall, 1e-3) for _, wall in points])
+    if len({round(w, 9) for w in weight}) >= 2:
+        a = np.column_stack([weight, np.ones_like(weight)]) * rel[:, None]
+        fixed, once = np.linalg.lstsq(a, y * rel, rcond=None)[0]
+        if fixed < 0:
+            return None
+        if once >= 0:
+            return SuiteCost(round(float(fixed), 5), round(float(once), 3))
+    return _fit_fixed(points, samples_factor)
+
+
+def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
+    """The constants that best explain `runs` (the module's docstring says how); `previous` gives what the runs
+    cannot (the start-up without walls, the shared-GPU factor without such runs)."""
+    if not any(r.ranks_per_gpu == 1 for r in runs):
+        raise UsageError("the fit needs a run of one rank per GPU (its suites' constants come from those)")
+    samples = sum(r.samples for r in runs)
+    minimum = sum(r.min_samples for r in runs)
+    samples_factor = round(samples / minimum, 4) if minimum else previous.samples_factor
+    points: dict[str, list] = defaultdict(list)
+    for r in runs:
+        if r.ranks_per_gpu == 1:
+            for suite, wall in r.suite_wall_s.items():
+                if suite in r.plans:
+                    points[suite].append((r.plans[suite], wall))
+    suites = {name: _fit_suite(pts, samples_factor) for name, pts in points.items()}
+    default = SuiteCost(round(float(np.mean([c.fixed_s for c in suites.values()])), 5),
+                        round(float(np.mean([c.once_s for c in suites.values()])), 3))
+    model = replace(previous, samples_factor=samples_factor, suites=suites, default=default, shared_gpu_factor=1.0)
+    close = round(float(np.mean([r.wall_s - sum(r.suite_wall_s.values()) for r in runs])), 3)
+    # the shared-GPU factor on the runs' walls, relative: what the targets judge (a run's wall, not a suite's)
+    pairs = [(sum(costmodel.suite_seconds(model, s, p) for s, p in r.plans.items()), r.wall_s - close)
+             for r in runs if r.ranks_per_gpu > 1]
+    shared = previous.shared_gpu_factor
+    if pairs:
+        p, y = np.array(pairs).T
+        shared = round(float(np.sum(p * y / y**2) / np.sum((p / y) ** 2)), 4)
+    walled = [r for r in runs if r.user_wall_s is not None]
+    if walled:
+        startup = round(float(np.mean([r.user_wall_s - r.wall_s for r in walled])), 3)  # type: ignore[operator]
+        basis = f"measured: mpirun to exit less wall_s, {len(walled)} run(s) of --walls"
+    else:
+        startup = previous.startup_s
+        basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
+            f"kept from the fit of {previous.fitted} (no --walls given)"
+    model = replace(model, shared_gpu_factor=shared, close_s=close, startup_s=startup, startup_basis=basis,
+                    fitted=date, machines=tuple(dict.fromkeys(r.machine for r in runs)),
+                    runs=tuple(r.name for r in runs))
+    return replace(model, residuals=tuple(residual(model, r) for r in runs))
+
+
+def predicted_suites(model: CostModel, run: RecordedRun) -> dict[str, float]:
+    return {s: costmodel.suite_seconds(model, s, p, run.ranks_per_gpu) for s, p in run.plans.items()}
+
+
+def residual(model: CostModel, run: RecordedRun) -> Residual:
+    """The run's wall against the model's: the user's wall (start-up included) where --walls gave it, else
+    meta.json's wall_s against the model less its start-up (what was measured, nothing assumed added)."""
+    predicted = sum(predicted_suites(model, run).values()) + model.close_s
+    if run.user_wall_s is not None:
+        return Residual(Path(run.name).name, run.command, run.machine, round(run.user_wall_s, 2),
+                        round(predicted + model.startup_s, 2), True, run.n_gpus)
+    return Residual(Path(run.name).name, run.command, run.machine, round(run.wall_s, 2), round(predicted, 2), False,
+                    run.n_gpus)
+
+
+def report(model: CostModel, runs: list[RecordedRun]) -> str:
+    """Per run and per suite: predicted and measured walls, the residuals."""
+    lines = [f"samples_factor {model.samples_factor:g}; shared_gpu_factor {model.shared_gpu_factor:g}; "
+             f"close_s {model.close_s:g}; startup_s {model.startup_s:g} ({model.startup_basis})",
+             "suite     fixed_ms  once_s"]
+    lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}{'' if c.samples else '  (no sample term)'}"
+              for s, c in model.suites.items()]
+    lines += ["", "per run (the user's wall where --walls gave it, else meta.json's wall_s):",
+              f"{'run':40s} {'machine':36s} {'measured':>9s} {'predicted':>9s} {'resid':>7s}"]
+    for r in model.residuals:
+        lines.append(f"{r.run:40s} {r.machine:36s} {r.measured_s:9.2f} {r.predicted_s:9.2f} {r.pct:+6.1f}%"
+                     f"{'' if r.start_included else '  (wall_s)'}")
+    lines += ["", "per suite (mean over the runs of one command on one machine):",
+              f"{'command':48s} {'machine':36s} {'suite':9s} {'measured':>9s} {'predicted':>9s} {'resid':>7s}"]
+    groups: dict[tuple[str, str, str], list] = defaultdict(list)
+    for run in runs:
+        pred = predicted_suites(model, run)
+        for s, wall in run.suite_wall_s.items():
+            if s in pred:
+                groups[(plan_command(run.command), run.machine, s)].append((wall, pred[s]))
+    for (cmd, machine, s), vals in groups.items():
+        m, p = np.mean([v[0] for v in vals]), np.mean([v[1] for v in vals])
+        lines.append(f"{cmd[:48]:48s} {machine:36s} {s:9s} {m:9.2f} {p:9.2f} {(p / m - 1) * 100:+6.1f}%")
+    lines.append(f"\nworst run residual: {model.worst_residual_pct:.1f}%")
+    return "\n".join(lines)
+
+
+# ---- what --write writes ----------------------------------------------------------------------------------------
+
+def render_table(model: CostModel) -> str:
+    """The body of catalogue/costs.py below its marker: COSTS, as Python."""
+    def suite(c: SuiteCost) -> str:
+        return f"SuiteCost(fixed_s={c.fixed_s!r}, once_s={c.once_s!r}{'' if c.samples else ', samples=False'})"
+
+    out = ["COSTS = CostModel(", f"    samples_factor={model.samples_factor!r},", "    suites={"]
+    out += [f"        {name!r}: {suite(c)}," for name, c in model.suites.items()]
+    out += ["    },", f"    default={suite(model.default)},", f"    shared_gpu_factor={model.shared_gpu_factor!r},",
+            f"    close_s={model.close_s!r},", f"    startup_s={model.startup_s!r},",
+            f"    startup_basis={model.startup_basis!r},", f"    fitted={model.fitted!r},",
+            "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
+            "    runs=(", *[f"        {r!r}," for r in model.runs], "    ),", "    residuals=("]
+    out += [f"        Residual({r.run!r}, {r.command!r},\n                 {r.machine!r}, {r.measured_s!r}, "
+            f"{r.predicted_s!r}, {r.start_included!r}, {r.gpus!r}),"
+            for r in model.residuals]
+    out += ["    ),", ")", ""]
+    return "\n".join(out)
+
+
+def write_table(model: CostModel, path: Path) -> None:
+    text = path.read_text()
+    head = text.split(TABLE_MARKER, 1)[0]
+    path.write_text(head + TABLE_MARKER + render_table(model))
+
+
+def estimate(model: CostModel, n: int, quick: bool = False, sizes: str | None = None, serial_pairs: str = "auto",
+             links: str | None = "nvswitch") -> float:
+    """The model's wall for `mpirun -np n ipcbench all` (with --quick, --sizes, --serial-pairs), one rank per GPU,
+    every GPU pair linked by `links` (None: unknown, as on a login node: pairs one at a time)."""
+    ns = SimpleNamespace(suites=["all"], sizes=sizes, quick=quick, samples=None, min_time=None, noise=None,
+                         max_time=None, no_verify=False, timeout=300.0, out=None, dry_run=True, json=False,
+                         topology=None, quiet=True, pairs="auto", serial_pairs=serial_pairs, sm_copy=None,
+                         sm_bulk=None, argv=[])
+    cfg = build_config(ns)
+    kinds = [links] * (n * (n - 1)) if links else None
+    mode = decide_mode(cfg.pairs, 1, kinds, n, cfg.serial_pairs, cfg.quick)
+    return costmodel.wall_seconds(model, cfg.steps(n), cfg.rule, mode)
+
+
+TABLE_GPUS = (2, 4, 8)
+
+
+def readme_table(model: CostModel) -> str:
+    """README.md's time table: `--dry-run --topology nvswitch` for 2, 4 and 8 GPUs."""
+    rows = ["| GPUs | `ipcbench all` | `ipcbench all --quick` | `all --sizes 4K:256M` (twins at every size) |",
+            "| --- | --- | --- | --- |"]
+    for n in TABLE_GPUS:
+        t = [estimate(model, n), estimate(model, n, quick=True), estimate(model, n, sizes="4K:256M")]
+        rows.append(f"| {n} | " + " | ".join(f"{round(x)} s" for x in t) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def jobs_table(model: CostModel) -> str:
+    """jobs/README.md's table: what to give --time, by the node's GPUs and links."""
+    rows = ["| GPUs | `all`, NVSwitch | `all`, pairs one at a time (no NVSwitch, or unknown links) | "
+            "`all --quick`, NVSwitch |", "| --- | --- | --- | --- |"]
+    for n in TABLE_GPUS:
+        t = [estimate(model, n), estimate(model, n, links=None), estimate(model, n, quick=True)]
+        rows.append(f"| {n} | " + " | ".join(_minutes(x) for x in t) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _minutes(s: float) -> str:
+    return f"{round(s)} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def suites_block(model: CostModel) -> str:
+    """docs/suites.md's fit: the constants, where they come from, the residuals."""
+    head = (f"Fitted on {model.fitted} to {len(model.runs)} runs ({'; '.join(model.machines)}); samples per "
+            f"measurement {model.samples_factor:g} × the rule's minimum; ranks sharing a GPU × "
+            f"{model.shared_gpu_factor:g}; closing {model.close_s:g} s; start-up {model.startup_s:g} s "
+            f"({model.startup_basis}). A measured wall marked (wall_s) is meta.json's, against the model less its "
+            "start-up; the others are mpirun to exit.")
+    every = [round(estimate(model, n, serial_pairs="all")) for n in (4, 8)]
+    tail = (f"Every pair of the serial steps instead of the ring would take {every[0]} s on 4 GPUs and {every[1]} s "
+            "on 8; on a node whose links are unknown (no NVML: a login node without `--topology`) the plan measures "
+            f"pairs one at a time and the estimate for 4 GPUs is {round(estimate(model, 4, links=None))} s.")
+    out = [textwrap.fill(head, 115, break_on_hyphens=False), "", textwrap.fill(tail, 115, break_on_hyphens=False), "",
+           "| suite | fixed per measurement | once per run |", "| --- | --- | --- |"]
+    out += [f"| {name} | {c.fixed_s * 1e3:.1f} ms{'' if c.samples else ' (no sample term)'} | {c.once_s:.2f} s |"
+            for name, c in model.suites.items()]
+    out += ["", "| run | command | machine | measured | model | residual |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in model.residuals:
+        what = "s" if r.start_included else "s (wall_s)"
+        out.append(f"| {r.run} | `{r.plan_command}` | {r.machine} | {r.measured_s:.1f} {what} | "
+                   f"{r.predicted_s:.1f} s | {r.pct:+.1f}% |")
+    return "\n".join(out) + "\n"
+
+
+BEGIN, END = "<!-- costfit: begin (python -m ipcbench.run.costfit --write) -->\n", "<!-- costfit: end -->\n"
+# Every time table the docs quote, and how to find it: the README by its header line (no marker lines: the
+# README is kept short), the others between BEGIN and END.
+GENERATED = {"README.md": readme_table, "jobs/README.md": jobs_table, "docs/suites.md": suites_block}
+
+
+def generated_text(doc: str, model: CostModel) -> str:
+    """What `doc` holds where the model's table goes; ValueError if it holds no such place."""
+    text = (REPO / doc).read_text()
+    rendered = GENERATED[doc](model)
+    if doc == "README.md":
+        header = rendered.splitlines(keepends=True)[0]
+        if header not in text:
+            raise ValueError(f"{doc}: no table headed {header.strip()!r}")
+        tail = text.split(header, 1)[1]
+        return header + tail[: tail.index("\n\n") + 1]
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{doc}: no {BEGIN.strip()} ... {END.strip()}")
+    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+
+
+def _around(before: str, after: str) -> str:
+    """The pattern of a number between two phrases of prose, wherever its lines break."""
+    def words(text: str) -> str:
+        return r"\s+".join(re.escape(w) for w in text.split())
+
+    return rf"({words(before)}\s*)(\d+)(\s*{words(after)})"
+
+
+# Numbers the docs quote inside their prose: (doc, the pattern around the number, the number).
+INLINE = [
+    ("README.md", _around("the same plan is estimated pair by pair (4 GPUs:", "s)"),
+     lambda m: str(round(estimate(m, 4, links=None)))),
+    ("jobs/README.md", _around("an 8-GPU node without NVSwitch, where every pair is measured one at a time, at about",
+                               "minutes"), lambda m: str(round(estimate(m, 8, links=None) / 60))),
+]
+
+
+def inline_numbers(doc: str) -> list[str]:
+    """The numbers `doc` quotes where INLINE says (one per pattern); ValueError if a pattern is not there."""
+    text = (REPO / doc).read_text()
+    out = []
+    for d, pattern, _ in INLINE:
+        if d == doc:
+            found = re.search(pattern, text)
+            if not found:
+                raise ValueError(f"{doc}: nothing matches {pattern!r}")
+            out.append(found.group(2))
+    return out
+
+
+def write_docs(model: CostModel) -> list[Path]:
+    """Replace every generated table and quoted number with the model's."""
+    out = []
+    for doc, render in GENERATED.items():
+        path = REPO / doc
+        text = path.read_text()
+        old = generated_text(doc, model)
+        new = render(model)
+        if doc != "README.md":
+            old, new = BEGIN + old + END, BEGIN + new + END
+        text = text.replace(old, new, 1)
+        for d, pattern, number in INLINE:
+            if d == doc:
+                value = number(model)
+                text, n = re.subn(pattern, lambda found: found.group(1) + value + found.group(3), text, count=1)
+                if not n:
+                    raise ValueError(f"{doc}: nothing matches {pattern!r}")
+        path.write_text(text)
+        out.append(path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ipcbench.run.costfit",
+                                description="Fit the dry run's cost model (catalogue/costs.py) to recorded runs.")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="results/<run> directories of `ipcbench SUITE...` runs")
+    p.add_argument("--walls", metavar="FILE", help="lines `RUN_DIR WALL_S`: each run's wall from mpirun to exit")
+    p.add_argument("--write", action="store_true", help="rewrite catalogue/costs.py and the docs' time tables")
+    p.add_argument("--date", help="the fit's date (default: today, UTC)")
+    ns = p.parse_args(argv)
+    try:
+        walls = read_walls(Path(ns.walls)) if ns.walls else {}
+        runs = [load_run(Path(d)) for d in ns.runs]
+        given = [d.rstrip("/") for d in ns.runs]
+        for d, r in zip(given, runs):
+            r.user_wall_s = walls.get(d, walls.get(Path(d).name))
+        unknown = set(walls) - set(given) - {Path(d).name for d in given}
+        if unknown:
+            raise UsageError(f"--walls names runs not given: {', '.join(sorted(unknown))}")
+        date = ns.date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+        model = fit(runs, costs.COSTS, date)
+    except UsageError as e:
+        print(f"costfit: error: {e}", file=sys.stderr)
+        return 2
+    print(report(model, runs))
+    if ns.write:
+        write_table(model, Path(costs.__file__))
+        for path in write_docs(model):
+            print(f"wrote {path}")
+        print(f"wrote {costs.__file__}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

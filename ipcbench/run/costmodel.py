@@ -1,0 +1,80 @@
+"""The dry run's cost model: what a plan costs, suite by suite, under the fitted constants of catalogue/costs.py.
+
+Pure arithmetic over the plan (steps, sampling rule, pair mode): no GPU, no MPI. The same plan features feed the
+estimate (run/dryrun.py) and the fit (run/costfit.py), so what is fitted is what is estimated. The model and its
+terms: catalogue/costs.py; how to refit: docs/suites.md, "How long `all` takes".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipcbench.catalogue.costs import CostModel
+from ipcbench.run.walk import groups_of
+
+
+@dataclass
+class SuitePlan:
+    """What one suite of a plan asks of the model: the two sums the per-measurement terms multiply."""
+
+    sample_s: float = 0.0  # sum of walked x cost x min_samples x sample_s: times samples_factor
+    weight: float = 0.0  # sum of walked x cost: times the suite's fixed_s
+
+
+def walked(step, mode) -> int:
+    """The measurements a run walks for a step: one per size and group (run/walk.groups_of: a round of disjoint
+    pairs is one). Without a mode: every pair, one at a time."""
+    if mode is None:
+        return step.measurements
+    return len(step.sizes) * len(groups_of(step, mode))
+
+
+def round_checks(steps, mode) -> dict[int, int]:
+    """Extra measurements of run/walk.check_rounds, by index of the step that pays them: the largest round's pairs
+    one at a time at the largest size, for the first step of each engine walked in rounds (walk's rule, restated
+    here because walk applies it inside its loop)."""
+    out: dict[int, int] = {}
+    if mode is None:
+        return out
+    checked: set[str] = set()
+    for i, s in enumerate(steps):
+        groups = groups_of(s, mode)
+        kind = s.engine or s.label
+        if kind not in checked and groups and groups[0] is not None and max(len(g) for g in groups) > 1:
+            checked.add(kind)
+            out[i] = max(len(g) for g in groups)
+    return out
+
+
+def suite_plans(steps, rule, mode=None) -> dict[str, SuitePlan]:
+    """Each suite's sums, in plan order."""
+    out: dict[str, SuitePlan] = {}
+    extra = round_checks(steps, mode)
+    for i, s in enumerate(steps):
+        w = (walked(s, mode) + extra.get(i, 0)) * s.cost
+        p = out.setdefault(s.suite, SuitePlan())
+        p.sample_s += w * rule.min_samples * max(rule.min_time_s, s.min_sample_s)
+        p.weight += w
+    return out
+
+
+def suite_seconds(model: CostModel, suite: str, plan: SuitePlan, ranks_per_gpu: int = 1) -> float:
+    """One suite's expected wall (its meta.json suite_wall_s)."""
+    c = model.suite(suite)
+    t = c.once_s + (model.samples_factor * plan.sample_s if c.samples else 0.0) + c.fixed_s * plan.weight
+    return t * (model.shared_gpu_factor if ranks_per_gpu > 1 else 1.0)
+
+
+def walk_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1) -> dict[str, float]:
+    """Every suite's expected wall, by suite."""
+    return {name: suite_seconds(model, name, p, ranks_per_gpu) for name, p in suite_plans(steps, rule, mode).items()}
+
+
+def run_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1) -> float:
+    """meta.json's wall_s: the suites and the closing."""
+    return sum(walk_seconds(model, steps, rule, mode, ranks_per_gpu).values()) + model.close_s
+
+
+def wall_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1) -> float:
+    """The user's wall, mpirun to exit: the run and its start-up."""
+    return run_seconds(model, steps, rule, mode, ranks_per_gpu) + model.startup_s

@@ -1,0 +1,205 @@
+"""The dry run's cost model (run/costmodel.py) and its fit (run/costfit.py): the fit recovers the constants that
+made a set of runs, reads recorded runs and the walls file as documented, refuses what it cannot rebuild, and the
+dry run states what the model was fitted to and what it extrapolates (docs/suites.md, "How long `all` takes")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ipcbench.catalogue.costs import COSTS, CostModel, SuiteCost
+from ipcbench.cli import _bench_parser
+from ipcbench.config import build_config
+from ipcbench.core.schedule import decide_mode
+from ipcbench.run import costfit, costmodel
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+
+# pipeline walks the same measurements under `all` and `--quick` (its own sizes): its one-off cost cannot be told
+# from its per-measurement cost by those runs (test_a_suite_of_one_plan_gets_its_fixed_cost_alone), so it has none
+TRUE = CostModel(samples_factor=1.3, suites={s: SuiteCost(0.004 * (i + 1), 0.1 * i if s != "pipeline" else 0.0)
+                                             for i, s in enumerate(["copy", "kernel", "pool", "vmm", "staged", "nccl",
+                                                                    "latency", "handles", "pipeline"])},
+    default=SuiteCost(0.02, 0.0), shared_gpu_factor=1.5, close_s=0.3, startup_s=2.5,
+    startup_basis="measured", fitted="truth", machines=(), runs=())
+
+
+def synthetic(args: list[str], n: int, ranks_per_gpu: int, model: CostModel, name: str) -> costfit.RecordedRun:
+    """A run of `ipcbench ARGS` on n ranks whose walls are exactly `model`'s."""
+    cfg = build_config(_bench_parser().parse_args(args))
+    kinds = ["nvswitch"] * (n * (n - 1)) if ranks_per_gpu == 1 else None
+    mode = decide_mode(cfg.pairs, ranks_per_gpu, kinds, n, cfg.serial_pairs, cfg.quick)
+    plans = costmodel.suite_plans(cfg.steps(n), cfg.rule, mode)
+    suites = {s: costmodel.suite_seconds(model, s, p, ranks_per_gpu) for s, p in plans.items()}
+    wall = sum(suites.values()) + model.close_s
+    rows = 1000
+    return costfit.RecordedRun(name, " ".join(["ipcbench", *args]), f"{n // ranks_per_gpu} x GPU, {n} ranks",
+                               ranks_per_gpu, n // ranks_per_gpu, wall, suites, plans,
+                               samples=round(rows * cfg.rule.min_samples * model.samples_factor),
+                               min_samples=rows * cfg.rule.min_samples, user_wall_s=wall + model.startup_s)
+
+
+def test_the_fit_recovers_the_constants_that_made_the_runs():
+    runs = [synthetic(["all"], 2, 1, TRUE, "a"), synthetic(["all", "--quick"], 2, 1, TRUE, "q"),
+            synthetic(["copy", "kernel", "latency"], 2, 2, TRUE, "one")]
+    got = costfit.fit(runs, COSTS, "today")
+    assert got.samples_factor == pytest.approx(TRUE.samples_factor, rel=1e-3)
+    for name, c in TRUE.suites.items():
+        assert got.suites[name].fixed_s == pytest.approx(c.fixed_s, abs=2e-5), name
+        assert got.suites[name].once_s == pytest.approx(c.once_s, abs=2e-3), name
+    assert got.shared_gpu_factor == pytest.approx(1.5, rel=1e-3)
+    assert got.close_s == pytest.approx(0.3) and got.startup_s == pytest.approx(2.5)
+    assert got.startup_basis.startswith("measured") and got.worst_residual_pct < 0.1
+    assert got.fitted == "today" and got.runs == ("a", "q", "one")
+
+
+def test_a_suite_of_one_plan_gets_its_fixed_cost_alone():
+    """Runs that all walked the same plan cannot tell a suite's one-off cost from its per-measurement cost: the
+    fit gives it the per-measurement cost only, rather than an arbitrary split."""
+    runs = [synthetic(["all"], 2, 1, replace(TRUE, suites={**TRUE.suites, "copy": SuiteCost(0.01, 0.0)}), "a")]
+    got = costfit.fit(runs, COSTS, "today")
+    assert got.suites["copy"] == SuiteCost(0.01, 0.0)
+
+
+def test_a_suite_whose_rows_are_not_min_time_samples_is_fitted_without_them():
+    """Handle costs are timed one call at a time, not in samples of --min-time: more measurements under the
+    default rule (longer samples) took no longer than fewer under --quick. The sample term would need a negative
+    fixed cost; the suite is fitted without it, its time still per measurement (more pairs cost more), never a
+    negative constant."""
+    flat = replace(TRUE, suites={**TRUE.suites, "handles": SuiteCost(0.02, 0.0, samples=False)})
+    runs = [synthetic(["all"], 2, 1, flat, "a"), synthetic(["all", "--quick"], 2, 1, flat, "q")]
+    assert runs[0].plans["handles"].weight > runs[1].plans["handles"].weight
+    runs[1].suite_wall_s["handles"] = runs[0].suite_wall_s["handles"] * 1.05  # quick took a little longer
+    got = costfit.fit(runs, COSTS, "today").suites["handles"]
+    assert not got.samples and got.fixed_s > 0 and got.once_s == 0.0
+    assert costfit.fit([synthetic(["all"], 2, 1, flat, "a"), synthetic(["all", "--quick"], 2, 1, flat, "q")],
+                       COSTS, "today").suites["handles"] == SuiteCost(0.02, 0.0, samples=False)
+
+
+def test_without_walls_the_start_up_is_kept_and_said_so():
+    runs = [replace(synthetic(["all"], 2, 1, TRUE, "a"), user_wall_s=None)]
+    got = costfit.fit(runs, replace(COSTS, startup_s=4.0, startup_basis="assumed: x"), "today")
+    assert got.startup_s == 4.0 and got.startup_basis == "assumed: x"
+    assert not got.residuals[0].start_included
+
+
+def test_the_fit_needs_a_run_of_one_rank_per_gpu():
+    from ipcbench.errors import UsageError
+
+    with pytest.raises(UsageError, match="one rank per GPU"):
+        costfit.fit([synthetic(["copy"], 2, 2, TRUE, "one")], COSTS, "today")
+
+
+def test_a_recorded_run_rebuilds_the_plan_it_walked():
+    """The plan rebuilt from meta.json measures as many rows as the run wrote (two-GPU `all`: 917 rows)."""
+    run = costfit.load_run(DATA / "h100x2-current" / "all-1")
+    assert run.name == "tests/data/h100x2-current/all-1" and run.ranks_per_gpu == 1 and run.n_gpus == 2
+    assert set(run.plans) == set(run.suite_wall_s) and run.wall_s == 46.08
+    assert run.machine == "2 x NVIDIA H100 80GB HBM3, 2 ranks"
+    one = costfit.load_run(DATA / "h100x1" / "one-1")
+    assert one.ranks_per_gpu == 2 and set(one.plans) == {"copy", "kernel", "latency"}
+    assert 1.0 < one.samples / one.min_samples < 2.0
+
+
+def test_the_plan_comes_from_what_meta_json_records():
+    """The configuration is rebuilt from meta.json's suites, sizes and sampling (not from re-parsing its command):
+    a sampling key this version does not know is left out, and the plan is the one the CLI would build."""
+    meta = json.loads((DATA / "h100x2-current" / "quick-1" / "meta.json").read_text())
+    meta["options"]["sampling"]["a_later_key"] = 1
+    cfg = costfit.recorded_config(meta)
+    cli = build_config(_bench_parser().parse_args(["all", "--quick"]))
+    assert cfg.rule == cli.rule and cfg.quick and cfg.thin_twins == cli.thin_twins
+    assert [(s.label, s.sizes) for s in cfg.steps(2)] == [(s.label, s.sizes) for s in cli.steps(2)]
+    full = costfit.recorded_config(json.loads((DATA / "h100x2-current" / "all-1" / "meta.json").read_text()))
+    assert full.thin_twins and [s.sizes for s in full.steps(2)] == [s.sizes for s in
+                                                                    build_config(_bench_parser().parse_args(["all"])).steps(2)]
+
+
+def test_only_runs_of_suites_are_fitted(tmp_path):
+    from ipcbench.errors import UsageError
+
+    for command, needle in ((["ipcbench", "selftest"], "not a run of suites"), (None, "no readable meta.json")):
+        d = tmp_path / (command[1] if command else "empty")
+        d.mkdir()
+        if command:
+            (d / "meta.json").write_text(json.dumps({"command": command, "status": "complete", "wall_s": 1,
+                                                     "suite_wall_s": {}}))
+        with pytest.raises(UsageError, match=needle):
+            costfit.load_run(d)
+
+
+def test_the_walls_file(tmp_path):
+    f = tmp_path / "walls.txt"
+    f.write_text("# run  wall\nresults/all-1/ 49.5\n\nquick-1 14.2  # from /usr/bin/time\n")
+    assert costfit.read_walls(f) == {"results/all-1": 49.5, "quick-1": 14.2}
+    f.write_text("results/all-1\n")
+    from ipcbench.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"walls.txt:1: expected `RUN_DIR WALL_S`"):
+        costfit.read_walls(f)
+
+
+def test_the_command_prints_residuals_and_refuses_a_walls_line_of_no_run(tmp_path):
+    runs = [str(DATA / "h100x2-current" / d) for d in ("all-1", "quick-1")]
+    walls = tmp_path / "walls.txt"
+    walls.write_text("all-1 49.0\nquick-1 14.5\n")
+    p = subprocess.run([sys.executable, "-m", "ipcbench.run.costfit", *runs, "--walls", str(walls)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    assert "startup_s" in p.stdout and "worst run residual" in p.stdout and "measured: mpirun to exit" in p.stdout
+    walls.write_text("all-9 49.0\n")
+    p = subprocess.run([sys.executable, "-m", "ipcbench.run.costfit", *runs, "--walls", str(walls)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and p.stderr.strip() == "costfit: error: --walls names runs not given: all-9"
+
+
+def test_the_dry_run_uses_the_table():
+    """estimate_seconds is the model under catalogue/costs.py's constants: another table, another estimate."""
+    from ipcbench.run.dryrun import estimate_seconds
+
+    cfg = build_config(_bench_parser().parse_args(["all"]))
+    mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * 2, 2, cfg.serial_pairs, cfg.quick)
+    steps = cfg.steps(2)
+    assert estimate_seconds(steps, cfg.rule, mode) == costmodel.wall_seconds(COSTS, steps, cfg.rule, mode)
+    slower = replace(COSTS, startup_s=COSTS.startup_s + 10)
+    assert estimate_seconds(steps, cfg.rule, mode, model=slower) == pytest.approx(
+        estimate_seconds(steps, cfg.rule, mode) + 10)
+    shared = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2) - COSTS.startup_s - COSTS.close_s
+    alone = estimate_seconds(steps, cfg.rule, mode) - COSTS.startup_s - COSTS.close_s
+    assert shared == pytest.approx(alone * COSTS.shared_gpu_factor)
+
+
+def test_rounds_cost_one_measurement_and_the_round_check_is_paid():
+    """On 8 NVSwitch GPUs a step walked in rounds costs its rounds, not its pairs, plus the round check of the
+    first step of each engine (run/walk.check_rounds: the largest round's pairs one at a time)."""
+    cfg = build_config(_bench_parser().parse_args(["copy"]))
+    mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * 56, 8, cfg.serial_pairs, cfg.quick)
+    steps = cfg.steps(8)
+    push = steps[0]
+    assert push.rounds_ok and costmodel.walked(push, mode) == len(push.sizes) * 14
+    assert costmodel.round_checks(steps, mode) == {0: 4}
+
+
+@pytest.mark.timeout(200)
+def test_the_8_gpu_plan_states_its_assumptions_and_what_was_fitted():
+    """`mpirun -np 8 ipcbench all --dry-run --topology nvswitch`: the runs and machines the constants were fitted
+    on, the residual, and that 8-GPU rounds are assumed to cost what a 2-GPU measurement does."""
+    from conftest import gpu_count
+    from test_cli import _plan
+
+    if gpu_count():
+        pytest.skip("this machine has GPUs (and NVML): the plan is this machine's")
+    plan = _plan(8, "--topology", "nvswitch")
+    text = " ".join(plan["assumptions"])
+    assert f"fitted on {COSTS.fitted} to {len(COSTS.runs)} runs" in text
+    assert all(m in text for m in COSTS.machines)
+    assert f"worst residual {COSTS.worst_residual_pct:.1f}%" in text
+    assert "8 GPUs where at most 2 were measured" in text and "a round of disjoint pairs measured at once" in text
+    assert plan["cost_model"]["runs"] == list(COSTS.runs)
+    assert plan["estimated_s"] == pytest.approx(costfit.estimate(COSTS, 8), abs=0.06)
