@@ -94,3 +94,30 @@ def table(per_rank: dict[str, dict[str, dict[str, float]]], wall_s: float | None
         share = f"  {secs[0] / wall_s:6.1%}" if wall_s else ""
         lines.append(f"{p:40s} " + " ".join(f"{s:9.3f}" for s in secs) + share)
     return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m ipcbench.core.phases RUN_DIR...`: each run's breakdown (meta.json's time_breakdown_s)."""
+    import json
+    import sys
+
+    status = 0
+    for d in argv:
+        try:
+            meta = json.loads(open(os.path.join(d, "meta.json")).read())
+        except (OSError, ValueError) as e:
+            print(f"ipcbench: {d}: no readable meta.json ({e})", file=sys.stderr)
+            status = 2
+            continue
+        print(f"== {d}: {meta.get('rows')} rows, wall_s {meta.get('wall_s')} (from the end of the run's start)")
+        if not meta.get("time_breakdown_s"):
+            print("   no time breakdown recorded (a run of an older version)")
+            continue
+        print(table(meta["time_breakdown_s"], meta.get("wall_s"), top=40))
+    return status
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

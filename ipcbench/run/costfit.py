@@ -115,6 +115,9 @@ def recorded_config(meta: dict) -> RunConfig:
     rule["min_time_s"] = rule.pop("min_time_ms") / 1e3
     rule["max_time_s"] = math.inf if rule.get("max_time_s") is None else rule["max_time_s"]
     quick = bool(opts.get("quick"))
+    # runs made before a rule had these keys sampled every row alike and to the rule's noise alone
+    rule.setdefault("short_factor", 1.0)
+    rule.setdefault("floor_share", 0.0)
     known = {f.name for f in fields(SamplingRule)}  # a key a later version records and this one lacks is not used
     rule = {k: v for k, v in rule.items() if k in known}
     return RunConfig(suites=tuple(meta["suites"]), sizes=tuple(meta["sizes"]), rule=SamplingRule(**rule),
@@ -145,7 +148,11 @@ def _fit_suite(points: list[tuple[SuitePlan, float]], samples_factor: float) -> 
     samples the rule implies leave less time for more measurements (a negative fixed_s: its rows are not timed in
     samples of --min-time, as handle costs are), the suite is fitted without the sample term (samples=False); where
     even then more measurements took no longer, its time is still put per measurement (fixed_s alone), never all
-    once: a node of more pairs then costs more, not the same."""
+    once: a node of more pairs then costs more, not the same. A suite with no samples in its plans
+    (costmodel.UNSAMPLED_SUITES) goes straight to that form."""
+    if not any(p.sample_s for p, _ in points):
+        got = _fit_form(points, 0.0) or _fit_fixed(points, 0.0)
+        return replace(got, samples=False)
     got = _fit_form(points, samples_factor)
     if got is None:
         got = _fit_form(points, 0.0)

@@ -46,6 +46,11 @@ def round_checks(steps, mode) -> dict[int, int]:
     return out
 
 
+# Suites whose rows are not samples of --min-time: handle costs are timed one API call at a time (suites/handles.py),
+# so their time is per measurement alone.
+UNSAMPLED_SUITES = ("handles",)
+
+
 def suite_plans(steps, rule, mode=None) -> dict[str, SuitePlan]:
     """Each suite's sums, in plan order."""
     out: dict[str, SuitePlan] = {}
@@ -53,7 +58,9 @@ def suite_plans(steps, rule, mode=None) -> dict[str, SuitePlan]:
     for i, s in enumerate(steps):
         w = (walked(s, mode) + extra.get(i, 0)) * s.cost
         p = out.setdefault(s.suite, SuitePlan())
-        p.sample_s += w * rule.min_samples * max(rule.min_time_s, s.min_sample_s)
+        if s.suite not in UNSAMPLED_SUITES:
+            per_size = [max(rule.sample_s(n), s.min_sample_s) for n in s.sizes] or [rule.min_time_s]
+            p.sample_s += w * rule.min_samples * sum(per_size) / len(per_size)  # shorter samples under 64 MiB
         p.weight += w
     return out
 
