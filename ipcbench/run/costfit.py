@@ -151,8 +151,8 @@ def _fit_suite(points: list[tuple[SuitePlan, float]], samples_factor: float) -> 
     once: a node of more pairs then costs more, not the same. A suite with no samples in its plans
     (costmodel.UNSAMPLED_SUITES) goes straight to that form."""
     if not any(p.sample_s for p, _ in points):
-        got = _fit_form(points, 0.0) or _fit_fixed(points, 0.0)
-        return replace(got, samples=False)
+        plain = _fit_form(points, 0.0) or _fit_fixed(points, 0.0)
+        return replace(plain, samples=False)
     got = _fit_form(points, samples_factor)
     if got is None:
         got = _fit_form(points, 0.0)
