@@ -348,3 +348,22 @@ def test_sampling_stops_at_a_third_of_the_floor():
     assert len(got.per_transfer_us) == 5
     got = take_samples(rule, 10, lambda i: (times[i % 5], 1, 0))
     assert len(got.per_transfer_us) > 5
+
+
+def test_enough_noise_is_a_third_of_the_rows_floor():
+    """Ctx.enough_noise: the floor of the row's kind (catalogue/noise.py) times the rule's floor_share; 0 where the
+    rule has none (--samples, an explicit --noise)."""
+    from types import SimpleNamespace
+
+    from ipcbench.catalogue import noise
+
+    gpu = SimpleNamespace(info=SimpleNamespace(name="NVIDIA H100 80GB HBM3"))
+    ctx = Ctx(world=None, gpu=gpu, buffers={}, rule=SamplingRule(), verify=True, run_id="r", gpu_of=[0, 1, 0],
+              node_ranks=[0, 1, 2])
+    ce_small = noise.FLOORS["H100"][("ce", "gated")][0]
+    assert ctx.enough_noise("ce", "gated", 4096, 0, 1) == pytest.approx(ce_small / 3)
+    assert ctx.enough_noise("sm", "gated", 1 << 30, 0, 1) == pytest.approx(noise.FLOORS["H100"][("sm", "gated")][2] / 3)
+    # two ranks of one GPU without MPS handing off: the time slice's floor
+    assert ctx.enough_noise("shm", "handoff", 4096, 0, 2) == pytest.approx(noise.TIME_SLICED / 3)
+    ctx.rule = SamplingRule(floor_share=0.0)
+    assert ctx.enough_noise("ce", "gated", 4096, 0, 1) == 0.0
