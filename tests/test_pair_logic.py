@@ -281,3 +281,22 @@ def test_a_pair_of_non_adjacent_ranks_uses_their_slots():
     assert (row.src_rank, row.dst_rank) == (2, 0)
     b0 = node.buffers["legacy"][0]
     assert {ptr for ptr, *_ in node.gpus[0].verifies} == {b0.inbox_slot(2)}
+
+
+def test_both_ranks_stop_at_the_stricter_of_their_two_floor_targets(monkeypatch):
+    """Each rank computes where sampling may stop from its own GPU's floor (Ctx.enough_noise); two GPUs of one node
+    may differ, so the pair agrees on the smaller target before sampling, and both ranks take the same samples."""
+    from ipcbench.core.context import Ctx
+
+    monkeypatch.setattr(Ctx, "enough_noise", lambda self, *a: 0.5 if self.world.local_rank == 0 else 0.0)
+    r0, r1 = random.Random(3), random.Random(4)
+    node = FakeNode(rule=SamplingRule(min_time_s=0.0005, max_samples=9, noise=0.001),
+                    gpu_kw=[dict(jitter=lambda: r0.uniform(0.5, 1.5)), dict(jitter=lambda: r1.uniform(1.0, 3.0))])
+    (row,), _ = pair(node, "ce", "bidir", [4096])
+    g0, g1 = node.gpus
+    assert len(g0.verifies) == len(g1.verifies) == row.samples == 9  # rank 1's 0 holds: no stop at rank 0's 50%
+    monkeypatch.setattr(Ctx, "enough_noise", lambda self, *a: 0.5)
+    node = FakeNode(rule=SamplingRule(min_time_s=0.0005, max_samples=9, noise=0.001),
+                    gpu_kw=[dict(jitter=lambda: r0.uniform(0.5, 1.5)), dict(jitter=lambda: r1.uniform(1.0, 3.0))])
+    (row,), _ = pair(node, "ce", "bidir", [4096])
+    assert row.samples == 5  # both at 50%: the first five samples answer
