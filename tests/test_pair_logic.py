@@ -81,7 +81,7 @@ def test_push_row_reports_the_drivers_time_and_verifies_every_sample():
         assert (r.src_rank, r.dst_rank, r.src_gpu, r.dst_gpu, r.same_gpu) == (0, 1, 0, 1, False)
         # a sample lasts at least min_time (iterations, transfers per sample, were calibrated for it) or is
         # one full gated segment (a sample's cap)
-        assert r.iterations * 1e-3 >= node.rule.min_time_s * 1e3 * 0.999 or r.iterations == per_segment()
+        assert r.iterations * 1e-3 >= node.rule.sample_s(r.bytes) * 1e3 * 0.999 or r.iterations == per_segment()
         assert [float(x) for x in r.samples_us.split()] == pytest.approx([1.0] * r.samples)
     g0, g1 = node.gpus
     assert g0.copies > 0 and g1.copies == 0  # only the driver copies
@@ -160,7 +160,7 @@ def test_bidir_counts_checks_from_both_sides_and_reports_the_longer_side():
     g0, g1 = node.gpus
     assert len(g0.verifies) == len(g1.verifies) == row.samples
     # the count is the larger of the two calibrations (the faster rank 0 wants 3x more transfers)
-    rule = replace(node.rule, max_count=per_segment())
+    rule = replace(node.rule, max_count=per_segment(), min_time_s=node.rule.sample_s(4096))  # a 4 KiB row's length
     want = [transfers_for(rule, node.ctxs[r].hints[("copy/ce/bidir", 0, 1)][1]) for r in (0, 1)]
     assert want[0] > want[1]
     assert row.iterations == want[0]
