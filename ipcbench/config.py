@@ -58,6 +58,9 @@ class RunConfig:
     bulk_shape: BulkShape = field(default_factory=BulkShape)  # the sm_bulk kernel's (core/bulk.py)
     argv: tuple[str, ...] = ()
     sizes_given: bool = False  # --sizes was given: every step measures every size (no thinned twins)
+    # one rank pair per GPU pair where ranks share GPUs (core/schedule.per_gpu_pair): --quick, a fleet check of links;
+    # not `check`, which judges every rank pair
+    gpu_pairs: bool = False
 
     @property
     def thin_twins(self) -> bool:
@@ -142,4 +145,5 @@ def build_config(ns) -> RunConfig:
                      topology=getattr(ns, "topology", None), quiet=ns.quiet,
                      quick=ns.quick, pairs=ns.pairs,
                      serial_pairs=getattr(ns, "serial_pairs", "auto"), copy_shape=shape, bulk_shape=bulk,
-                     argv=tuple(getattr(ns, "argv", ())), sizes_given=ns.sizes is not None)
+                     argv=tuple(getattr(ns, "argv", ())), sizes_given=ns.sizes is not None,
+                     gpu_pairs=bool(ns.quick) and getattr(ns, "gpu_pairs", True))

@@ -126,7 +126,8 @@ class Options:
                                 min_time=None, noise=None, max_time=None, no_verify=False, timeout=ns.timeout,
                                 out=ns.out, dry_run=ns.dry_run, json=ns.json and ns.dry_run, quiet=ns.quiet,
                                 pairs="auto", serial_pairs="auto", sm_copy=None, sm_bulk=None,
-                                topology=ns.topology, argv=["check", *self.argv])
+                                topology=ns.topology, argv=["check", *self.argv],
+                                gpu_pairs=False)  # every rank pair is judged (coverage), not one per GPU pair
         return build_config(bench)
 
 

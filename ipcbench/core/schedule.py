@@ -164,11 +164,11 @@ class PairMode:
         return out
 
 
-def per_gpu_pair(mode: PairMode, quick: bool, gpu_of: list[int]) -> PairMode:
-    """The mode of a --quick run whose ranks share GPUs: one rank pair per GPU pair (PairMode.gpu_of). A fleet
-    check asks whether each link and each GPU is healthy; the other rank pairs of a GPU pair measure the same
-    link again (4 ranks on 2 GPUs: 12 ordered rank pairs, 4 GPU pairs)."""
-    if not quick or len(set(gpu_of)) == len(gpu_of):
+def per_gpu_pair(mode: PairMode, wanted: bool, gpu_of: list[int]) -> PairMode:
+    """The mode of a run that `wanted` one rank pair per GPU pair (RunConfig.gpu_pairs: --quick) where its ranks
+    share GPUs (PairMode.gpu_of). A fleet check asks whether each link and each GPU is healthy; the other rank pairs
+    of a GPU pair measure the same link again (4 ranks on 2 GPUs: 12 ordered rank pairs, 4 GPU pairs)."""
+    if not wanted or len(set(gpu_of)) == len(gpu_of):
         return mode
     return replace(mode, gpu_of=tuple(gpu_of))
 

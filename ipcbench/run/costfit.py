@@ -89,6 +89,9 @@ def load_run(path: Path) -> RecordedRun:
     n_local = sum(1 for r in meta["ranks"] if r["host"] == host)
     pm = meta["pair_mode"]
     mode = PairMode(pm["mode"], pm["requested"], pm["reason"], SerialPairs(**pm["serial_pairs"]))
+    if pm.get("rank_pairs"):  # --quick with ranks sharing GPUs: one rank pair per GPU pair (core/schedule.py)
+        mine = sorted((r for r in meta["ranks"] if r["host"] == host), key=lambda r: r["local_rank"])
+        mode = replace(mode, gpu_of=tuple(int(r["gpu"]) for r in mine))
     skipped = {(s["suite"], s["label"]) for s in meta.get("skipped", [])}
     steps = [s for s in cfg.steps(n_local) if (s.suite, s.label) not in skipped]
     gpus = meta["gpus"][host]

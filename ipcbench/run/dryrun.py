@@ -101,7 +101,7 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     link_source = f"--topology {cfg.topology}" if cfg.topology else "NVML" if kinds else "unknown"
     ranks_per_gpu = -(-local // min(local, gpus_here))
     mode = agree_pair_mode(world, cfg.pairs, ranks_per_gpu, kinds, local, cfg.serial_pairs, cfg.quick)
-    mode = per_gpu_pair(mode, cfg.quick, [i % min(local, gpus_here) for i in range(local)])  # rank i -> GPU i mod G
+    mode = per_gpu_pair(mode, cfg.gpu_pairs, [i % min(local, gpus_here) for i in range(local)])  # rank i: GPU i mod G
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
         return 0

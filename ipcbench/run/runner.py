@@ -179,7 +179,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
         topo = _node_topology() if world.local_rank == 0 else None
         world.node_barrier("the topology of this node")
         topo = world.node.bcast(topo, root=0)
-        mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo, cfg.serial_pairs, cfg.quick)
+        mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo, cfg.serial_pairs, cfg.quick, cfg.gpu_pairs)
     with PHASES.phase("meta"):
         meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
     if world.rank == 0:
@@ -265,7 +265,7 @@ def _str_dir(decision):
 
 
 def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | None, serial: str = "auto",
-                      quick: bool = False):
+                      quick: bool = False, gpu_pairs: bool = False):
     """This node's pair mode and serial-step coverage from the links between the GPUs its ranks use
     (run/walk.agree_pair_mode)."""
     used = set(gpu_of)
@@ -273,7 +273,7 @@ def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | Non
     if topo and topo.get("nvml") and topo.get("links"):
         kinds = [ln["kind"] for ln in topo["links"] if ln["src_gpu"] in used and ln["dst_gpu"] in used] or None
     mode = agree_pair_mode(world, requested, max(Counter(gpu_of).values()), kinds, world.local_size, serial, quick)
-    return per_gpu_pair(mode, quick, gpu_of)
+    return per_gpu_pair(mode, gpu_pairs, gpu_of)
 
 
 def _detect_mps(world, index: int):
