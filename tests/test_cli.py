@@ -403,3 +403,21 @@ def test_a_figure_that_cannot_be_written_is_one_line_exit_2(tmp_path):
     lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln]
     assert status == 2 and len(lines) == 1, err
     assert lines[0].startswith("ipcbench: error: ") and f"{run.name}-latency.png: Is a directory" in lines[0], lines
+
+
+def test_quick_asks_for_one_rank_pair_per_gpu_pair_and_check_does_not():
+    """--quick (a fleet check of links) measures one rank pair per GPU pair where ranks share GPUs; the full run and
+    `check` (which judges every rank pair it expects) measure every rank pair."""
+    import argparse
+
+    from ipcbench.check.command import Options, add_arguments
+    from ipcbench.cli import _bench_parser
+    from ipcbench.config import build_config
+
+    assert build_config(_bench_parser().parse_args(["all", "--quick"])).gpu_pairs
+    assert not build_config(_bench_parser().parse_args(["all"])).gpu_pairs
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    ns = p.parse_args([])
+    cfg = Options(ns, []).config()
+    assert cfg.quick and not cfg.gpu_pairs

@@ -247,9 +247,9 @@ def test_quick_with_ranks_sharing_gpus_keeps_one_rank_pair_per_gpu_pair():
     assert one_per_gpu_pair(ordered_pairs(4), gpu_of) == [(0, 1), (0, 2), (1, 0), (1, 3)]
     assert one_per_gpu_pair(unordered_pairs(4), gpu_of) == [(0, 1), (0, 2), (1, 3)]
     mode = PairMode("sequential", "auto", "2 ranks per GPU", EVERY_PAIR)
-    assert per_gpu_pair(mode, quick=False, gpu_of=list(gpu_of)) is mode  # the full run measures every rank pair
-    assert per_gpu_pair(mode, quick=True, gpu_of=[0, 1, 2, 3]) is mode  # one rank per GPU: nothing to merge
-    quick = per_gpu_pair(mode, quick=True, gpu_of=list(gpu_of))
+    assert per_gpu_pair(mode, wanted=False, gpu_of=list(gpu_of)) is mode  # the full run measures every rank pair
+    assert per_gpu_pair(mode, wanted=True, gpu_of=[0, 1, 2, 3]) is mode  # one rank per GPU: nothing to merge
+    quick = per_gpu_pair(mode, wanted=True, gpu_of=list(gpu_of))
     assert quick.select(ordered_pairs(4), serial_step=False) == [(0, 1), (0, 2), (1, 0), (1, 3)]
     assert quick.as_dict()["rank_pairs"].startswith("one per GPU pair")
     assert "rank_pairs" not in mode.as_dict()
