@@ -98,10 +98,13 @@ class Options:
         except SizeError as e:
             raise UsageError(f"--sizes: {e}") from None
         users = expect.load(ns.thresholds) if ns.thresholds else []
+        users_ev = expect.load_evidence(ns.thresholds) if ns.thresholds else []
         self.expectations = expect.combine([] if ns.no_defaults else expect.defaults(), users)
-        self.sources = ([f"thresholds {ns.thresholds} ({len(users)})"] if users else []) + \
+        self.evidence = expect.combine_evidence([] if ns.no_defaults else expect.evidence_defaults(), users_ev)
+        self.sources = ([f"thresholds {ns.thresholds} ({len(users)} [[expect]], {len(users_ev)} [[evidence]])"]
+                        if users or users_ev else []) + \
             ([] if ns.no_defaults else ["thresholds shipped with ipcbench (ipcbench/check/defaults.toml)"])
-        if not self.expectations and not ns.baseline:
+        if not self.expectations and not self.evidence and not ns.baseline:
             raise UsageError("nothing to judge against: --no-defaults without --thresholds or --baseline")
         if ns.out:  # the runner's own rule (run/outdir.py), asked here: before MPI starts or a GPU is touched
             from ipcbench.run.outdir import choose_run_dir
@@ -219,7 +222,7 @@ def report(opts: Options, run) -> int:
     """Judge the run and write every output the options ask for; the exit status."""
     baseline = _baseline(opts, run) if opts.ns.baseline else None
     v = judge.judge(run, opts.expectations, opts.methods, baseline, peers=not opts.ns.no_peers,
-                    peer_drop=opts.peer_drop)
+                    peer_drop=opts.peer_drop, evidence=opts.evidence)
     v.sources = opts.sources + ([f"baseline {', '.join(map(str, opts.ns.baseline))} (compare, threshold "
                                  f"{opts.threshold:.0%})"] if baseline is not None else []) + \
         ([] if opts.ns.no_peers else [f"peers: the node's other pairs of the same link kind (fail past "
@@ -230,7 +233,7 @@ def report(opts: Options, run) -> int:
                               ("--prometheus", opts.ns.prometheus, outputs.write_prometheus)):
         if path:  # checked before judging (check/inputs.py); what still fails (a full disk) is exit 2, never 1
             try:
-                write(path, v, host)
+                write(path, v, host, getattr(run.meta, "evidence", None))
             except OSError as e:
                 raise UsageError(f"{flag} {path}: cannot write ({e.strerror or e})") from None
     if opts.ns.json:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
-from ipcbench.check.expect import Expectation
+from ipcbench.check.expect import EvidenceExpectation, Expectation, evidence_defaults
 from ipcbench.report.validity import invalid
 from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
@@ -66,6 +66,7 @@ class Finding:
 class Verdict:
     checks: list[Finding] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # the expectations used, said in every output
+    notes: list[str] = field(default_factory=list)  # what explains the rows without judging (a power cap)
 
     @property
     def status(self) -> Status:
@@ -90,7 +91,7 @@ class Verdict:
         return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
 
     def pairs(self) -> dict:
-        return self.by(lambda c: [(c.host, c.pair)] if c.src_gpu >= 0 else [])
+        return self.by(lambda c: [(c.host, c.pair)] if c.src_gpu >= 0 and c.source != "evidence" else [])
 
     def gpus(self) -> dict:
         return self.by(lambda c: sorted({(c.host, c.src_gpu), (c.host, c.dst_gpu)}) if c.src_gpu >= 0 else [])
@@ -101,13 +102,14 @@ class Verdict:
         return self.by(lambda c: [c.host] if c.src_gpu >= 0 or not hosts else hosts)
 
     def reason(self) -> str:
-        """One line: the worst failure (or the first thing not judged), and how many more."""
+        """One line: the worst failure (or the first thing not judged), and how many more; the node's own
+        evidence first (a link down, a counter that grew: the cause of slow rows, check/evidence_rules.py)."""
         if self.exit_code == 0:
             return f"ok: {len(self.checks)} checks passed"
         bad = [c for c in self.checks if c.status is self.status]
         if not bad:
             return "cannot judge: nothing was judged"
-        worst = max(bad, key=lambda c: c.shortfall)
+        worst = max(bad, key=lambda c: (c.source == "evidence", c.shortfall))
         head = f"{'FAIL' if self.status is Status.FAIL else 'cannot judge'}: {worst.brief or worst.reason}"
         more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
         if len(head) + len(more) > REASON_CHARS:
@@ -116,7 +118,7 @@ class Verdict:
 
     def as_dict(self) -> dict:
         return {"verdict": self.word, "exit_code": self.exit_code, "reason": self.reason(),
-                "expectations": self.sources,
+                "expectations": self.sources, "notes": self.notes,
                 "pairs": [{"host": h, "pair": p, "status": s} for (h, p), s in self.pairs().items()],
                 "gpus": [{"host": h, "gpu": g, "status": s} for (h, g), s in self.gpus().items()],
                 "nodes": [{"host": h, "status": s} for h, s in self.nodes().items()],
@@ -138,12 +140,15 @@ def _num(v, unit: str) -> str:
 
 
 def judge(run, expectations: list[Expectation], methods: list[str], baseline=None, peers: bool = True,
-          peer_drop: float = PEER_DROP) -> Verdict:
+          peer_drop: float = PEER_DROP, evidence: list[EvidenceExpectation] | None = None) -> Verdict:
     """The checks of a run (record/run.Run) against its expectations (check/expect.py), a baseline comparison
-    (report/compare.Comparison of this run against known-good runs, or None) and its peers. `methods`: the
-    methods judged (rows of others are left alone). A row whose value cannot be true (invalid_rows) is a
-    finding of its own, UNJUDGED, and is judged by nothing else nor used to judge another pair."""
+    (report/compare.Comparison of this run against known-good runs, or None) and its peers, and the node's own
+    evidence against `evidence` (the [[evidence]] tables; None: the shipped ones; check/evidence_rules.py).
+    `methods`: the methods judged (rows of others are left alone). A row whose value cannot be true
+    (invalid_rows) is a finding of its own, UNJUDGED, and is judged by nothing else nor used to judge another
+    pair."""
     v = Verdict()
+    v.checks, v.notes = _evidence(run, evidence_defaults() if evidence is None else evidence)
     frame = run.frame
     invalid = invalid_rows(run)
     rows = frame[frame["method"].isin(methods) & frame["kind"].isin(["bandwidth", "latency"])]
@@ -163,6 +168,17 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
                             f"{_what(run, r)}: failed verification ({r.note})", f"{_what(run, r)} failed verification")
                  for r in rows.itertuples() if not r.verified]
     return v
+
+
+def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], list[str]]:
+    """The evidence rules' findings and notes (recorded in meta.json's "evidence", record/meta.Meta)."""
+    from ipcbench.check import evidence_rules
+
+    models = {h: {g.index: g.name for g in gs} for h, gs in run.meta.gpus.items()}
+    for h in run.meta.hosts:
+        models.setdefault(h, {})
+    got = evidence_rules.judge(getattr(run.meta, "evidence", None), tables, models)
+    return got.findings, got.notes
 
 
 def invalid_rows(run) -> dict:

@@ -1,0 +1,495 @@
+"""The node's own evidence judged (pure: evidence/model.Evidence and the [[evidence]] expectations in, check
+findings out): NVLink state, speed and error counters, PCIe training, ECC and row remaps, other jobs'
+processes, thermal and hardware slowdown, each per GPU (and per link where it is one link's), before and
+after the run (ipcbench/evidence/ reads them; docs/check.md says why each state is exit 1 or exit 2).
+
+- FAIL (exit 1): the node is seen to be unhealthy: a link down or slow, a counter that grew past its
+  allowance, a PCIe link narrower than it should be, new uncorrectable ECC errors, a pending or failed row
+  remap, another job's process on a GPU, a thermal or hardware slowdown during the run.
+- UNJUDGED (exit 2): an item a rule needs is "not available" (the driver, the binding or the VM did not give
+  it, no NVML at all, no snapshot on one side of the run) and the expectations `require` it: what was not
+  read never passes as healthy. An item not required that is missing is left out, said by no finding.
+- PASS: read and as expected; a power cap reached during the run is a pass whose note explains slower rows.
+
+A run recorded before ipcbench recorded node evidence has none: each required item cannot be judged where
+the expectations require "recorded", else the run is judged by its rows alone and a note says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ipcbench.check.expect import NVLINK_COUNTERS, POWER_CAP, EvidenceExpectation, Setting, resolve
+from ipcbench.check.judge import Finding
+from ipcbench.status import Status
+
+SOURCE = "evidence"
+ITEM_WORDS = {"nvlinks": "NVLink state", "nvlink_speed": "NVLink speed", "nvlink_errors": "NVLink error counters",
+              "pcie": "PCIe link generation and width", "clock_events": "clock event reasons",
+              "clock_event_ns": "clock event durations", "ecc": "volatile ECC counts",
+              "remap": "row remap state", "processes": "compute processes"}
+COUNTER_WORDS = {"replay": ("replay", "replays"), "recovery": ("recovery", "recoveries"),
+                 "crc_flit": ("CRC flit error", "CRC flit errors"), "crc_data": ("CRC data error", "CRC data errors")}
+EVENT_WORDS = {"hw_slowdown": "hardware slowdown", "hw_thermal_slowdown": "hardware thermal slowdown",
+               "sw_thermal_slowdown": "software thermal slowdown", "hw_power_brake": "hardware power brake",
+               POWER_CAP: "its power cap"}
+NO_EVIDENCE = "no node evidence recorded (run made before ipcbench recorded it, or by a version that did not)"
+
+
+@dataclass
+class Judged:
+    """What the evidence rules found: findings for the verdict, notes for the summary (no status of their own)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def judge(evidence, tables: list[EvidenceExpectation], models: dict[str, dict[int, str]]) -> Judged:
+    """Every rule on every GPU of every host. `evidence`: the run's Evidence (None or no snapshot: none was
+    recorded); `models`: {host: {GPU index: model}} as the run's meta.json names them, for hosts and GPUs the
+    evidence cannot name itself (no NVML, or no evidence at all)."""
+    out = Judged()
+    snaps = list(getattr(evidence, "snapshots", None) or [])
+    hosts = list(dict.fromkeys([*(s.host for s in snaps), *models]))
+    if not snaps:
+        for host in hosts or [""]:
+            _unrecorded(out, host, models.get(host, {}), tables, NO_EVIDENCE)
+        if not any(f.source == SOURCE for f in out.findings):
+            out.notes.append(f"{NO_EVIDENCE}: judged by its rows alone")
+        return out
+    for host in hosts:
+        before = _snap(snaps, host, "before")
+        after = _snap(snaps, host, "after")
+        if before is None and after is None:
+            _unrecorded(out, host, models.get(host, {}), tables, f"no node evidence recorded for {host}",
+                        force=True)
+            continue
+        _host(out, host, before, after, models.get(host, {}), tables)
+    return out
+
+
+def _snap(snaps, host: str, when: str):
+    return next((s for s in snaps if s.host == host and s.when == when), None)
+
+
+def _finding(host: str, gpu: int, rule: str, status: Status, reason: str, brief: str = "", value=None,
+             unit: str = "", expected=None, link: str = "", against: str = "") -> Finding:
+    return Finding(SOURCE, host, f"GPU {gpu}" if gpu >= 0 else "node", gpu, gpu, link, rule, "", 0, value, unit,
+                   expected, status, reason, brief or reason, against)
+
+
+def _required(rules: dict[str, Setting], item: str) -> bool:
+    req = rules.get("require")
+    return req is not None and item in tuple(req.value)
+
+
+def _missing(out: Judged, host: str, gpu: int, rules: dict[str, Setting], item: str, why: str,
+             what: str = "") -> None:
+    """A finding for an item the rule needs that was not read: UNJUDGED where required, nothing where not."""
+    if not _required(rules, item):
+        return
+    name = f"GPU {gpu}" if gpu >= 0 else host or "the node"
+    words = what or ITEM_WORDS[item]
+    out.findings.append(_finding(host, gpu, item, Status.UNJUDGED,
+                                 f"{name}: {words} not available ({why}): required, so it cannot be judged",
+                                 f"{name}: {words} not available ({why})",
+                                 against=rules["require"].against("require")))
+
+
+def _unrecorded(out: Judged, host: str, models: dict[int, str], tables: list[EvidenceExpectation], why: str,
+                force: bool = False) -> None:
+    """No snapshot of this host: each GPU's required items cannot be judged where "recorded" is required too
+    (or `force`: the run recorded evidence, but none of this host)."""
+    for gpu, model in sorted(models.items()) or [(-1, "")]:
+        rules = resolve(tables, model)
+        if not (force or _required(rules, "recorded")):
+            continue
+        req = [i for i in tuple(rules["require"].value) if i != "recorded"] if "require" in rules else []
+        for item in req:
+            _missing(out, host, gpu, rules, item, why)
+
+
+def _ok(item) -> bool:
+    return item is not None and not getattr(item, "missing", "") and getattr(item, "value", None) is not None
+
+
+def _why(*items) -> str:
+    """Why the first of these items is missing (a snapshot's own reason where the whole snapshot failed)."""
+    for it in items:
+        if it is None:
+            return "no reading"
+        if getattr(it, "missing", ""):
+            return str(it.missing)
+    return "no value"
+
+
+def _host(out: Judged, host: str, before, after, models: dict[int, str], tables) -> None:
+    """The rules on each GPU of one host, from its snapshot before and after the run (either may be None)."""
+    sides = [s for s in (before, after) if s is not None]
+    if any(s.missing for s in sides):
+        why = next(s.missing for s in sides if s.missing)
+        gpus = {g.index: g.model for s in sides for g in s.gpus} or dict(models)
+        for gpu, model in sorted(gpus.items()) or [(-1, "")]:
+            rules = resolve(tables, model or models.get(gpu, ""))
+            for item in tuple(rules["require"].value) if "require" in rules else ():
+                if item != "recorded":
+                    _missing(out, host, gpu, rules, item, why)
+        return
+    b = {g.index: g for g in before.gpus} if before is not None else {}
+    a = {g.index: g for g in after.gpus} if after is not None else {}
+    own = {int(p) for s in sides for p in (s.own_pids or [])}
+    for gpu in sorted(set(b) | set(a) | set(models)):
+        g_b, g_a = b.get(gpu), a.get(gpu)
+        model = next((g.model for g in (g_a, g_b) if g is not None and g.model), models.get(gpu, ""))
+        rules = resolve(tables, model)
+        if g_b is None or g_a is None:
+            side = "before" if g_b is None else "after"
+            why = f"GPU {gpu} not in the snapshot {side} the run"
+        else:
+            why = ""
+        _links(out, host, gpu, g_b, g_a, rules, why)
+        _pcie(out, host, gpu, [g for g in (g_b, g_a) if g is not None], rules)
+        _ecc(out, host, gpu, g_b, g_a, rules, why)
+        _remap(out, host, gpu, [g for g in (g_b, g_a) if g is not None], rules)
+        _processes(out, host, gpu, [g for g in (g_b, g_a) if g is not None], own, rules)
+        _clocks(out, host, gpu, g_b, g_a, rules, why)
+
+
+# ---- NVLink: state, speed, error counters ----------------------------------------------------------------
+
+def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
+    readings = [g for g in (g_b, g_a) if g is not None]
+    bad = [g.links for g in readings if not _ok(g.links)]
+    if bad or not readings:  # no link table: one finding names every NVLink item required
+        why = _why(*bad) if bad else side_missing
+        items = [i for i in ("nvlinks", "nvlink_speed", "nvlink_errors") if _required(rules, i)]
+        if items:
+            _missing(out, host, gpu, rules, items[0], why,
+                     " and ".join(ITEM_WORDS[i] for i in items).replace("NVLink error", "error"))
+        return
+    _link_state(out, host, gpu, g_b, g_a, rules)
+    _link_speed(out, host, gpu, readings, rules)
+    _link_errors(out, host, gpu, g_b, g_a, rules, side_missing)
+
+
+def _active(g) -> tuple[dict[int, bool], list[int]]:
+    """({link: active} of the links whose state was read, [links whose state was not])."""
+    state, unread = {}, []
+    for ln in g.links.value:
+        if _ok(ln.active):
+            state[int(ln.link)] = bool(ln.active.value)
+        else:
+            unread.append(int(ln.link))
+    return state, unread
+
+
+def _links_text(links) -> str:
+    links = sorted(links)
+    return f"link{'s' if len(links) > 1 else ''} {', '.join(map(str, links))}"
+
+
+def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules) -> None:
+    """One finding per GPU: how many links are active against the model's count, which are down, which went
+    down during the run (active before, not after)."""
+    want = rules.get("nvlinks")
+    states = {when: _active(g) for when, g in (("before", g_b), ("after", g_a)) if g is not None}
+    unread = sorted({ln for _, u in states.values() for ln in u})
+    if unread:
+        g = g_a if g_a is not None else g_b
+        why = _why(*(ln.active for ln in g.links.value if int(ln.link) in unread))
+        _missing(out, host, gpu, rules, "nvlinks", why, f"the state of NVLink {_links_text(unread)}")
+        if _required(rules, "nvlinks"):
+            return
+    went_down = sorted(ln for ln, up in states.get("before", ({}, []))[0].items()
+                       if up and states.get("after", ({}, []))[0].get(ln) is False)
+    counts = {when: sum(s.values()) for when, (s, _) in states.items()}
+    fewest = min(counts, key=lambda w: (counts[w], w != "after"))  # the after reading where they tie
+    n = counts[fewest]
+    down = sorted(ln for ln, up in states[fewest][0].items() if not up)
+    against = want.against("nvlinks") if want is not None else ""
+    expected = int(want.value) if want is not None else None
+    short = expected is not None and n < expected
+    if not short and not went_down:
+        total = f"{n} of {expected}" if expected is not None else f"{n}"
+        out.findings.append(_finding(host, gpu, "nvlinks", Status.PASS,
+                                     f"GPU {gpu}: {total} NVLinks active {' and '.join(states)} the run",
+                                     value=n, unit="links", expected=expected, link="nvlink", against=against))
+        return
+    parts = []
+    if went_down:
+        parts.append(f"{_links_text(went_down)} went down during the run")
+    rest = [ln for ln in down if ln not in went_down]
+    if rest:
+        parts.append(f"{_links_text(rest)} down")
+    head = f"GPU {gpu}: {n} of {expected} NVLinks active" if expected is not None else \
+        f"GPU {gpu}: {n} NVLinks active"
+    brief = f"{head} ({'; '.join(parts)})" if parts else head
+    out.findings.append(_finding(host, gpu, "nvlinks", Status.FAIL, f"{brief} [{fewest} the run]", brief, value=n,
+                                 unit="links", expected=expected, link="nvlink", against=against))
+
+
+def _link_speed(out: Judged, host: str, gpu: int, readings, rules) -> None:
+    """Each active link's speed against the per-link floor: a FAIL per slow link (its slowest reading)."""
+    floor = rules.get("nvlink_gbps")
+    if floor is None:
+        return
+    bound = float(floor.value)
+    slow: dict[int, float] = {}
+    unread: list = []
+    n = 0
+    for g in readings:
+        for ln in g.links.value:
+            if not (_ok(ln.active) and ln.active.value):
+                continue
+            n += 1
+            if not _ok(ln.speed_gbps):
+                unread.append(ln)
+            elif float(ln.speed_gbps.value) < bound:
+                slow[int(ln.link)] = min(float(ln.speed_gbps.value), slow.get(int(ln.link), float("inf")))
+    if unread:
+        _missing(out, host, gpu, rules, "nvlink_speed", _why(*(ln.speed_gbps for ln in unread)),
+                 f"the speed of NVLink {_links_text({int(ln.link) for ln in unread})}")
+    against = floor.against("nvlink_gbps")
+    for ln, v in sorted(slow.items()):
+        brief = f"GPU {gpu} link {ln} at {v:.4g} GB/s, expected at least {bound:g} GB/s"
+        out.findings.append(_finding(host, gpu, "nvlink_speed", Status.FAIL, brief, brief, value=v, unit="GB/s",
+                                     expected=bound, link="nvlink", against=against))
+    if not slow and not (unread and _required(rules, "nvlink_speed")) and n:
+        out.findings.append(_finding(host, gpu, "nvlink_speed", Status.PASS,
+                                     f"GPU {gpu}: every active NVLink at {bound:g} GB/s or more", value=None,
+                                     unit="GB/s", expected=bound, link="nvlink", against=against))
+
+
+def _counter_text(n: int, counter: str, gpu: int, link: int) -> str:
+    one, many = COUNTER_WORDS.get(counter, (counter, counter))
+    return f"{n} {one if n == 1 else many} on GPU {gpu} link {link} during the run"
+
+
+def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
+    """Each counter of each link, after minus before, against its allowance: a FAIL per (link, counter) that
+    grew past it ("12 replays on GPU 1 link 4 during the run")."""
+    allowed = rules.get("link_errors_allowed")
+    if allowed is None:
+        return
+    if g_b is None or g_a is None:
+        _missing(out, host, gpu, rules, "nvlink_errors", side_missing)
+        return
+    limits: dict = dict(allowed.value)
+    before = {int(ln.link): ln for ln in g_b.links.value}
+    unread, grew, back, n = [], [], [], 0
+    for ln in g_a.links.value:
+        lb = before.get(int(ln.link))
+        if lb is None or not (_ok(lb.errors) and _ok(ln.errors)):
+            if lb is not None and (_ok(lb.active) and lb.active.value or _ok(ln.active) and ln.active.value):
+                unread.append((ln, lb))
+            continue
+        n += 1
+        for counter in sorted(set(lb.errors.value) & set(ln.errors.value), key=_counter_order):
+            d = int(ln.errors.value[counter]) - int(lb.errors.value[counter])
+            if d < 0:
+                back.append((int(ln.link), counter, lb.errors.value[counter], ln.errors.value[counter]))
+            elif d > limits.get(counter, 0):
+                grew.append((int(ln.link), counter, d))
+    if unread:
+        why = _why(*(x.errors for pair in unread for x in pair if x is not None and not _ok(x.errors)))
+        _missing(out, host, gpu, rules, "nvlink_errors", why,
+                 f"the error counters of NVLink {_links_text({int(ln.link) for ln, _ in unread})}")
+    against = allowed.against("link_errors_allowed")
+    for link, counter, d in grew:
+        brief = _counter_text(d, counter, gpu, link)
+        allow = limits.get(counter, 0)
+        out.findings.append(_finding(host, gpu, "nvlink_errors", Status.FAIL,
+                                     f"{brief} ({allow} allowed)", brief, value=d, unit=counter, expected=allow,
+                                     link="nvlink", against=against))
+    for link, counter, was, now in back:
+        brief = f"GPU {gpu} link {link} {counter} counter went back from {was} to {now} (reset during the run?)"
+        out.findings.append(_finding(host, gpu, "nvlink_errors", Status.UNJUDGED, f"{brief}: cannot tell what the "
+                                     f"link did", brief, link="nvlink", against=against))
+    if not grew and not back and n and not (unread and _required(rules, "nvlink_errors")):
+        out.findings.append(_finding(host, gpu, "nvlink_errors", Status.PASS,
+                                     f"GPU {gpu}: no NVLink error counter grew past its allowance on {n} links",
+                                     link="nvlink", against=against))
+
+
+def _counter_order(c: str) -> tuple:
+    return (NVLINK_COUNTERS.index(c) if c in NVLINK_COUNTERS else len(NVLINK_COUNTERS), c)
+
+
+# ---- PCIe ----------------------------------------------------------------------------------------------
+
+def _pcie(out: Judged, host: str, gpu: int, readings, rules) -> None:
+    """The link's width against `pcie_width` (else the GPU's maximum), at every reading; its generation only
+    against `pcie_gen` where the thresholds set it: NVML's current generation drops while a GPU idles, and the
+    readings are taken at rest, so a lower generation than the maximum is said, never failed, unless asked."""
+    want_w, want_g = rules.get("pcie_width"), rules.get("pcie_gen")
+    worst = None
+    for g in readings:
+        need = [g.pcie_gen, g.pcie_width] + ([] if want_w is not None else [g.pcie_max_width])
+        if not all(_ok(x) for x in need):
+            _missing(out, host, gpu, rules, "pcie", _why(*(x for x in need if not _ok(x))))
+            return
+        exp_w = int(want_w.value) if want_w is not None else int(g.pcie_max_width.value)
+        gen, width = int(g.pcie_gen.value), int(g.pcie_width.value)
+        low = width < exp_w or (want_g is not None and gen < int(want_g.value))
+        if worst is None or low:
+            worst = (gen, width, exp_w, g)
+        if low:
+            break
+    if worst is None:
+        return
+    gen, width, exp_w, g = worst
+    exp_g = int(want_g.value) if want_g is not None else None
+    max_g = int(g.pcie_max_gen.value) if _ok(g.pcie_max_gen) else None
+    against = "; ".join(s.against(k) for k, s in (("pcie_width", want_w), ("pcie_gen", want_g)) if s is not None) \
+        or "the GPU's maximum width (NVML)"
+    if width < exp_w or (exp_g is not None and gen < exp_g):
+        expected = f"gen{exp_g} x{exp_w}" if exp_g is not None else f"x{exp_w}"
+        brief = f"GPU {gpu} PCIe gen{gen} x{width}, expected {expected}"
+        out.findings.append(_finding(host, gpu, "pcie", Status.FAIL, brief, brief, value=width, unit="lanes",
+                                     expected=exp_w, link="pcie", against=against))
+        return
+    note = ""
+    if exp_g is None and max_g is not None and gen < max_g:
+        note = (f" (gen{gen} of gen{max_g} at rest: a GPU may idle at a lower generation; not judged without "
+                f"pcie_gen)")
+    out.findings.append(_finding(host, gpu, "pcie", Status.PASS, f"GPU {gpu} PCIe gen{gen} x{width}{note}",
+                                 value=width, unit="lanes", expected=exp_w, link="pcie", against=against))
+
+
+# ---- ECC and row remaps --------------------------------------------------------------------------------
+
+def _ecc(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
+    """New uncorrectable volatile ECC errors during the run (after minus before) fail."""
+    if g_b is None or g_a is None:
+        _missing(out, host, gpu, rules, "ecc", side_missing)
+        return
+    if not (_ok(g_b.ecc_uncorrected_volatile) and _ok(g_a.ecc_uncorrected_volatile)):
+        _missing(out, host, gpu, rules, "ecc", _why(g_b.ecc_uncorrected_volatile, g_a.ecc_uncorrected_volatile))
+        return
+    d = int(g_a.ecc_uncorrected_volatile.value) - int(g_b.ecc_uncorrected_volatile.value)
+    if d > 0:
+        brief = f"GPU {gpu}: {d} new uncorrectable ECC error{'s' if d > 1 else ''} during the run"
+        out.findings.append(_finding(host, gpu, "ecc", Status.FAIL, brief, brief, value=d, unit="errors",
+                                     expected=0))
+    else:
+        out.findings.append(_finding(host, gpu, "ecc", Status.PASS,
+                                     f"GPU {gpu}: no new uncorrectable ECC error during the run", value=max(d, 0),
+                                     unit="errors", expected=0))
+
+
+def _remap(out: Judged, host: str, gpu: int, readings, rules) -> None:
+    """A pending row remap (the GPU needs a reset) or a failed one (it needs service), at any reading, fails."""
+    need = [x for g in readings for x in (g.remap_pending, g.remap_failure)]
+    if not readings or not all(_ok(x) for x in need):
+        _missing(out, host, gpu, rules, "remap", _why(*(x for x in need if not _ok(x))) if readings else "no reading")
+        return
+    pending = any(bool(g.remap_pending.value) for g in readings)
+    failed = any(bool(g.remap_failure.value) for g in readings)
+    parts = (["a row remap is pending (the GPU needs a reset)"] if pending else []) + \
+        (["a row remap failed (the GPU needs service)"] if failed else [])
+    if parts:
+        brief = f"GPU {gpu}: {'; '.join(parts)}"
+        out.findings.append(_finding(host, gpu, "remap", Status.FAIL, brief, brief))
+    else:
+        out.findings.append(_finding(host, gpu, "remap", Status.PASS, f"GPU {gpu}: no row remap pending or failed"))
+
+
+# ---- other jobs' processes -----------------------------------------------------------------------------
+
+def gib(n: int | None) -> str:
+    return "an unreported amount of memory" if n is None else f"{n / (1 << 30):.1f} GiB"
+
+
+def foreign_processes(readings, own: set[int], ignored: tuple[str, ...] = ()) -> dict:
+    """{pid: ProcessReading} of the compute processes in these readings of one GPU that are none of `own` (the
+    run's ranks) nor named like an `ignored` pattern; a pid seen twice keeps its largest memory."""
+    import fnmatch
+
+    foreign: dict = {}
+    for g in readings:
+        for p in g.processes.value:
+            if int(p.pid) in own or any(fnmatch.fnmatchcase(str(p.name or ""), pat) for pat in ignored):
+                continue
+            seen = foreign.get(int(p.pid))
+            if seen is None or (p.used_bytes or 0) > (seen.used_bytes or 0):
+                foreign[int(p.pid)] = p
+    return foreign
+
+
+def _processes(out: Judged, host: str, gpu: int, readings, own: set[int], rules) -> None:
+    """Every compute process on the GPU, before or after the run, that is none of the run's own ranks (nor a
+    process the thresholds ignore, the MPS server) fails when more than `foreign_processes_allowed` are seen:
+    each named once, with its pid, name and memory."""
+    allowed = rules.get("foreign_processes_allowed")
+    if allowed is None:
+        return
+    if not readings or not all(_ok(g.processes) for g in readings):
+        _missing(out, host, gpu, rules, "processes",
+                 _why(*(g.processes for g in readings if not _ok(g.processes))) if readings else "no reading")
+        return
+    ignored = tuple(rules["processes_ignored"].value) if "processes_ignored" in rules else ()
+    foreign = foreign_processes(readings, own, ignored)
+    limit = int(allowed.value)
+    against = allowed.against("foreign_processes_allowed")
+    if len(foreign) > limit:
+        for pid, p in sorted(foreign.items()):
+            name = getattr(p, "name", "") or "name unknown"
+            brief = f"pid {pid} ({name}) holds {gib(getattr(p, 'used_bytes', None))} on GPU {gpu}"
+            out.findings.append(_finding(host, gpu, "processes", Status.FAIL,
+                                         f"{brief}: not one of the run's ranks ({len(foreign)} such on the GPU, "
+                                         f"{limit} allowed)", brief, value=len(foreign), unit="processes",
+                                         expected=limit, against=against))
+    else:
+        out.findings.append(_finding(host, gpu, "processes", Status.PASS,
+                                     f"GPU {gpu}: {len(foreign)} process{'es' if len(foreign) != 1 else ''} of another "
+                                     f"job ({limit} allowed)", value=len(foreign), unit="processes", expected=limit,
+                                     against=against))
+
+
+# ---- clock events: slowdown fails, a power cap explains ------------------------------------------------
+
+def _clocks(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
+    """A slowdown reason (`slowdowns`: thermal, hardware, power brake) seen during the run fails: for how long
+    where NVML gives the reasons' cumulative time (after minus before), else seen active at a reading. The
+    power cap (sw_power_cap) is a pass with a note: it explains slower rows, and is no fault by itself."""
+    slow = rules.get("slowdowns")
+    if slow is None:
+        return
+    readings = [g for g in (g_b, g_a) if g is not None]
+    if not readings or not all(_ok(g.clock_events) for g in readings):
+        _missing(out, host, gpu, rules, "clock_events",
+                 _why(*(g.clock_events for g in readings if not _ok(g.clock_events))) if readings else "no reading")
+        return
+    seconds: dict[str, float] = {}
+    if g_b is not None and g_a is not None and _ok(g_b.clock_event_ns) and _ok(g_a.clock_event_ns):
+        for reason, ns in dict(g_a.clock_event_ns.value).items():
+            d = int(ns) - int(dict(g_b.clock_event_ns.value).get(reason, ns))
+            if d > 0:
+                seconds[reason] = d / 1e9
+    else:
+        _missing(out, host, gpu, rules, "clock_event_ns",
+                 _why(*(g.clock_event_ns for g in readings if not _ok(g.clock_event_ns))) if readings else
+                 side_missing or "no reading")
+    active = {r for g in readings for r in g.clock_events.value}
+    fails = tuple(slow.value)
+    against = slow.against("slowdowns")
+    hit = sorted({r for r in fails if r in active or r in seconds})
+    for r in hit:
+        words = EVENT_WORDS.get(r, r)
+        brief = (f"GPU {gpu} slowed by {words} for {seconds[r]:.2g} s of the run" if r in seconds
+                 else f"GPU {gpu} slowed by {words} ({r} active at a reading around the run)")
+        out.findings.append(_finding(host, gpu, "clock_events", Status.FAIL, brief, brief, value=seconds.get(r),
+                                     unit="s", expected=0, against=against))
+    if POWER_CAP not in fails and (POWER_CAP in active or POWER_CAP in seconds):
+        note = (f"GPU {gpu} held at its power cap for {seconds[POWER_CAP]:.2g} s of the run" if POWER_CAP in seconds
+                else f"GPU {gpu} at its power cap at a reading around the run") + \
+            ": explains slower rows, not a failure by itself"
+        out.notes.append(note)
+        if not hit:
+            out.findings.append(_finding(host, gpu, "clock_events", Status.PASS, note, note,
+                                         value=seconds.get(POWER_CAP), unit="s", against=against))
+            return
+    if not hit:
+        out.findings.append(_finding(host, gpu, "clock_events", Status.PASS,
+                                     f"GPU {gpu}: no {', '.join(fails)} during the run", value=0.0, unit="s",
+                                     expected=0, against=against))
