@@ -109,7 +109,7 @@ def _unrecorded(out: Judged, host: str, models: dict[int, str], tables: list[Evi
             _missing(out, host, gpu, rules, item, why)
 
 
-def _ok(item) -> bool:
+def readable(item) -> bool:
     return item is not None and not getattr(item, "missing", "") and getattr(item, "value", None) is not None
 
 
@@ -159,7 +159,7 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables)
 
 def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
     readings = [g for g in (g_b, g_a) if g is not None]
-    bad = [g.links for g in readings if not _ok(g.links)]
+    bad = [g.links for g in readings if not readable(g.links)]
     if bad or not readings:  # no link table: one finding names every NVLink item required
         why = _why(*bad) if bad else side_missing
         items = [i for i in ("nvlinks", "nvlink_speed", "nvlink_errors") if _required(rules, i)]
@@ -176,7 +176,7 @@ def _active(g) -> tuple[dict[int, bool], list[int]]:
     """({link: active} of the links whose state was read, [links whose state was not])."""
     state, unread = {}, []
     for ln in g.links.value:
-        if _ok(ln.active):
+        if readable(ln.active):
             state[int(ln.link)] = bool(ln.active.value)
         else:
             unread.append(int(ln.link))
@@ -239,10 +239,10 @@ def _link_speed(out: Judged, host: str, gpu: int, readings, rules) -> None:
     n = 0
     for g in readings:
         for ln in g.links.value:
-            if not (_ok(ln.active) and ln.active.value):
+            if not (readable(ln.active) and ln.active.value):
                 continue
             n += 1
-            if not _ok(ln.speed_gbps):
+            if not readable(ln.speed_gbps):
                 unread.append(ln)
             elif float(ln.speed_gbps.value) < bound:
                 slow[int(ln.link)] = min(float(ln.speed_gbps.value), slow.get(int(ln.link), float("inf")))
@@ -279,8 +279,8 @@ def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing
     unread, grew, back, n = [], [], [], 0
     for ln in g_a.links.value:
         lb = before.get(int(ln.link))
-        if lb is None or not (_ok(lb.errors) and _ok(ln.errors)):
-            if lb is not None and (_ok(lb.active) and lb.active.value or _ok(ln.active) and ln.active.value):
+        if lb is None or not (readable(lb.errors) and readable(ln.errors)):
+            if lb is not None and (readable(lb.active) and lb.active.value or readable(ln.active) and ln.active.value):
                 unread.append((ln, lb))
             continue
         n += 1
@@ -291,7 +291,7 @@ def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing
             elif d > limits.get(counter, 0):
                 grew.append((int(ln.link), counter, d))
     if unread:
-        why = _why(*(x.errors for pair in unread for x in pair if x is not None and not _ok(x.errors)))
+        why = _why(*(x.errors for pair in unread for x in pair if x is not None and not readable(x.errors)))
         _missing(out, host, gpu, rules, "nvlink_errors", why,
                  f"the error counters of NVLink {_links_text({int(ln.link) for ln, _ in unread})}")
     against = allowed.against("link_errors_allowed")
@@ -322,24 +322,21 @@ def _pcie(out: Judged, host: str, gpu: int, readings, rules) -> None:
     against `pcie_gen` where the thresholds set it: NVML's current generation drops while a GPU idles, and the
     readings are taken at rest, so a lower generation than the maximum is said, never failed, unless asked."""
     want_w, want_g = rules.get("pcie_width"), rules.get("pcie_gen")
-    worst = None
+    seen = []
     for g in readings:
         need = [g.pcie_gen, g.pcie_width] + ([] if want_w is not None else [g.pcie_max_width])
-        if not all(_ok(x) for x in need):
-            _missing(out, host, gpu, rules, "pcie", _why(*(x for x in need if not _ok(x))))
+        if not all(readable(x) for x in need):
+            _missing(out, host, gpu, rules, "pcie", _why(*(x for x in need if not readable(x))))
             return
         exp_w = int(want_w.value) if want_w is not None else int(g.pcie_max_width.value)
         gen, width = int(g.pcie_gen.value), int(g.pcie_width.value)
         low = width < exp_w or (want_g is not None and gen < int(want_g.value))
-        if worst is None or low:
-            worst = (gen, width, exp_w, g)
-        if low:
-            break
-    if worst is None:
+        seen.append((not low, width, gen, exp_w, g))
+    if not seen:
         return
-    gen, width, exp_w, g = worst
+    _, width, gen, exp_w, g = min(seen, key=lambda x: x[:3])  # a low reading first, then the narrowest, slowest
     exp_g = int(want_g.value) if want_g is not None else None
-    max_g = int(g.pcie_max_gen.value) if _ok(g.pcie_max_gen) else None
+    max_g = int(g.pcie_max_gen.value) if readable(g.pcie_max_gen) else None
     against = "; ".join(s.against(k) for k, s in (("pcie_width", want_w), ("pcie_gen", want_g)) if s is not None) \
         or "the GPU's maximum width (NVML)"
     if width < exp_w or (exp_g is not None and gen < exp_g):
@@ -363,7 +360,7 @@ def _ecc(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -
     if g_b is None or g_a is None:
         _missing(out, host, gpu, rules, "ecc", side_missing)
         return
-    if not (_ok(g_b.ecc_uncorrected_volatile) and _ok(g_a.ecc_uncorrected_volatile)):
+    if not (readable(g_b.ecc_uncorrected_volatile) and readable(g_a.ecc_uncorrected_volatile)):
         _missing(out, host, gpu, rules, "ecc", _why(g_b.ecc_uncorrected_volatile, g_a.ecc_uncorrected_volatile))
         return
     d = int(g_a.ecc_uncorrected_volatile.value) - int(g_b.ecc_uncorrected_volatile.value)
@@ -380,8 +377,8 @@ def _ecc(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -
 def _remap(out: Judged, host: str, gpu: int, readings, rules) -> None:
     """A pending row remap (the GPU needs a reset) or a failed one (it needs service), at any reading, fails."""
     need = [x for g in readings for x in (g.remap_pending, g.remap_failure)]
-    if not readings or not all(_ok(x) for x in need):
-        _missing(out, host, gpu, rules, "remap", _why(*(x for x in need if not _ok(x))) if readings else "no reading")
+    if not readings or not all(readable(x) for x in need):
+        _missing(out, host, gpu, rules, "remap", _why(*(x for x in need if not readable(x))) if readings else "no reading")
         return
     pending = any(bool(g.remap_pending.value) for g in readings)
     failed = any(bool(g.remap_failure.value) for g in readings)
@@ -423,9 +420,9 @@ def _processes(out: Judged, host: str, gpu: int, readings, own: set[int], rules)
     allowed = rules.get("foreign_processes_allowed")
     if allowed is None:
         return
-    if not readings or not all(_ok(g.processes) for g in readings):
+    if not readings or not all(readable(g.processes) for g in readings):
         _missing(out, host, gpu, rules, "processes",
-                 _why(*(g.processes for g in readings if not _ok(g.processes))) if readings else "no reading")
+                 _why(*(g.processes for g in readings if not readable(g.processes))) if readings else "no reading")
         return
     ignored = tuple(rules["processes_ignored"].value) if "processes_ignored" in rules else ()
     foreign = foreign_processes(readings, own, ignored)
@@ -456,19 +453,19 @@ def _clocks(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str
     if slow is None:
         return
     readings = [g for g in (g_b, g_a) if g is not None]
-    if not readings or not all(_ok(g.clock_events) for g in readings):
+    if not readings or not all(readable(g.clock_events) for g in readings):
         _missing(out, host, gpu, rules, "clock_events",
-                 _why(*(g.clock_events for g in readings if not _ok(g.clock_events))) if readings else "no reading")
+                 _why(*(g.clock_events for g in readings if not readable(g.clock_events))) if readings else "no reading")
         return
     seconds: dict[str, float] = {}
-    if g_b is not None and g_a is not None and _ok(g_b.clock_event_ns) and _ok(g_a.clock_event_ns):
+    if g_b is not None and g_a is not None and readable(g_b.clock_event_ns) and readable(g_a.clock_event_ns):
         for reason, ns in dict(g_a.clock_event_ns.value).items():
             d = int(ns) - int(dict(g_b.clock_event_ns.value).get(reason, ns))
             if d > 0:
                 seconds[reason] = d / 1e9
     else:
         _missing(out, host, gpu, rules, "clock_event_ns",
-                 _why(*(g.clock_event_ns for g in readings if not _ok(g.clock_event_ns))) if readings else
+                 _why(*(g.clock_event_ns for g in readings if not readable(g.clock_event_ns))) if readings else
                  side_missing or "no reading")
     active = {r for g in readings for r in g.clock_events.value}
     fails = tuple(slow.value)
