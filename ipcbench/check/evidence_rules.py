@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ipcbench.check.expect import NVLINK_COUNTERS, POWER_CAP, EvidenceExpectation, Setting, resolve
-from ipcbench.check.judge import Finding
+from ipcbench.check.finding import Finding
 from ipcbench.status import Status
 
 SOURCE = "evidence"
@@ -120,7 +120,7 @@ def _why(*items) -> str:
             return "no reading"
         if getattr(it, "missing", ""):
             return str(it.missing)
-    return "no value"
+    return "no value" if items else "no reading"
 
 
 def _host(out: Judged, host: str, before, after, models: dict[int, str], tables) -> None:
@@ -378,7 +378,7 @@ def _remap(out: Judged, host: str, gpu: int, readings, rules) -> None:
     """A pending row remap (the GPU needs a reset) or a failed one (it needs service), at any reading, fails."""
     need = [x for g in readings for x in (g.remap_pending, g.remap_failure)]
     if not readings or not all(readable(x) for x in need):
-        _missing(out, host, gpu, rules, "remap", _why(*(x for x in need if not readable(x))) if readings else "no reading")
+        _missing(out, host, gpu, rules, "remap", _why(*(x for x in need if not readable(x))))
         return
     pending = any(bool(g.remap_pending.value) for g in readings)
     failed = any(bool(g.remap_failure.value) for g in readings)
@@ -422,7 +422,7 @@ def _processes(out: Judged, host: str, gpu: int, readings, own: set[int], rules)
         return
     if not readings or not all(readable(g.processes) for g in readings):
         _missing(out, host, gpu, rules, "processes",
-                 _why(*(g.processes for g in readings if not readable(g.processes))) if readings else "no reading")
+                 _why(*(g.processes for g in readings if not readable(g.processes))))
         return
     ignored = tuple(rules["processes_ignored"].value) if "processes_ignored" in rules else ()
     foreign = foreign_processes(readings, own, ignored)
@@ -455,12 +455,13 @@ def _clocks(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str
     readings = [g for g in (g_b, g_a) if g is not None]
     if not readings or not all(readable(g.clock_events) for g in readings):
         _missing(out, host, gpu, rules, "clock_events",
-                 _why(*(g.clock_events for g in readings if not readable(g.clock_events))) if readings else "no reading")
+                 _why(*(g.clock_events for g in readings if not readable(g.clock_events))))
         return
     seconds: dict[str, float] = {}
     if g_b is not None and g_a is not None and readable(g_b.clock_event_ns) and readable(g_a.clock_event_ns):
+        was: dict = dict(g_b.clock_event_ns.value)
         for reason, ns in dict(g_a.clock_event_ns.value).items():
-            d = int(ns) - int(dict(g_b.clock_event_ns.value).get(reason, ns))
+            d = int(ns) - int(was[reason]) if reason in was else 0
             if d > 0:
                 seconds[reason] = d / 1e9
     else:
