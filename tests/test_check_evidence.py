@@ -14,6 +14,7 @@ import pytest
 
 from ipcbench.check import command, evidence_rules, expect, judge, outputs, plan
 from ipcbench.errors import UsageError
+from ipcbench.evidence import delta
 from ipcbench.evidence.model import Evidence, GpuReading, Item, LinkReading, ProcessReading, Snapshot
 from ipcbench.record.run import load_run
 from ipcbench.status import Status
@@ -142,8 +143,8 @@ def test_the_allowance_of_a_counter_is_a_thresholds_key():
 def test_a_counter_that_went_back_cannot_be_judged():
     before = [link(j, replay=9) for j in range(18)]
     j = run_rules(node(2, before={0: gpu(0, before)}))
-    assert unjudged(j) == [f"GPU 0 link {n} replay counter went back from 9 to 0 (reset during the run?)"
-                           for n in range(18)]
+    assert unjudged(j) == [f"the replay counter of GPU 0 link {n} went back from 9 to 0 during the run (reset): its "
+                           f"growth is unknown" for n in range(18)]
 
 
 def test_each_failure_is_named_once():
@@ -184,7 +185,7 @@ def test_without_a_width_key_the_width_is_held_to_the_gpus_maximum():
 
 def test_new_uncorrectable_ecc_errors_fail_and_old_ones_do_not():
     assert failed(run_rules(node(2, after={0: gpu(0, ecc_uncorrected_volatile=Item(2))}))) == \
-        ["GPU 0: 2 new uncorrectable ECC errors during the run"]
+        ["2 new uncorrectable ECC errors on GPU 0 during the run"]
     old = gpu(0, ecc_uncorrected_volatile=Item(2))
     assert not failed(run_rules(node(2, before={0: old}, after={0: old})))
 
@@ -225,15 +226,14 @@ def test_foreign_processes_allowed_is_a_thresholds_key():
 
 def test_a_thermal_slowdown_during_the_run_fails_with_its_duration():
     j = run_rules(node(2, after={0: gpu(0, clock_event_ns=Item({**NS, "hw_thermal_slowdown": 800_000_000}))}))
-    assert failed(j) == ["GPU 0 slowed by hardware thermal slowdown for 0.8 s of the run"]
+    assert failed(j) == ["GPU 0 slowed down for heat (hardware) for 0.8 s of the run"]
 
 
 @pytest.mark.parametrize("reason", ["hw_slowdown", "sw_thermal_slowdown", "hw_power_brake"])
 def test_a_slowdown_seen_active_fails_where_no_duration_is_read(reason):
     g = gpu(0, clock_events=Item([reason]), clock_event_ns=Item.na("not supported by the driver"))
     j = run_rules(node(2, after={0: g}))
-    assert failed(j) == [f"GPU 0 slowed by {evidence_rules.EVENT_WORDS[reason]} ({reason} active at a reading "
-                         f"around the run)"]
+    assert failed(j) == [f"GPU 0 {delta.REASON_WORDS[reason]} at the end of the run"]
     assert not unjudged(j)  # the durations are not required by the shipped expectations
 
 
@@ -241,7 +241,7 @@ def test_a_power_cap_is_a_pass_with_a_note_never_a_failure_by_itself():
     j = run_rules(node(2, after={0: gpu(0, clock_events=Item(["sw_power_cap"]),
                                            clock_event_ns=Item({**NS, "sw_power_cap": 800_000_000}))}))
     assert not failed(j) and not unjudged(j)
-    assert j.notes == ["GPU 0 held at its power cap for 0.8 s of the run: explains slower rows, not a failure by "
+    assert j.notes == ["GPU 0 throttled for power for 0.8 s of the run: explains slower rows, not a failure by "
                        "itself"]
 
 
@@ -319,8 +319,8 @@ def test_the_shipped_evidence_expectations_are_pinned():
             "require": ("nvlinks", "nvlink_speed", "nvlink_errors", "pcie", "clock_events", "ecc", "remap",
                         "processes"),
             "link_errors_allowed": {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0},
-            "slowdowns": ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake"),
-            "foreign_processes_allowed": 0, "processes_ignored": ("nvidia-cuda-mps-server",)}, model
+            "slowdowns": ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake", "thermal"),
+            "foreign_processes_allowed": 0}, model
         assert all(s.table.why and s.table.where.startswith("ipcbench/check/defaults.toml:") for s in r.values())
     other = expect.resolve(expect.evidence_defaults(), "NVIDIA H100 PCIe")  # 12 links, not the SXM's 18
     assert "nvlinks" not in other and other["require"].value == ()
@@ -444,7 +444,7 @@ def test_a_power_cap_note_is_in_the_summary_and_json(capsys):
     run = recorded(None)
     object.__setattr__(run.meta, "evidence", quiet_node(run, after={0: gpu(0, clock_events=Item(["sw_power_cap"]))}))
     assert command.report(options(), run) == 0
-    assert "  note GPU 0 at its power cap at a reading around the run: explains slower rows, not a failure by " \
+    assert "  note GPU 0 throttled for power at the end of the run: explains slower rows, not a failure by " \
            "itself" in capsys.readouterr().out.splitlines()
 
 
@@ -479,7 +479,7 @@ def test_junit_and_prometheus_carry_the_evidence(tmp_path, capsys):
     assert sorted(failures) == sorted(["nvlinks [evidence]: GPU 1: 17 of 18 NVLinks active (link 9 went down "
                                        "during the run)",
                                        "nvlink_errors [evidence]: 12 replays on GPU 1 link 4 during the run",
-                                       "ecc [evidence]: GPU 1: 2 new uncorrectable ECC errors during the run",
+                                       "ecc [evidence]: 2 new uncorrectable ECC errors on GPU 1 during the run",
                                        "processes [evidence]: pid 4242 (python) holds 1.0 GiB on GPU 1"])
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for fam in text_string_to_metric_families(prom.read_text()) for s in fam.samples}

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ipcbench.check.expect import NVLINK_COUNTERS, POWER_CAP, EvidenceExpectation, Setting, resolve
+from ipcbench.check.expect import POWER_CAP, EvidenceExpectation, Setting, resolve
 from ipcbench.check.finding import Finding
+from ipcbench.evidence import delta
 from ipcbench.status import Status
 
 SOURCE = "evidence"
@@ -28,11 +29,6 @@ ITEM_WORDS = {"nvlinks": "NVLink state", "nvlink_speed": "NVLink speed", "nvlink
               "pcie": "PCIe link generation and width", "clock_events": "clock event reasons",
               "clock_event_ns": "clock event durations", "ecc": "volatile ECC counts",
               "remap": "row remap state", "processes": "compute processes"}
-COUNTER_WORDS = {"replay": ("replay", "replays"), "recovery": ("recovery", "recoveries"),
-                 "crc_flit": ("CRC flit error", "CRC flit errors"), "crc_data": ("CRC data error", "CRC data errors")}
-EVENT_WORDS = {"hw_slowdown": "hardware slowdown", "hw_thermal_slowdown": "hardware thermal slowdown",
-               "sw_thermal_slowdown": "software thermal slowdown", "hw_power_brake": "hardware power brake",
-               POWER_CAP: "its power cap"}
 NO_EVIDENCE = "no node evidence recorded (run made before ipcbench recorded it, or by a version that did not)"
 
 
@@ -137,6 +133,8 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables)
         return
     b = {g.index: g for g in before.gpus} if before is not None else {}
     a = {g.index: g for g in after.gpus} if after is not None else {}
+    changed = delta.changes(before, after) if before is not None and after is not None else []
+    foreign = [f for snap in sides for f in delta.foreign(snap)]  # (GPU, process) of other jobs, each reading
     own = {int(p) for s in sides for p in (s.own_pids or [])}
     for gpu in sorted(set(b) | set(a) | set(models)):
         g_b, g_a = b.get(gpu), a.get(gpu)
@@ -147,17 +145,19 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables)
             why = f"GPU {gpu} not in the snapshot {side} the run"
         else:
             why = ""
-        _links(out, host, gpu, g_b, g_a, rules, why)
-        _pcie(out, host, gpu, [g for g in (g_b, g_a) if g is not None], rules)
-        _ecc(out, host, gpu, g_b, g_a, rules, why)
-        _remap(out, host, gpu, [g for g in (g_b, g_a) if g is not None], rules)
-        _processes(out, host, gpu, [g for g in (g_b, g_a) if g is not None], own, rules)
-        _clocks(out, host, gpu, g_b, g_a, rules, why)
+        mine = [c for c in changed if c.gpu == gpu]
+        readings = [g for g in (g_b, g_a) if g is not None]
+        _links(out, host, gpu, g_b, g_a, rules, why, mine)
+        _pcie(out, host, gpu, readings, rules)
+        _ecc(out, host, gpu, g_b, g_a, rules, why, mine)
+        _remap(out, host, gpu, readings, rules)
+        _processes(out, host, gpu, readings, [p for i, p in foreign if i == gpu and p.pid not in own], rules)
+        _clocks(out, host, gpu, g_b, g_a, rules, why, mine)
 
 
 # ---- NVLink: state, speed, error counters ----------------------------------------------------------------
 
-def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
+def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
     readings = [g for g in (g_b, g_a) if g is not None]
     bad = [g.links for g in readings if not readable(g.links)]
     if bad or not readings:  # no link table: one finding names every NVLink item required
@@ -167,9 +167,9 @@ def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str)
             _missing(out, host, gpu, rules, items[0], why,
                      " and ".join(ITEM_WORDS[i] for i in items).replace("NVLink error", "error"))
         return
-    _link_state(out, host, gpu, g_b, g_a, rules)
+    _link_state(out, host, gpu, g_b, g_a, rules, changed)
     _link_speed(out, host, gpu, readings, rules)
-    _link_errors(out, host, gpu, g_b, g_a, rules, side_missing)
+    _link_errors(out, host, gpu, g_b, g_a, rules, side_missing, changed)
 
 
 def _active(g) -> tuple[dict[int, bool], list[int]]:
@@ -188,7 +188,7 @@ def _links_text(links) -> str:
     return f"link{'s' if len(links) > 1 else ''} {', '.join(map(str, links))}"
 
 
-def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules) -> None:
+def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list) -> None:
     """One finding per GPU: how many links are active against the model's count, which are down, which went
     down during the run (active before, not after)."""
     want = rules.get("nvlinks")
@@ -200,8 +200,7 @@ def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules) -> None:
         _missing(out, host, gpu, rules, "nvlinks", why, f"the state of NVLink {_links_text(unread)}")
         if _required(rules, "nvlinks"):
             return
-    went_down = sorted(ln for ln, up in states.get("before", ({}, []))[0].items()
-                       if up and states.get("after", ({}, []))[0].get(ln) is False)
+    went_down = sorted(int(c.link) for c in changed if c.kind == "link_down")
     counts = {when: sum(s.values()) for when, (s, _) in states.items()}
     fewest = min(counts, key=lambda w: (counts[w], w != "after"))  # the after reading where they tie
     n = counts[fewest]
@@ -260,14 +259,10 @@ def _link_speed(out: Judged, host: str, gpu: int, readings, rules) -> None:
                                      unit="GB/s", expected=bound, link="nvlink", against=against))
 
 
-def _counter_text(n: int, counter: str, gpu: int, link: int) -> str:
-    one, many = COUNTER_WORDS.get(counter, (counter, counter))
-    return f"{n} {one if n == 1 else many} on GPU {gpu} link {link} during the run"
-
-
-def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
-    """Each counter of each link, after minus before, against its allowance: a FAIL per (link, counter) that
-    grew past it ("12 replays on GPU 1 link 4 during the run")."""
+def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+    """Each counter of each link that grew during the run (evidence/delta.py), against its allowance: a FAIL per
+    (link, counter) past it ("12 replays on GPU 1 link 4 during the run"); a counter that went back cannot be
+    judged (its growth is unknown)."""
     allowed = rules.get("link_errors_allowed")
     if allowed is None:
         return
@@ -276,43 +271,36 @@ def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing
         return
     limits: dict = dict(allowed.value)
     before = {int(ln.link): ln for ln in g_b.links.value}
-    unread, grew, back, n = [], [], [], 0
+    unread, n = [], 0
     for ln in g_a.links.value:
         lb = before.get(int(ln.link))
-        if lb is None or not (readable(lb.errors) and readable(ln.errors)):
-            if lb is not None and (readable(lb.active) and lb.active.value or readable(ln.active) and ln.active.value):
-                unread.append((ln, lb))
-            continue
-        n += 1
-        for counter in sorted(set(lb.errors.value) & set(ln.errors.value), key=_counter_order):
-            d = int(ln.errors.value[counter]) - int(lb.errors.value[counter])
-            if d < 0:
-                back.append((int(ln.link), counter, lb.errors.value[counter], ln.errors.value[counter]))
-            elif d > limits.get(counter, 0):
-                grew.append((int(ln.link), counter, d))
+        if lb is not None and readable(lb.errors) and readable(ln.errors):
+            n += 1
+        elif lb is not None and (readable(lb.active) and lb.active.value or readable(ln.active) and ln.active.value):
+            unread.append((ln, lb))
     if unread:
-        why = _why(*(x.errors for pair in unread for x in pair if x is not None and not readable(x.errors)))
+        why = _why(*(x.errors for pair in unread for x in pair if not readable(x.errors)))
         _missing(out, host, gpu, rules, "nvlink_errors", why,
                  f"the error counters of NVLink {_links_text({int(ln.link) for ln, _ in unread})}")
     against = allowed.against("link_errors_allowed")
-    for link, counter, d in grew:
-        brief = _counter_text(d, counter, gpu, link)
-        allow = limits.get(counter, 0)
-        out.findings.append(_finding(host, gpu, "nvlink_errors", Status.FAIL,
-                                     f"{brief} ({allow} allowed)", brief, value=d, unit=counter, expected=allow,
-                                     link="nvlink", against=against))
-    for link, counter, was, now in back:
-        brief = f"GPU {gpu} link {link} {counter} counter went back from {was} to {now} (reset during the run?)"
-        out.findings.append(_finding(host, gpu, "nvlink_errors", Status.UNJUDGED, f"{brief}: cannot tell what the "
-                                     f"link did", brief, link="nvlink", against=against))
-    if not grew and not back and n and not (unread and _required(rules, "nvlink_errors")):
+    bad = 0
+    for c in changed:
+        if c.kind == "link_error":
+            (counter, was), now = next(iter(c.before.items())), next(iter(c.after.values()))
+            allow = int(limits.get(counter, 0))
+            if now - was > allow:
+                bad += 1
+                out.findings.append(_finding(host, gpu, "nvlink_errors", Status.FAIL, f"{c.text} ({allow} allowed)",
+                                             c.text, value=now - was, unit=counter, expected=allow, link="nvlink",
+                                             against=against))
+        elif c.kind == "counter_reset" and c.link is not None:
+            bad += 1
+            out.findings.append(_finding(host, gpu, "nvlink_errors", Status.UNJUDGED, c.text, c.text, link="nvlink",
+                                         against=against))
+    if not bad and n and not (unread and _required(rules, "nvlink_errors")):
         out.findings.append(_finding(host, gpu, "nvlink_errors", Status.PASS,
                                      f"GPU {gpu}: no NVLink error counter grew past its allowance on {n} links",
                                      link="nvlink", against=against))
-
-
-def _counter_order(c: str) -> tuple:
-    return (NVLINK_COUNTERS.index(c) if c in NVLINK_COUNTERS else len(NVLINK_COUNTERS), c)
 
 
 # ---- PCIe ----------------------------------------------------------------------------------------------
@@ -355,23 +343,26 @@ def _pcie(out: Judged, host: str, gpu: int, readings, rules) -> None:
 
 # ---- ECC and row remaps --------------------------------------------------------------------------------
 
-def _ecc(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
-    """New uncorrectable volatile ECC errors during the run (after minus before) fail."""
+def _ecc(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+    """New uncorrectable volatile ECC errors during the run (evidence/delta.py) fail; a count that went back
+    cannot be judged."""
     if g_b is None or g_a is None:
         _missing(out, host, gpu, rules, "ecc", side_missing)
         return
     if not (readable(g_b.ecc_uncorrected_volatile) and readable(g_a.ecc_uncorrected_volatile)):
         _missing(out, host, gpu, rules, "ecc", _why(g_b.ecc_uncorrected_volatile, g_a.ecc_uncorrected_volatile))
         return
-    d = int(g_a.ecc_uncorrected_volatile.value) - int(g_b.ecc_uncorrected_volatile.value)
-    if d > 0:
-        brief = f"GPU {gpu}: {d} new uncorrectable ECC error{'s' if d > 1 else ''} during the run"
-        out.findings.append(_finding(host, gpu, "ecc", Status.FAIL, brief, brief, value=d, unit="errors",
-                                     expected=0))
-    else:
-        out.findings.append(_finding(host, gpu, "ecc", Status.PASS,
-                                     f"GPU {gpu}: no new uncorrectable ECC error during the run", value=max(d, 0),
-                                     unit="errors", expected=0))
+    for c in changed:
+        if c.kind == "ecc_uncorrected":
+            out.findings.append(_finding(host, gpu, "ecc", Status.FAIL, c.text, c.text, value=c.after - c.before,
+                                         unit="errors", expected=0))
+            return
+        if c.kind == "counter_reset" and c.link is None and "ECC" in c.text:
+            out.findings.append(_finding(host, gpu, "ecc", Status.UNJUDGED, c.text, c.text))
+            return
+    out.findings.append(_finding(host, gpu, "ecc", Status.PASS,
+                                 f"GPU {gpu}: no new uncorrectable ECC error during the run", value=0,
+                                 unit="errors", expected=0))
 
 
 def _remap(out: Judged, host: str, gpu: int, readings, rules) -> None:
@@ -397,26 +388,13 @@ def gib(n: int | None) -> str:
     return "an unreported amount of memory" if n is None else f"{n / (1 << 30):.1f} GiB"
 
 
-def foreign_processes(readings, own: set[int], ignored: tuple[str, ...] = ()) -> dict:
-    """{pid: ProcessReading} of the compute processes in these readings of one GPU that are none of `own` (the
-    run's ranks) nor named like an `ignored` pattern; a pid seen twice keeps its largest memory."""
+def _processes(out: Judged, host: str, gpu: int, readings, foreign: list, rules) -> None:
+    """Every compute process on the GPU, before or after the run, that is none of the run's own ranks nor the
+    MPS server that runs them (evidence/delta.foreign), nor named like a `processes_ignored` pattern, fails when
+    more than `foreign_processes_allowed` are seen: each named once, with its pid, name and memory (its largest
+    reading)."""
     import fnmatch
 
-    foreign: dict = {}
-    for g in readings:
-        for p in g.processes.value:
-            if int(p.pid) in own or any(fnmatch.fnmatchcase(str(p.name or ""), pat) for pat in ignored):
-                continue
-            seen = foreign.get(int(p.pid))
-            if seen is None or (p.used_bytes or 0) > (seen.used_bytes or 0):
-                foreign[int(p.pid)] = p
-    return foreign
-
-
-def _processes(out: Judged, host: str, gpu: int, readings, own: set[int], rules) -> None:
-    """Every compute process on the GPU, before or after the run, that is none of the run's own ranks (nor a
-    process the thresholds ignore, the MPS server) fails when more than `foreign_processes_allowed` are seen:
-    each named once, with its pid, name and memory."""
     allowed = rules.get("foreign_processes_allowed")
     if allowed is None:
         return
@@ -425,30 +403,33 @@ def _processes(out: Judged, host: str, gpu: int, readings, own: set[int], rules)
                  _why(*(g.processes for g in readings if not readable(g.processes))))
         return
     ignored = tuple(rules["processes_ignored"].value) if "processes_ignored" in rules else ()
-    foreign = foreign_processes(readings, own, ignored)
+    largest: dict = {}
+    for p in foreign:
+        if not any(fnmatch.fnmatchcase(p.name.rsplit("/", 1)[-1], pat) for pat in ignored):
+            if p.pid not in largest or (p.used_bytes or 0) > (largest[p.pid].used_bytes or 0):
+                largest[p.pid] = p
     limit = int(allowed.value)
     against = allowed.against("foreign_processes_allowed")
-    if len(foreign) > limit:
-        for pid, p in sorted(foreign.items()):
-            name = getattr(p, "name", "") or "name unknown"
-            brief = f"pid {pid} ({name}) holds {gib(getattr(p, 'used_bytes', None))} on GPU {gpu}"
+    if len(largest) > limit:
+        for pid, p in sorted(largest.items()):
+            brief = f"pid {pid} ({p.name or 'name unknown'}) holds {gib(p.used_bytes)} on GPU {gpu}"
             out.findings.append(_finding(host, gpu, "processes", Status.FAIL,
-                                         f"{brief}: not one of the run's ranks ({len(foreign)} such on the GPU, "
-                                         f"{limit} allowed)", brief, value=len(foreign), unit="processes",
+                                         f"{brief}: not one of the run's ranks ({len(largest)} such on the GPU, "
+                                         f"{limit} allowed)", brief, value=len(largest), unit="processes",
                                          expected=limit, against=against))
     else:
         out.findings.append(_finding(host, gpu, "processes", Status.PASS,
-                                     f"GPU {gpu}: {len(foreign)} process{'es' if len(foreign) != 1 else ''} of another "
-                                     f"job ({limit} allowed)", value=len(foreign), unit="processes", expected=limit,
-                                     against=against))
+                                     f"GPU {gpu}: {len(largest)} process{'es' if len(largest) != 1 else ''} of "
+                                     f"another job ({limit} allowed)", value=len(largest), unit="processes",
+                                     expected=limit, against=against))
 
 
 # ---- clock events: slowdown fails, a power cap explains ------------------------------------------------
 
-def _clocks(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str) -> None:
-    """A slowdown reason (`slowdowns`: thermal, hardware, power brake) seen during the run fails: for how long
-    where NVML gives the reasons' cumulative time (after minus before), else seen active at a reading. The
-    power cap (sw_power_cap) is a pass with a note: it explains slower rows, and is no fault by itself."""
+def _clocks(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+    """A slowdown reason (`slowdowns`: thermal, hardware, power brake) during the run fails (evidence/delta.py:
+    for how long where NVML gives the reasons' cumulative time, else seen active at the end). The power cap
+    (sw_power_cap) is a pass with a note: it explains slower rows, and is no fault by itself."""
     slow = rules.get("slowdowns")
     if slow is None:
         return
@@ -457,37 +438,33 @@ def _clocks(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str
         _missing(out, host, gpu, rules, "clock_events",
                  _why(*(g.clock_events for g in readings if not readable(g.clock_events))))
         return
-    seconds: dict[str, float] = {}
-    if g_b is not None and g_a is not None and readable(g_b.clock_event_ns) and readable(g_a.clock_event_ns):
-        was: dict = dict(g_b.clock_event_ns.value)
-        for reason, ns in dict(g_a.clock_event_ns.value).items():
-            d = int(ns) - int(was[reason]) if reason in was else 0
-            if d > 0:
-                seconds[reason] = d / 1e9
-    else:
+    if not (g_b is not None and g_a is not None and readable(g_b.clock_event_ns) and readable(g_a.clock_event_ns)):
         _missing(out, host, gpu, rules, "clock_event_ns",
-                 _why(*(g.clock_event_ns for g in readings if not readable(g.clock_event_ns))) if readings else
-                 side_missing or "no reading")
-    active = {r for g in readings for r in g.clock_events.value}
+                 _why(*(g.clock_event_ns for g in readings if not readable(g.clock_event_ns))) if g_b and g_a
+                 else side_missing)
     fails = tuple(slow.value)
     against = slow.against("slowdowns")
-    hit = sorted({r for r in fails if r in active or r in seconds})
-    for r in hit:
-        words = EVENT_WORDS.get(r, r)
-        brief = (f"GPU {gpu} slowed by {words} for {seconds[r]:.2g} s of the run" if r in seconds
-                 else f"GPU {gpu} slowed by {words} ({r} active at a reading around the run)")
-        out.findings.append(_finding(host, gpu, "clock_events", Status.FAIL, brief, brief, value=seconds.get(r),
+    events = [(next(iter(c.after)) if isinstance(c.after, dict) else str(c.after), c) for c in changed
+              if c.kind == "clock_event"]
+    hit = [(r, c) for r, c in events if r in fails]
+    for r, c in hit:
+        secs = (c.after[r] - c.before[r]) / 1e9 if isinstance(c.after, dict) else None
+        out.findings.append(_finding(host, gpu, "clock_events", Status.FAIL, f"{c.text} ({r})", c.text, value=secs,
                                      unit="s", expected=0, against=against))
-    if POWER_CAP not in fails and (POWER_CAP in active or POWER_CAP in seconds):
-        note = (f"GPU {gpu} held at its power cap for {seconds[POWER_CAP]:.2g} s of the run" if POWER_CAP in seconds
-                else f"GPU {gpu} at its power cap at a reading around the run") + \
-            ": explains slower rows, not a failure by itself"
+    for c in changed:
+        if c.kind == "counter_reset" and c.link is None and "ECC" not in c.text:
+            out.findings.append(_finding(host, gpu, "clock_events", Status.UNJUDGED, c.text, c.text,
+                                         against=against))
+            hit.append(("", c))
+    capped = [c for r, c in events if r == POWER_CAP and r not in fails]
+    for c in capped:
+        note = f"{c.text}: explains slower rows, not a failure by itself"
         out.notes.append(note)
         if not hit:
-            out.findings.append(_finding(host, gpu, "clock_events", Status.PASS, note, note,
-                                         value=seconds.get(POWER_CAP), unit="s", against=against))
-            return
-    if not hit:
+            secs = (c.after[POWER_CAP] - c.before[POWER_CAP]) / 1e9 if isinstance(c.after, dict) else None
+            out.findings.append(_finding(host, gpu, "clock_events", Status.PASS, note, note, value=secs, unit="s",
+                                         against=against))
+    if not hit and not capped:
         out.findings.append(_finding(host, gpu, "clock_events", Status.PASS,
                                      f"GPU {gpu}: no {', '.join(fails)} during the run", value=0.0, unit="s",
                                      expected=0, against=against))

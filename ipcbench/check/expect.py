@@ -252,7 +252,9 @@ def find(expectations: list[Expectation], gpu_model: str, link: str, method: str
 NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")  # evidence/model.LinkReading.errors' names
 SLOWDOWNS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake")
 POWER_CAP = "sw_power_cap"  # recorded and explained, never a failure by itself (check/evidence_rules.py)
-CLOCK_EVENTS = (*SLOWDOWNS, POWER_CAP, "sync_boost", "idle", "applications_clocks_setting", "display_clock_setting")
+# every reason evidence/read.py names (the older PERF_POLICY field's "thermal" included)
+CLOCK_EVENTS = (*SLOWDOWNS, "thermal", POWER_CAP, "sync_boost", "idle", "applications_clocks", "display_clock",
+                "board_limit", "reliability")
 # The items a table can require (`require`): each is a reading of evidence/model.GpuReading, or "recorded":
 # the run recorded node evidence at all (runs made before ipcbench recorded it have none).
 ITEMS = ("nvlinks", "nvlink_speed", "nvlink_errors", "pcie", "clock_events", "clock_event_ns", "ecc", "remap",

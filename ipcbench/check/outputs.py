@@ -113,7 +113,7 @@ def evidence_gauges(reg, evidence) -> None:
     no sample: Prometheus never sees "not available" as 0."""
     from prometheus_client import Gauge
 
-    from ipcbench.check.evidence_rules import foreign_processes
+    from ipcbench.evidence.delta import foreign
 
     def gauge(name: str, doc: str, labels: list[str]) -> Gauge:
         return Gauge(name, doc, ["host", "gpu", *labels], registry=reg)
@@ -129,8 +129,8 @@ def evidence_gauges(reg, evidence) -> None:
     ecc_d = gauge("ipcbench_ecc_uncorrected_volatile_delta", "new uncorrectable ECC errors during the run", [])
     ecc_c = gauge("ipcbench_ecc_corrected_volatile", "volatile corrected ECC errors after the run", [])
     remap = gauge("ipcbench_remap", "1 where a row remap is pending / has failed after the run", ["state"])
-    procs = gauge("ipcbench_foreign_processes", "compute processes not of the run's ranks seen before or after the run "
-                                                "(an MPS server counts)", [])
+    procs = gauge("ipcbench_foreign_processes", "compute processes of other jobs seen before or after the run (not the "
+                                                "run's ranks, nor the MPS server)", [])
     clock = gauge("ipcbench_clock_event_seconds", "seconds a clock event reason was active during the run",
                   ["reason"])
     missing = gauge("ipcbench_evidence_missing", "1 where an item was not available (the driver, the binding or "
@@ -179,7 +179,9 @@ def evidence_gauges(reg, evidence) -> None:
                 if item.ok:
                     remap.labels(**lab, state=state).set(int(bool(item.value)))
             if g.processes.ok and (gb is None or gb.processes.ok):
-                procs.labels(**lab).set(len(foreign_processes([x for x in (gb, g) if x is not None], own)))
+                pids = {p.pid for s in (before, after) if s is not None and not s.missing
+                        for i, p in foreign(s) if i == g.index and p.pid not in own}
+                procs.labels(**lab).set(len(pids))
             if g.clock_event_ns.ok and gb is not None and gb.clock_event_ns.ok:
                 for reason, ns in g.clock_event_ns.value.items():
                     clock.labels(**lab, reason=reason).set(max(0, ns - gb.clock_event_ns.value.get(reason, ns)) / 1e9)
