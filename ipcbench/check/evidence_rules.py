@@ -184,8 +184,15 @@ def _active(g) -> tuple[dict[int, bool], list[int]]:
 
 
 def _links_text(links) -> str:
-    links = sorted(links)
-    return f"link{'s' if len(links) > 1 else ''} {', '.join(map(str, links))}"
+    """"link 7", "links 3, 9", "links 0-17" (runs of three or more as a range)."""
+    runs: list[list[int]] = []
+    for n in sorted(set(links)):
+        if runs and runs[-1][-1] == n - 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+    return f"link{'s' if len(set(links)) > 1 else ''} {text}"
 
 
 def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list) -> None:
