@@ -5,7 +5,9 @@ engine both ways, SM kernels reading and writing) at 4K and 256M, every row veri
 judges the run; `ipcbench check --from RUN` judges a recorded run of any node, without a GPU or MPI.
 Expectations come from the thresholds ipcbench ships for the GPUs it has measured (check/defaults.toml), a
 thresholds file of your own (--thresholds), known-good runs (--baseline: the compare statistics) and the node's
-other pairs of the same link kind; every verdict says which (check/judge.py). Exit 0 healthy, 1 unhealthy (what
+other pairs of the same link kind; every verdict says which (check/judge.py). The node's own evidence (NVML
+before and after the run: links, counters, PCIe, ECC, other processes, slowdowns) is judged beside the rows
+against the [[evidence]] tables (check/evidence_rules.py, docs/check.md). Exit 0 healthy, 1 unhealthy (what
 failed, by how much, against which expectation), 2 cannot judge (a missing row, an incomplete run, no
 expectation for this GPU or link, an unknown link, a value that cannot be true, bad input): never 0 for what
 was not judged. Outputs: the summary, --json, --junit FILE, --prometheus FILE, and a last `REASON:` line to

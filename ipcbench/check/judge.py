@@ -7,7 +7,9 @@ latency ceiling), significantly slower than its baseline (report/compare.py's st
 node's other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not
 complete, when a row the expectations name is missing, when a pair's link kind is unknown, when a pair has no
 expectation at all (peers alone never pass a pair), or when a number is above a physical ceiling (the
-instrument, not the node, is then in doubt). The node is unhealthy (exit 1) when anything failed, cannot be
+instrument, not the node, is then in doubt). The node's own evidence adds its findings (check/evidence_rules.py:
+a link down, a counter that grew, another job's process fail; a required item not available is UNKNOWN). The
+node is unhealthy (exit 1) when anything failed, cannot be
 judged (exit 2) when nothing failed but something could not be judged or nothing was judged, healthy (0)
 only when every check passed: never 0 for what was not judged.
 """
