@@ -105,3 +105,17 @@ def test_lookups():
     assert ev.after("login") is None and ev.before("nowhere") is None
     assert ev.before("node1").gpu(1).active_links() == 17 and ev.before("node1").gpu(7) is None
     assert unsupported(0).active_links() is None
+
+
+def test_the_record_carries_it(tmp_path):
+    """record/meta.Meta writes and reads meta.json's "evidence" through these classes; a run recorded before it
+    reads as Evidence([]) and writes no "evidence" key."""
+    from ipcbench.record.meta import Meta, read_meta
+
+    ev = evidence()
+    Meta.from_json({"run_id": "r", "evidence": ev.as_json()}).write(tmp_path)
+    back = read_meta(tmp_path)
+    assert back.evidence == ev and back.as_json()["evidence"] == through_text(ev.as_json())
+    old = Meta.from_json({"run_id": "old"})
+    assert old.evidence == Evidence([]) and "evidence" not in old.as_json()
+    assert Meta.from_json({"evidence": "junk"}).evidence == Evidence([])

@@ -103,12 +103,13 @@ MAY_IMPORT = {
     "ipc": {"core", "errors"},
     "suites": {"catalogue", "core", "ipc", "errors", "results", "sizes"},
     "config": {"core", "errors", "sizes", "suites"},
-    "run": {"ipcbench", "catalogue", "config", "core", "ipc", "record", "suites", "errors", "results", "sizes"},
+    "run": {"ipcbench", "catalogue", "config", "core", "evidence", "ipc", "record", "suites", "errors", "results",
+            "sizes"},
     "selftest": {"catalogue", "config", "core", "run", "suites", "errors", "sizes", "status"},
-    "record": {"catalogue", "errors", "results", "sizes"},
+    "record": {"catalogue", "errors", "evidence", "results", "sizes"},
     # report/headline.py's verdict is check's judgement of the run (check/judge.py, imported inside health():
     # check reads compare's statistics and the ceilings from report/ at its top, so neither loads the other twice)
-    "report": {"ipcbench", "catalogue", "check", "record", "errors", "results", "sizes", "status"},
+    "report": {"ipcbench", "catalogue", "check", "evidence", "record", "errors", "results", "sizes", "status"},
     "check": {"catalogue", "evidence", "record", "report", "errors", "results", "sizes", "status"},
 }
 # check measures too: these modules reach the measuring side, and only inside functions (a check --from, the
@@ -212,6 +213,7 @@ COLLECTIVE = {
     "ipc/sharers.py": ["node_has", "setup_gpu_features", "setup_libraries", "setup_buffers", "destroy_buffers"],
     "ipc/shm.py": ["agree", "malloc_agreed", "open_pair_segment"],
     "core/methods.py": ["Method.bind", "PairEngine.bind"],
+    "evidence/take.py": ["take_snapshot", "record"],
 }
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from ipcbench.catalogue.links import rates_of_entry
 from ipcbench.catalogue.noise import NOISE_BASIS, OLD_BASIS
 from ipcbench.errors import ResultsError
+from ipcbench.evidence.model import Evidence
 from ipcbench.results import META_NAME, write_meta
 
 
@@ -108,6 +109,9 @@ class Meta:
     # "between-runs" (how far the row moves between runs of the same code on the same node)
     noise_basis: str = "within-run"
     skipped: list[Skipped] = field(default_factory=list)  # steps that could not run, with the reason
+    # the node's own evidence, read through NVML before the first measurement and after the last (evidence/model.py);
+    # a run recorded before it: Evidence([]), which a report says as "no node evidence recorded"
+    evidence: Evidence = field(default_factory=Evidence)
 
     # ---------------------------------------------------------------------------------- the JSON form
 
@@ -129,6 +133,8 @@ class Meta:
         for k, v in typed.items():
             if k in out or v not in (None, [], {}) and not (k == "noise_basis" and v == "within-run"):
                 out[k] = v  # written where recorded or known; a run without noise_basis stays without
+        if self.evidence or "evidence" in out:
+            out["evidence"] = self.evidence.as_json()
         return out
 
     def write(self, run_dir: str | os.PathLike) -> Path:
@@ -230,7 +236,8 @@ def parse_meta(raw: dict) -> Meta:
         suites=[str(s) for s in raw["suites"]] if isinstance(raw.get("suites"), list) else None,
         schema_version=raw["schema_version"] if isinstance(raw.get("schema_version"), int) else 1,
         noise_basis=raw["noise_basis"] if raw.get("noise_basis") in NOISE_BASES else "within-run",
-        skipped=[s for v in _list(raw.get("skipped")) if (s := Skipped.from_json(v)) is not None])
+        skipped=[s for v in _list(raw.get("skipped")) if (s := Skipped.from_json(v)) is not None],
+        evidence=Evidence.from_json(raw.get("evidence")))
 
 
 def _command(v) -> list[str]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ipcbench.errors import ResultsError, UsageError
 from ipcbench.record.run import Run, load_run, locate
 from ipcbench.record.table import Frame
+from ipcbench.report.evidence_view import compare_warnings
 from ipcbench.report.matching import VALUE_COLS, combine_bases, identities, meta_warnings, prepare
 from ipcbench.report.significance import (BANDS, between_runs_floor, honest_noise, row_kinds, size_band,
                                           t_pvalue, welch)
@@ -451,6 +452,7 @@ def _warnings(bases: list[Run], new: Run, info: dict) -> list[str]:
     out = [n for r in list(bases) + [new] for n in r.notes]
     for b in bases:
         out += meta_warnings(b, new)
+        out += compare_warnings(b.label, b.meta.evidence, new.label, new.meta.evidence)  # the nodes' own evidence
     if info["no_noise"]:
         out.append(f"{info['no_noise']} row(s) have no noise on a side (runs older than that column, or a row "
                    "whose noise could not be estimated): judged with the between-runs floor of their kind")

@@ -14,6 +14,7 @@ from typing import Callable
 from ipcbench.record.run import Run
 from ipcbench.record.table import Frame
 from ipcbench.report.cells import f1, method_label, method_sort, size_text, times, us
+from ipcbench.report.evidence_view import evidence_blocks
 from ipcbench.report.figure_plan import MAX_FIGURE_RUNS, MAX_HEATMAP_HOSTS, figure_job, run_figures
 from ipcbench.report.headline import glance_blocks
 from ipcbench.report.mps_view import side_by_side
@@ -162,6 +163,7 @@ def _run_blocks(run: Run, t: dict) -> list[Block]:
     doc: list[Block] = [Heading(2, f"Run {run.label}", terminal=True), Para(_host_summary(run), terminal=True),
                         Para("**options** " + options_line(run_options(run.meta, run.frame)), terminal=True)]
     doc += [Para(f"Note: {note}.", terminal=True) for note in run.remarks]
+    doc += evidence_blocks(run.meta.evidence)  # what NVML said of the node before and after (report/evidence_view)
     rs = t["summary"][t["summary"]["run"] == run.label]
     rf = t["flags"][t["flags"]["run"] == run.label] if not t["flags"].empty else t["flags"]
     for scope, title in (("pair", "Summary (cross-GPU pairs)"), ("same GPU", "Same-GPU IPC (ranks sharing a GPU)"),

@@ -15,6 +15,7 @@ from collections import Counter
 from ipcbench.record.meta import Meta
 from ipcbench.record.run import Run
 from ipcbench.report.cells import f1, method_label, size_text, times, us
+from ipcbench.report.evidence_view import glance_lines
 from ipcbench.report.figure_style import series_of, size_label
 from ipcbench.report.options import (MAX_TERMINAL_RUN_ROWS, is_quick, options_blocks, options_line, options_short,
                                      run_options)
@@ -357,6 +358,7 @@ def glance_facts(run: Run, t: dict, cv_threshold: float) -> dict:
     lines += _latency(t["lat"]) if len(t["lat"]) else []
     lines += _same_gpu(t["same"], run) if t.get("same") is not None and len(t["same"]) else []
     lines += _flags(run, t, cv_threshold, flags)
+    lines += glance_lines(run.meta.evidence)
     return dict(lines=[_verdict_line(verdict)] + lines, options=run_options(run.meta, run.frame), flags=flags,
                 status=Status(verdict.status), verdict=verdict)
 

@@ -28,6 +28,7 @@ from ipcbench.core.rows import failed
 from ipcbench.core.schedule import PairMode
 from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
 from ipcbench.errors import UsageError
+from ipcbench.evidence import take as evidence
 from ipcbench.ipc.sharers import BUFFER_KINDS, setup_buffers, setup_gpu_features, setup_libraries
 from ipcbench.results import ResultsWriter
 from ipcbench.run import meta as run_meta
@@ -118,6 +119,7 @@ class Session:
     sink: RowSink
     t0: float = field(default_factory=time.monotonic)
     timings: dict = field(default_factory=dict)
+    evidence_before: Any = None  # this node's evidence before the first measurement (local rank 0's; evidence/take.py)
 
 
 def run(cfg) -> int:
@@ -182,6 +184,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
         writer = ResultsWriter(run_dir)
     world.barrier(world.comm, "the run directory")
     s = Session(cfg, world, steps, run_dir, gpu, ctx, mode, meta, writer, RowSink(world, writer, str(run_dir)))
+    s.evidence_before = evidence.take_snapshot(world, "before")  # NVML, before any measurement
     say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
                f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(cfg.suites)}; "
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "
@@ -215,8 +218,10 @@ def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:
     printed; every rank returns the run's exit status (1 when a row failed verification)."""
     world, cfg, meta, writer = s.world, s.cfg, s.meta, s.writer
     status = 0
+    node_evidence = evidence.record(world, s.evidence_before)  # after the last measurement (anchors included)
     if world.rank == 0:
         assert writer is not None  # world rank 0 writes results.csv (start)
+        meta["evidence"] = node_evidence
         bad = [r for r in all_rows if failed(r, cfg.verify)]
         meta.update(end=run_meta.now_iso(), status="complete", wall_s=round(time.monotonic() - s.t0, 2),
                     rows=writer.count, failed_rows=len(bad), suite_wall_s=s.timings, **(extra_meta or {}))

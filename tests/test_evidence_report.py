@@ -1,0 +1,108 @@
+"""`ipcbench report` shows the node's evidence beside the numbers (report/evidence_view.py): each GPU's NVLinks,
+their speed, PCIe against its maximum, ECC, remaps, clocks and other processes; what changed during the run; every
+item not available with why; and a run recorded before evidence says "no node evidence recorded". On a real
+recorded run (results/) with synthetic evidence written into its meta.json."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from evidence_synth import NS, gpu, host_of, quiet, run_with, troubled, without_nvml
+
+from ipcbench.evidence.model import Evidence, Item, Snapshot
+from ipcbench.report import command as report
+from ipcbench.report import evidence_view as view
+from ipcbench.report.render import Para, Table, to_text
+
+
+def run_report(capsys, *argv) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    rc = report.run(parser.parse_args([str(a) for a in argv]))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def text(ev: Evidence) -> str:
+    return to_text(view.evidence_blocks(ev))
+
+
+def test_each_gpu_as_it_was_at_the_end_and_what_changed_during_the_run():
+    t = text(troubled("node1"))
+    assert "Node evidence" in t
+    assert "18 of 18 active" in t and "17 of 18 active" in t and "26.562 GB/s" in t
+    assert "gen5 x16 (max gen5 x16)" in t and "gen5 x8 (max gen5 x16)" in t
+    assert "pid 4242 (train.py, 2.0 GiB)" in t and "sw_power_cap" in t
+    assert ("during the run: GPU 0 throttled for power for 0.8 s of the run; 12 replays on GPU 1 link 4 during "
+            "the run; another process, pid 4242 (train.py, 2.0 GiB), appeared on GPU 1 during the run") in t
+    assert f"not available: uncorrectable ECC count (GPU 1): {NS}; corrected ECC count (GPU 1): {NS}" in t
+
+
+def test_a_gpu_row_names_each_item():
+    g = gpu(1, down=(9,), width=8)
+    row = view._gpu_row(g, Snapshot("n", "after", 0.0, [g], []))
+    assert row == ["1", "17 of 18 active", "26.562 GB/s", "gen5 x8 (max gen5 x16)", "0 uncorrectable, 0 corrected "
+                   "(volatile)", "none pending, 0 rows remapped (uncorrectable)", "none", "none"]
+    bare = gpu(0, links=Item.na(NS), pcie_gen=Item.na(NS), pcie_width=Item.na(NS), pcie_max_gen=Item.na(NS),
+               pcie_max_width=Item.na(NS), clock_events=Item.na(NS), remap_pending=Item.na(NS),
+               remapped_uncorrectable=Item.na(NS))
+    bare = replace(bare, processes=Item.na("no permission"))
+    assert view._gpu_row(bare, Snapshot("n", "after", 0.0, [bare], []))[1:] == [
+        "not available", "not available", "not available", "0 uncorrectable, 0 corrected (volatile)",
+        "not available", "not available", "not available"]
+
+
+def test_a_quiet_node_says_nothing_changed_and_warns_nothing():
+    t = text(quiet("node1"))
+    assert "nothing changed in what was read" in t and "not available" not in t
+    assert view.glance_lines(quiet("node1")) == [] and view.notable(quiet("node1")) == {}
+
+
+def test_a_node_without_nvml_says_so():
+    assert text(without_nvml("node1")).count("every item not available: no NVML: NVMLError_LibraryNotFound") == 1
+
+
+def test_a_run_recorded_before_evidence():
+    assert view.evidence_blocks(Evidence([])) == [Para("**node evidence** no node evidence recorded", terminal=True)]
+
+
+def test_link_speeds_that_differ_are_named_by_link():
+    g = gpu(0)
+    links = [ln if ln.link != 3 else type(ln)(3, ln.active, ln.version, Item(13.281), ln.errors)
+             for ln in g.links.value]
+    g = replace(g, links=Item(links))
+    assert view.speed_text(g).endswith("13.281 GB/s (link 3)")
+
+
+def test_the_headline_warns_with_what_may_explain_a_number():
+    (level, words), = view.glance_lines(troubled("node1"))
+    assert level == "warn" and words.startswith("**Node evidence**: node1: GPU 0 throttled for power for 0.8 s")
+    notable = view.notable(troubled("node1"))
+    assert set(notable) == {"throttling", "counters", "links", "pcie", "process"}
+
+
+def test_the_report_of_a_run_shows_its_evidence(tmp_path, capsys):
+    src = run_with(tmp_path, troubled("placeholder"))
+    host = host_of(src)
+    run = run_with(tmp_path, troubled(host), "with-evidence", source=src)
+    rc, out, err = run_report(capsys, run, "--no-figures", "--out", tmp_path / "report")
+    assert rc == 0, err
+    assert "Node evidence" in out and "17 of 18 active" in out and "12 replays on GPU 1 link 4 during the run" in out
+    assert "GPU 0 throttled for power for 0.8 s of the run" in out and "pid 4242 (train.py, 2.0 GiB)" in out
+    assert "**Node evidence**" not in out and "Node evidence: " in out  # the headline's warning, as text
+    md = (tmp_path / "report" / "report.md").read_text()
+    html = (tmp_path / "report" / "report.html").read_text()
+    for doc in (md, html):
+        assert "17 of 18 active" in doc and "12 replays on GPU 1 link 4 during the run" in doc
+
+
+def test_the_report_of_an_old_run_says_no_evidence_was_recorded(tmp_path, capsys):
+    rc, out, err = run_report(capsys, run_with(tmp_path, None), "--no-figures", "--out", tmp_path / "report")
+    assert rc == 0, err
+    assert "node evidence no node evidence recorded" in out and "Node evidence:" not in out
+
+
+def test_the_table_is_one_row_per_gpu():
+    tables = [b for b in view.evidence_blocks(troubled("n")) if isinstance(b, Table)]
+    assert len(tables) == 1 and [r[0] for r in tables[0].rows] == ["0", "1"]

@@ -1,0 +1,100 @@
+"""Every measuring command records the node's evidence in meta.json: a snapshot on each node's local rank 0
+before the first measurement and after the last, with the run's own pids, read back through the record. On fakes
+(tests/fakes.py ranks as threads, tests/nvml_fake.py for NVML): the orchestration, not a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from nvml_fake import FakePynvml, NVMLError_LibraryNotFound, h100
+from test_check import _measure_on_fakes
+from test_run_on_fakes import cfg, fake_job  # noqa: F401 - fake_job is a fixture
+from test_selftest import _selftest_on_fakes
+
+from ipcbench.evidence import read
+from ipcbench.evidence.delta import changes
+from ipcbench.record.meta import read_meta
+from ipcbench.run import runner
+from ipcbench.selftest import anchor
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    """A fake NVML of two H100s whose second session (the after snapshot) sees another job's process on GPU 1;
+    `events` records each NVML session and each walk, in order."""
+    events: list[str] = []
+    nv = FakePynvml([h100(0), h100(1)])
+
+    def session():
+        events.append("nvml")
+        if events.count("nvml") == 2:
+            nv.gpus[1].processes = [(4242, 2 << 30)]
+        return nv
+
+    monkeypatch.setattr(read, "_nvml", session)
+    real_walk = runner.walk
+
+    def walk(*a, **k):
+        events.append("walk")
+        return real_walk(*a, **k)
+
+    monkeypatch.setattr(runner, "walk", walk)
+    return events
+
+
+def recorded(run_dir):
+    meta = read_meta(run_dir)
+    ev = meta.evidence
+    assert ev.hosts() == ["fakehost"]
+    before, after = ev.before("fakehost"), ev.after("fakehost")
+    assert before is not None and after is not None and before.time <= after.time
+    assert before.own_pids == after.own_pids == [os.getpid()]  # the fake ranks are threads of this process
+    assert len(before.gpus) == 2 and before.gpus[0].active_links() == 18
+    return meta, before, after
+
+
+def test_a_run_records_its_node_before_the_first_measurement_and_after_the_last(fake_job, nvml, tmp_path):  # noqa: F811
+    statuses, _ = fake_job(cfg(tmp_path / "run", suites=("copy",), argv=("copy",)))
+    assert statuses == [0, 0]
+    assert nvml == ["nvml", "walk", "walk", "nvml"]  # one snapshot per node (local rank 0), around both ranks' walk
+    meta, before, after = recorded(tmp_path / "run")
+    assert [c.text for c in changes(before, after)] == [
+        "another process, pid 4242 (2.0 GiB), appeared on GPU 1 during the run"]
+    # what was written reads back and writes again unchanged
+    assert meta.as_json()["evidence"] == json.loads((tmp_path / "run" / "meta.json").read_text())["evidence"]
+
+
+def test_a_run_without_nvml_records_why(fake_job, monkeypatch, tmp_path):  # noqa: F811
+    def no_nvml():
+        raise NVMLError_LibraryNotFound()
+
+    monkeypatch.setattr(read, "_nvml", no_nvml)
+    statuses, _ = fake_job(cfg(tmp_path / "run", suites=("copy",), argv=("copy",)))
+    assert statuses == [0, 0]
+    ev = read_meta(tmp_path / "run").evidence
+    assert [(s.when, s.missing) for s in ev.snapshots] == [
+        ("before", "no NVML: NVMLError_LibraryNotFound: NVML Shared Library Not Found"),
+        ("after", "no NVML: NVMLError_LibraryNotFound: NVML Shared Library Not Found")]
+
+
+def test_check_records_its_node(fake_job, nvml, monkeypatch, tmp_path):  # noqa: F811
+    statuses, _ = _measure_on_fakes(fake_job, monkeypatch, tmp_path, floor=1.0)
+    assert statuses == [0, 0]
+    assert nvml[0] == "nvml" and nvml[-1] == "nvml" and "walk" in nvml
+    recorded(tmp_path / "run")
+
+
+def test_selftest_records_its_node_after_the_anchors(fake_job, nvml, monkeypatch, tmp_path):  # noqa: F811
+    real = anchor.measure
+
+    def measure(*a, **k):
+        nvml.append("anchor")
+        return real(*a, **k)
+
+    monkeypatch.setattr(anchor, "measure", measure)
+    statuses, _ = _selftest_on_fakes(fake_job, monkeypatch, tmp_path)
+    assert statuses == [0, 0]
+    assert nvml[0] == "nvml" and nvml[-1] == "nvml" and nvml.index("anchor") < len(nvml) - 1
+    recorded(tmp_path / "st")
