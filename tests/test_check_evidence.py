@@ -516,3 +516,47 @@ def test_prometheus_says_which_items_were_not_available(tmp_path):
     gone = {(s.labels["gpu"], s.labels["item"]) for s in fams["ipcbench_evidence_missing"].samples}
     assert gone == {("0", "nvlinks"), ("0", "ecc")}
     assert {s.labels["gpu"] for s in fams["ipcbench_nvlinks_active"].samples} == {"1"}  # no 0 for "not available"
+
+
+# ---- check --from a recorded run: meta.json's "evidence" read through record/meta.Meta ------------------
+
+def recorded_dir(tmp_path: Path, ev: Evidence | None) -> Path:
+    """A copy of the quiet H100 pair's run with this evidence in its meta.json (None: as recorded, without)."""
+    import shutil
+
+    dst = tmp_path / "run"
+    shutil.copytree(QUIET, dst)
+    if ev is not None:
+        meta = json.loads((dst / "meta.json").read_text())
+        host = meta["hosts"][0]
+        meta["evidence"] = Evidence([dataclasses.replace(s, host=host) for s in ev.snapshots]).as_json()
+        (dst / "meta.json").write_text(json.dumps(meta))
+    return dst
+
+
+def check_from(run: Path, *args: str):
+    import subprocess
+    import sys
+
+    from conftest import REPO, launcher_free_env
+
+    return subprocess.run([sys.executable, "-m", "ipcbench", "check", "--from", str(run), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=launcher_free_env())
+
+
+def test_check_from_a_recorded_run_with_a_foreign_process_exits_1_naming_its_pid(tmp_path):
+    procs = Item([ProcessReading(OWN[1], 1 << 30, "python"), ProcessReading(4242, int(1.2 * (1 << 30)), "python")])
+    r = check_from(recorded_dir(tmp_path, node(after={1: gpu(1, processes=procs)})))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1] == "REASON: FAIL: pid 4242 (python) holds 1.2 GiB on GPU 1"
+    assert "Traceback" not in r.stderr
+
+
+def test_check_from_exit_codes_quiet_old_and_not_available(tmp_path):
+    quiet = check_from(recorded_dir(tmp_path / "a", node()))
+    assert quiet.returncode == 0 and quiet.stdout.splitlines()[-1] == "REASON: ok: 75 checks passed", quiet.stdout
+    old = check_from(recorded_dir(tmp_path / "b", None))  # recorded before ipcbench recorded evidence: as before
+    assert old.returncode == 0 and f"  note {evidence_rules.NO_EVIDENCE}: judged by its rows alone" in old.stdout
+    hidden = check_from(recorded_dir(tmp_path / "c", node(after={0: gpu(0, remap_pending=Item.na("no permission"))})))
+    assert hidden.returncode == 2
+    assert hidden.stdout.splitlines()[-1] == "REASON: cannot judge: GPU 0: row remap state not available (no permission)"
