@@ -559,4 +559,5 @@ def test_check_from_exit_codes_quiet_old_and_not_available(tmp_path):
     assert old.returncode == 0 and f"  note {evidence_rules.NO_EVIDENCE}: judged by its rows alone" in old.stdout
     hidden = check_from(recorded_dir(tmp_path / "c", node(after={0: gpu(0, remap_pending=Item.na("no permission"))})))
     assert hidden.returncode == 2
-    assert hidden.stdout.splitlines()[-1] == "REASON: cannot judge: GPU 0: row remap state not available (no permission)"
+    assert hidden.stdout.splitlines()[-1] == \
+        "REASON: cannot judge: GPU 0: row remap state not available (no permission)"
