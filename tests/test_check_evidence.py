@@ -387,9 +387,14 @@ def host_of(run) -> str:
     return run.meta.hosts[0]
 
 
+def as_recorded(ev: Evidence, host: str, uuids: list[str]) -> Evidence:
+    """The evidence as that run's node would have given it: its host name and its GPUs' UUIDs."""
+    return Evidence([dataclasses.replace(s, host=host, gpus=[dataclasses.replace(g, uuid=uuids[g.index])
+                                                            for g in s.gpus]) for s in ev.snapshots])
+
+
 def quiet_node(run, **kw) -> Evidence:
-    ev = node(**kw)
-    return Evidence([dataclasses.replace(s, host=host_of(run)) for s in ev.snapshots])
+    return as_recorded(node(**kw), host_of(run), [g.uuid for g in run.meta.gpus[host_of(run)]])
 
 
 def options(*args: str) -> command.Options:
@@ -529,7 +534,7 @@ def recorded_dir(tmp_path: Path, ev: Evidence | None) -> Path:
     if ev is not None:
         meta = json.loads((dst / "meta.json").read_text())
         host = meta["hosts"][0]
-        meta["evidence"] = Evidence([dataclasses.replace(s, host=host) for s in ev.snapshots]).as_json()
+        meta["evidence"] = as_recorded(ev, host, [g["uuid"] for g in meta["gpus"][host]]).as_json()
         (dst / "meta.json").write_text(json.dumps(meta))
     return dst
 
@@ -561,3 +566,16 @@ def test_check_from_exit_codes_quiet_old_and_not_available(tmp_path):
     assert hidden.returncode == 2
     assert hidden.stdout.splitlines()[-1] == \
         "REASON: cannot judge: GPU 0: row remap state not available (no permission)"
+
+
+def test_another_jobs_process_on_a_gpu_the_run_did_not_use_is_theirs():
+    """On a node shared by jobs, a run on GPUs 0 and 1 judges the processes there only; a link is judged on
+    every GPU (the node's fault whoever uses it)."""
+    other = Item([ProcessReading(4242, 1 << 30, "python")])
+    links = [link(j, active=j != 7) for j in range(18)]
+    ev = node(4, after={2: gpu(2, processes=other), 3: gpu(3, links)})
+    j = evidence_rules.judge(ev, expect.evidence_defaults(), {HOST: {0: H100, 1: H100}}, {HOST: {"GPU-0", "GPU-1"}})
+    assert failed(j) == ["GPU 3: 17 of 18 NVLinks active (link 7 went down during the run)"]
+    assert {f.src_gpu for f in j.findings if f.method == "processes"} == {0, 1}
+    everywhere = evidence_rules.judge(ev, expect.evidence_defaults(), {HOST: {0: H100, 1: H100}})
+    assert "pid 4242 (python) holds 1.0 GiB on GPU 2" in failed(everywhere)  # no UUIDs recorded: every GPU

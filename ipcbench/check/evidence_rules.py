@@ -40,10 +40,14 @@ class Judged:
     notes: list[str] = field(default_factory=list)
 
 
-def judge(evidence, tables: list[EvidenceExpectation], models: dict[str, dict[int, str]]) -> Judged:
+def judge(evidence, tables: list[EvidenceExpectation], models: dict[str, dict[int, str]],
+          used: dict[str, set[str]] | None = None) -> Judged:
     """Every rule on every GPU of every host. `evidence`: the run's Evidence (None or no snapshot: none was
     recorded); `models`: {host: {GPU index: model}} as the run's meta.json names them, for hosts and GPUs the
-    evidence cannot name itself (no NVML, or no evidence at all)."""
+    evidence cannot name itself (no NVML, or no evidence at all); `used`: {host: UUIDs of the GPUs the run
+    measured}: another job's process is judged on those only (on a node shared by jobs, the other GPUs are
+    theirs), every other rule on every GPU of the node (a link down is the node's fault whoever uses it). A
+    host without UUIDs recorded has every GPU judged."""
     out = Judged()
     snaps = list(getattr(evidence, "snapshots", None) or [])
     hosts = list(dict.fromkeys([*(s.host for s in snaps), *models]))
@@ -60,7 +64,7 @@ def judge(evidence, tables: list[EvidenceExpectation], models: dict[str, dict[in
             _unrecorded(out, host, models.get(host, {}), tables, f"no node evidence recorded for {host}",
                         force=True)
             continue
-        _host(out, host, before, after, models.get(host, {}), tables)
+        _host(out, host, before, after, models.get(host, {}), tables, (used or {}).get(host, set()))
     return out
 
 
@@ -119,7 +123,7 @@ def _why(*items) -> str:
     return "no value" if items else "no reading"
 
 
-def _host(out: Judged, host: str, before, after, models: dict[int, str], tables) -> None:
+def _host(out: Judged, host: str, before, after, models: dict[int, str], tables, used: set[str]) -> None:
     """The rules on each GPU of one host, from its snapshot before and after the run (either may be None)."""
     sides = [s for s in (before, after) if s is not None]
     if any(s.missing for s in sides):
@@ -151,7 +155,8 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables)
         _pcie(out, host, gpu, readings, rules)
         _ecc(out, host, gpu, g_b, g_a, rules, why, mine)
         _remap(out, host, gpu, readings, rules)
-        _processes(out, host, gpu, readings, [p for i, p in foreign if i == gpu and p.pid not in own], rules)
+        if not used or any(g.uuid in used for g in readings):
+            _processes(out, host, gpu, readings, [p for i, p in foreign if i == gpu and p.pid not in own], rules)
         _clocks(out, host, gpu, g_b, g_a, rules, why, mine)
 
 

@@ -147,7 +147,8 @@ def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], li
     models = {h: {g.index: g.name for g in gs} for h, gs in run.meta.gpus.items()}
     for h in run.meta.hosts:
         models.setdefault(h, {})
-    got = evidence_rules.judge(getattr(run.meta, "evidence", None), tables, models)
+    used = {h: {g.uuid for g in gs if g.uuid} for h, gs in run.meta.gpus.items()}
+    got = evidence_rules.judge(getattr(run.meta, "evidence", None), tables, models, used)
     return got.findings, got.notes
 
 
