@@ -579,3 +579,11 @@ def test_another_jobs_process_on_a_gpu_the_run_did_not_use_is_theirs():
     assert {f.src_gpu for f in j.findings if f.method == "processes"} == {0, 1}
     everywhere = evidence_rules.judge(ev, expect.evidence_defaults(), {HOST: {0: H100, 1: H100}})
     assert "pid 4242 (python) holds 1.0 GiB on GPU 2" in failed(everywhere)  # no UUIDs recorded: every GPU
+
+
+def test_a_host_of_the_run_without_a_snapshot_cannot_be_judged_where_items_are_required():
+    j = evidence_rules.judge(node(), expect.evidence_defaults(), {HOST: {0: H100, 1: H100}, "node2": {0: H100}})
+    lost = [f for f in j.findings if f.host == "node2"]
+    assert len(lost) == 8 and {f.status for f in lost} == {Status.UNJUDGED}
+    assert all(f.brief.endswith("not available (no node evidence recorded for node2)") for f in lost)
+    assert {f.status for f in j.findings if f.host == HOST} == {Status.PASS}
