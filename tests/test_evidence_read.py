@@ -149,3 +149,12 @@ def test_a_gpu_without_a_handle_has_every_item_missing(monkeypatch):
     assert s.gpus[0].links.ok and s.gpus[1].index == 1
     assert {getattr(s.gpus[1], k).missing for k in GPU_ITEMS + ("links", "processes")} == {
         "no handle for GPU 1: GPU is lost"}
+
+
+def test_a_driver_without_clock_event_reasons_answers_through_the_older_call(monkeypatch):
+    nv = FakePynvml([h100(0, reasons=0x40)])
+    monkeypatch.setattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", lambda h: (_ for _ in ()).throw(NVMLError(13)))
+    assert snap(monkeypatch, nv).gpus[0].clock_events.value == ["hw_thermal_slowdown"]
+    monkeypatch.setattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", lambda h: (_ for _ in ()).throw(NVMLError(3)))
+    item = snap(monkeypatch, nv).gpus[0].clock_events
+    assert not item.ok and item.missing == "not in this driver's NVML (function not found)"

@@ -148,11 +148,17 @@ def decode_reasons(mask: int) -> list[str]:
     return [CLOCK_EVENT_BITS.get(1 << b, f"0x{1 << b:x}") for b in range(64) if mask >> b & 1]
 
 
-def _clock_events(nv, h) -> Item:
-    current = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    if current is None:
-        current = nv.nvmlDeviceGetCurrentClocksThrottleReasons  # an older binding (AttributeError: missing)
-    return Item(decode_reasons(int(current(h))))
+def _clock_events(nv, h) -> list[str]:
+    """The active clocks-event reasons; the older ...ClocksThrottleReasons where the binding or the driver has no
+    ...ClocksEventReasons (the same bits). Raises the first call's error when neither answers."""
+    try:
+        mask = nv.nvmlDeviceGetCurrentClocksEventReasons(h)
+    except Exception as first:
+        try:
+            mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+        except Exception:
+            raise first from None
+    return decode_reasons(int(mask))
 
 
 def _processes(nv, h) -> list[ProcessReading]:
@@ -239,7 +245,7 @@ def read_gpu(nv, index: int) -> GpuReading:
         "pcie_width": _item(lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h), int),
         "pcie_max_gen": _item(lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h), int),
         "pcie_max_width": _item(lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h), int),
-        "clock_events": _item(lambda: _clock_events(nv, h).value),
+        "clock_events": _item(lambda: _clock_events(nv, h)),
         "clock_event_ns": Item(clock_ns) if clock_ns else Item.na(
             "; ".join(sorted({c.missing for c in clock.values()})) or NOT_SUPPORTED),
         "ecc_uncorrected_volatile": _item(lambda: nv.nvmlDeviceGetTotalEccErrors(
