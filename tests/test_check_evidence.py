@@ -486,6 +486,8 @@ def test_junit_and_prometheus_carry_the_evidence(tmp_path, capsys):
                                        "nvlink_errors [evidence]: 12 replays on GPU 1 link 4 during the run",
                                        "ecc [evidence]: 2 new uncorrectable ECC errors on GPU 1 during the run",
                                        "processes [evidence]: pid 4242 (python) holds 1.0 GiB on GPU 1"])
+    notes = [prop.value for suite in JUnitXml.fromfile(str(junit)) for prop in suite.properties()]
+    assert notes == ["GPU 1 throttled for power for 0.5 s of the run: explains slower rows, not a failure by itself"]
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for fam in text_string_to_metric_families(prom.read_text()) for s in fam.samples}
     h = host_of(run)

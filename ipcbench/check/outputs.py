@@ -58,11 +58,14 @@ def _case_name(c: Finding) -> str:
 
 
 def write_junit(path: str, v: Verdict, host: str, evidence=None) -> None:
-    """One testsuite per node, one testcase per check (classname: the pair): a failure for a failed check, an
-    error for one that could not be judged (CI shows both red: the gate fails closed)."""
+    """One testsuite per node, one testcase per check (classname: the pair, or the GPU of an evidence rule): a
+    failure for a failed check, an error for one that could not be judged (CI shows both red: the gate fails
+    closed); the verdict's notes as the suite's `note` properties."""
     from junitparser import Error, Failure, JUnitXml, TestCase, TestSuite
 
     suite = TestSuite(f"ipcbench check {host}")
+    for n in v.notes:  # what explains the rows without judging (a power cap, no evidence recorded)
+        suite.add_property("note", n)
     for c in v.checks:
         case = TestCase(_case_name(c), classname=f"{c.host}.{c.pair}")
         if c.status is Status.FAIL:
