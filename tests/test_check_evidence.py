@@ -159,20 +159,23 @@ def test_each_failure_is_named_once():
 
 # ---- PCIe ----------------------------------------------------------------------------------------------
 
-def test_a_narrow_pcie_link_fails():
+def test_a_downtrained_pcie_link_fails():
     j = run_rules(node(3, after={2: gpu(2, pcie_gen=Item(4), pcie_width=Item(8))}), n=3)
-    assert failed(j) == ["GPU 2 PCIe gen4 x8, expected x16"]
+    assert failed(j) == ["GPU 2 PCIe gen4 x8, expected gen5 x16"]
+    assert failed(run_rules(node(3, before={2: gpu(2, pcie_gen=Item(4))}), n=3)) == \
+        ["GPU 2 PCIe gen4 x16, expected gen5 x16"]  # the H100's gen5 at rest (defaults.toml)
 
 
-def test_a_lower_generation_at_rest_is_said_not_failed_unless_the_thresholds_ask():
+def test_a_lower_generation_at_rest_is_said_not_failed_where_no_table_sets_pcie_gen():
     ev = node(3, after={2: gpu(2, pcie_gen=Item(4))})
-    j = run_rules(ev, n=3)
+    site = mine('[[evidence]]\ngpu = "NVIDIA H100*"\npcie_gen = 1\nwhy = "our H100s idle at gen1"\n')
+    assert not failed(run_rules(ev, site, n=3))
+    generic = [t for t in expect.evidence_defaults() if t.gpu == "*"]
+    j = run_rules(ev, generic, n=3)
     assert not failed(j)
     assert any("gen4 of gen5 at rest" in f.reason and f.status is Status.PASS for f in j.findings)
-    site = mine('[[evidence]]\ngpu = "NVIDIA H100*"\npcie_gen = 5\nwhy = "our H100s idle at gen5"\n')
-    assert failed(run_rules(ev, site, n=3)) == ["GPU 2 PCIe gen4 x16, expected gen5 x16"]
     narrow = node(3, after={2: gpu(2, pcie_gen=Item(4), pcie_width=Item(8))})
-    assert failed(run_rules(narrow, site, n=3)) == ["GPU 2 PCIe gen4 x8, expected gen5 x16"]
+    assert failed(run_rules(narrow, generic, n=3)) == ["GPU 2 PCIe gen4 x8, expected x16"]
 
 
 def test_without_a_width_key_the_width_is_held_to_the_gpus_maximum():
@@ -315,7 +318,7 @@ def test_the_shipped_evidence_expectations_are_pinned():
     for model in (H100, "NVIDIA H200"):
         r = expect.resolve(expect.evidence_defaults(), model)
         assert {k: s.value for k, s in r.items()} == {
-            "nvlinks": 18, "nvlink_gbps": 25.0, "pcie_width": 16,
+            "nvlinks": 18, "nvlink_gbps": 25.0, "pcie_gen": 5, "pcie_width": 16,
             "require": ("nvlinks", "nvlink_speed", "nvlink_errors", "pcie", "clock_events", "ecc", "remap",
                         "processes"),
             "link_errors_allowed": {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0},
@@ -485,7 +488,8 @@ def test_junit_and_prometheus_carry_the_evidence(tmp_path, capsys):
                                        "during the run)",
                                        "nvlink_errors [evidence]: 12 replays on GPU 1 link 4 during the run",
                                        "ecc [evidence]: 2 new uncorrectable ECC errors on GPU 1 during the run",
-                                       "processes [evidence]: pid 4242 (python) holds 1.0 GiB on GPU 1"])
+                                       "processes [evidence]: pid 4242 (python) holds 1.0 GiB on GPU 1",
+                                       "pcie [evidence]: GPU 1 PCIe gen4 x16, expected gen5 x16"])
     notes = [prop.value for suite in JUnitXml.fromfile(str(junit)) for prop in suite.properties()]
     assert notes == ["GPU 1 throttled for power for 0.5 s of the run: explains slower rows, not a failure by itself"]
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
@@ -589,3 +593,19 @@ def test_a_host_of_the_run_without_a_snapshot_cannot_be_judged_where_items_are_r
     assert len(lost) == 8 and {f.status for f in lost} == {Status.UNJUDGED}
     assert all(f.brief.endswith("not available (no node evidence recorded for node2)") for f in lost)
     assert {f.status for f in j.findings if f.host == HOST} == {Status.PASS}
+
+
+
+def test_a_gpu_alone_on_its_host_has_no_link_count_judged():
+    """A one-GPU VM (tests/data/h100x1: 0 NVLinks active, the fabric not given to it) passes; a link that went
+    down still fails, and links NVML does not answer for are no finding."""
+    down = [link(j, active=False) for j in range(18)]
+    ev = Evidence([Snapshot(HOST, w, 1.0, [gpu(0, down)], OWN) for w in ("before", "after")])
+    j = run_rules(ev, n=1)
+    assert not failed(j) and not unjudged(j)
+    assert "GPU 0: 0 NVLinks active before and after the run (the only GPU of its host: no peer to link to, the " \
+           "count is not judged)" in [f.reason for f in j.findings]
+    hidden = Evidence([Snapshot(HOST, w, 1.0, [gpu(0, Item.na("not supported"))], OWN) for w in ("before", "after")])
+    assert not failed(run_rules(hidden, n=1)) and not unjudged(run_rules(hidden, n=1))
+    went = Evidence([Snapshot(HOST, "before", 1.0, [gpu(0)], OWN), Snapshot(HOST, "after", 2.0, [gpu(0, down)], OWN)])
+    assert failed(run_rules(went, n=1)) == ["GPU 0: 0 NVLinks active (links 0-17 went down during the run)"]

@@ -151,7 +151,7 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables,
             why = ""
         mine = [c for c in changed if c.gpu == gpu]
         readings = [g for g in (g_b, g_a) if g is not None]
-        _links(out, host, gpu, g_b, g_a, rules, why, mine)
+        _links(out, host, gpu, g_b, g_a, rules, why, mine, alone=len(set(b) | set(a)) == 1)
         _pcie(out, host, gpu, readings, rules)
         _ecc(out, host, gpu, g_b, g_a, rules, why, mine)
         _remap(out, host, gpu, readings, rules)
@@ -162,9 +162,15 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables,
 
 # ---- NVLink: state, speed, error counters ----------------------------------------------------------------
 
-def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list,
+           alone: bool = False) -> None:
+    """The NVLink rules. A GPU `alone` on its host (one GPU in the snapshot: a one-GPU VM, whose links to the
+    NVSwitch fabric are not given to it) has no peer to link to: its link count is not judged, and links NVML
+    does not answer for are no finding; a link that went down, a slow or retrying active link still fail."""
     readings = [g for g in (g_b, g_a) if g is not None]
     bad = [g.links for g in readings if not readable(g.links)]
+    if bad and alone:
+        return
     if bad or not readings:  # no link table: one finding names every NVLink item required
         why = _why(*bad) if bad else side_missing
         items = [i for i in ("nvlinks", "nvlink_speed", "nvlink_errors") if _required(rules, i)]
@@ -172,7 +178,7 @@ def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str,
             _missing(out, host, gpu, rules, items[0], why,
                      " and ".join(ITEM_WORDS[i] for i in items).replace("NVLink error", "error"))
         return
-    _link_state(out, host, gpu, g_b, g_a, rules, changed)
+    _link_state(out, host, gpu, g_b, g_a, rules, changed, alone)
     _link_speed(out, host, gpu, readings, rules)
     _link_errors(out, host, gpu, g_b, g_a, rules, side_missing, changed)
 
@@ -200,13 +206,13 @@ def _links_text(links) -> str:
     return f"link{'s' if len(set(links)) > 1 else ''} {text}"
 
 
-def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list) -> None:
+def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list, alone: bool = False) -> None:
     """One finding per GPU: how many links are active against the model's count, which are down, which went
     down during the run (active before, not after)."""
-    want = rules.get("nvlinks")
+    want = None if alone else rules.get("nvlinks")
     states = {when: _active(g) for when, g in (("before", g_b), ("after", g_a)) if g is not None}
     unread = sorted({ln for _, u in states.values() for ln in u})
-    if unread:
+    if unread and not alone:
         g = g_a if g_a is not None else g_b
         why = _why(*(ln.active for ln in g.links.value if int(ln.link) in unread))
         _missing(out, host, gpu, rules, "nvlinks", why, f"the state of NVLink {_links_text(unread)}")
@@ -222,8 +228,9 @@ def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list
     short = expected is not None and n < expected
     if not short and not went_down:
         total = f"{n} of {expected}" if expected is not None else f"{n}"
+        why = " (the only GPU of its host: no peer to link to, the count is not judged)" if alone else ""
         out.findings.append(_finding(host, gpu, "nvlinks", Status.PASS,
-                                     f"GPU {gpu}: {total} NVLinks active {' and '.join(states)} the run",
+                                     f"GPU {gpu}: {total} NVLinks active {' and '.join(states)} the run{why}",
                                      value=n, unit="links", expected=expected, link="nvlink", against=against))
         return
     parts = []
