@@ -235,7 +235,7 @@ def report(opts: Options, run) -> int:
                               ("--prometheus", opts.ns.prometheus, outputs.write_prometheus)):
         if path:  # checked before judging (check/inputs.py); what still fails (a full disk) is exit 2, never 1
             try:
-                write(path, v, host, getattr(run.meta, "evidence", None))
+                write(path, v, host, run.meta.evidence)
             except OSError as e:
                 raise UsageError(f"{flag} {path}: cannot write ({e.strerror or e})") from None
     if opts.ns.json:

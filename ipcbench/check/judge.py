@@ -9,9 +9,9 @@ complete, when a row the expectations name is missing, when a pair's link kind i
 expectation at all (peers alone never pass a pair), or when a number is above a physical ceiling (the
 instrument, not the node, is then in doubt). The node's own evidence adds its findings (check/evidence_rules.py:
 a link down, a counter that grew, another job's process fail; a required item not available is UNKNOWN). The
-node is unhealthy (exit 1) when anything failed, cannot be
-judged (exit 2) when nothing failed but something could not be judged or nothing was judged, healthy (0)
-only when every check passed: never 0 for what was not judged.
+node is unhealthy (exit 1) when anything failed, cannot be judged (exit 2) when nothing failed but something
+could not be judged or nothing was judged, healthy (0) only when every check passed: never 0 for what was not
+judged.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
+from ipcbench.check import evidence_rules
 from ipcbench.check.expect import EvidenceExpectation, Expectation, evidence_defaults
 from ipcbench.check.finding import Finding
 from ipcbench.report.validity import invalid
@@ -142,13 +143,11 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
 
 def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], list[str]]:
     """The evidence rules' findings and notes (recorded in meta.json's "evidence", record/meta.Meta)."""
-    from ipcbench.check import evidence_rules
-
     models = {h: {g.index: g.name for g in gs} for h, gs in run.meta.gpus.items()}
     for h in run.meta.hosts:
         models.setdefault(h, {})
     used = {h: {g.uuid for g in gs if g.uuid} for h, gs in run.meta.gpus.items()}
-    got = evidence_rules.judge(getattr(run.meta, "evidence", None), tables, models, used)
+    got = evidence_rules.judge(run.meta.evidence, tables, models, used)
     return got.findings, got.notes
 
 
