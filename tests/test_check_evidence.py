@@ -609,3 +609,10 @@ def test_a_gpu_alone_on_its_host_has_no_link_count_judged():
     assert not failed(run_rules(hidden, n=1)) and not unjudged(run_rules(hidden, n=1))
     went = Evidence([Snapshot(HOST, "before", 1.0, [gpu(0)], OWN), Snapshot(HOST, "after", 2.0, [gpu(0, down)], OWN)])
     assert failed(run_rules(went, n=1)) == ["GPU 0: 0 NVLinks active (links 0-17 went down during the run)"]
+
+
+def test_an_item_without_a_value_is_never_read_as_healthy():
+    """Item() (no value and no reason: a reader's slip) is taken as not available, never as a pass."""
+    j = run_rules(node(2, after={0: gpu(0, ecc_uncorrected_volatile=Item(), processes=Item())}))
+    assert sorted(unjudged(j)) == ["GPU 0: compute processes not available (no value)",
+                                   "GPU 0: volatile ECC counts not available (no value)"]

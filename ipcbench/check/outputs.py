@@ -116,6 +116,7 @@ def evidence_gauges(reg, evidence) -> None:
     no sample: Prometheus never sees "not available" as 0."""
     from prometheus_client import Gauge
 
+    from ipcbench.check.evidence_rules import readable
     from ipcbench.evidence.delta import foreign
 
     def gauge(name: str, doc: str, labels: list[str]) -> Gauge:
@@ -152,39 +153,39 @@ def evidence_gauges(reg, evidence) -> None:
                                    ("clock_events", [g.clock_events]), ("clock_event_ns", [g.clock_event_ns]),
                                    ("ecc", [g.ecc_uncorrected_volatile]), ("remap", [g.remap_pending]),
                                    ("processes", [g.processes])):
-                if any(not r.ok for r in readings):
+                if any(not readable(r) for r in readings):
                     missing.labels(**lab, item=item).set(1)
-            if g.links.ok:
-                old = {ln.link: ln for ln in gb.links.value} if gb is not None and gb.links.ok else {}
-                active.labels(**lab).set(sum(1 for ln in g.links.value if ln.active.ok and ln.active.value))
+            if readable(g.links):
+                old = {ln.link: ln for ln in gb.links.value} if gb is not None and readable(gb.links) else {}
+                active.labels(**lab).set(sum(1 for ln in g.links.value if readable(ln.active) and ln.active.value))
                 for ln in g.links.value:
-                    if ln.active.ok and ln.active.value and ln.speed_gbps.ok:
+                    if readable(ln.active) and ln.active.value and readable(ln.speed_gbps):
                         speed.labels(**lab, link=str(ln.link)).set(float(ln.speed_gbps.value))
-                    if not ln.errors.ok:
+                    if not readable(ln.errors):
                         continue
                     was = old.get(ln.link)
                     for counter, n in ln.errors.value.items():
                         errors.labels(**lab, link=str(ln.link), counter=counter).set(n)
-                        if was is not None and was.errors.ok and counter in was.errors.value:
+                        if was is not None and readable(was.errors) and counter in was.errors.value:
                             errors_d.labels(**lab, link=str(ln.link), counter=counter).set(
                                 n - was.errors.value[counter])
             for k, item in (("gen", g.pcie_gen), ("width", g.pcie_width), ("max_gen", g.pcie_max_gen),
                             ("max_width", g.pcie_max_width)):
-                if item.ok:
+                if readable(item):
                     pcie[k].labels(**lab).set(item.value)
-            if g.ecc_uncorrected_volatile.ok:
+            if readable(g.ecc_uncorrected_volatile):
                 ecc.labels(**lab).set(g.ecc_uncorrected_volatile.value)
-                if gb is not None and gb.ecc_uncorrected_volatile.ok:
+                if gb is not None and readable(gb.ecc_uncorrected_volatile):
                     ecc_d.labels(**lab).set(g.ecc_uncorrected_volatile.value - gb.ecc_uncorrected_volatile.value)
-            if g.ecc_corrected_volatile.ok:
+            if readable(g.ecc_corrected_volatile):
                 ecc_c.labels(**lab).set(g.ecc_corrected_volatile.value)
             for state, item in (("pending", g.remap_pending), ("failure", g.remap_failure)):
-                if item.ok:
+                if readable(item):
                     remap.labels(**lab, state=state).set(int(bool(item.value)))
-            if g.processes.ok and (gb is None or gb.processes.ok):
+            if readable(g.processes) and (gb is None or readable(gb.processes)):
                 pids = {p.pid for s in (before, after) if s is not None and not s.missing
                         for i, p in foreign(s) if i == g.index and p.pid not in own}
                 procs.labels(**lab).set(len(pids))
-            if g.clock_event_ns.ok and gb is not None and gb.clock_event_ns.ok:
+            if readable(g.clock_event_ns) and gb is not None and readable(gb.clock_event_ns):
                 for reason, ns in g.clock_event_ns.value.items():
                     clock.labels(**lab, reason=reason).set(max(0, ns - gb.clock_event_ns.value.get(reason, ns)) / 1e9)
