@@ -613,6 +613,6 @@ def test_a_gpu_alone_on_its_host_has_no_link_count_judged():
 
 def test_an_item_without_a_value_is_never_read_as_healthy():
     """Item() (no value and no reason: a reader's slip) is taken as not available, never as a pass."""
-    j = run_rules(node(2, after={0: gpu(0, ecc_uncorrected_volatile=Item(), processes=Item())}))
-    assert sorted(unjudged(j)) == ["GPU 0: compute processes not available (no value)",
+    j = run_rules(node(2, after={0: gpu(0, ecc_uncorrected_volatile=Item(), remap_failure=Item())}))
+    assert sorted(unjudged(j)) == ["GPU 0: row remap state not available (no value)",
                                    "GPU 0: volatile ECC counts not available (no value)"]
