@@ -110,7 +110,7 @@ MAY_IMPORT = {
     # report/headline.py's verdict is check's judgement of the run (check/judge.py, imported inside health():
     # check reads compare's statistics and the ceilings from report/ at its top, so neither loads the other twice)
     "report": {"ipcbench", "catalogue", "check", "evidence", "record", "errors", "results", "sizes", "status"},
-    "check": {"catalogue", "record", "report", "errors", "results", "sizes", "status"},
+    "check": {"catalogue", "evidence", "record", "report", "errors", "results", "sizes", "status"},
 }
 # check measures too: these modules reach the measuring side, and only inside functions (a check --from, the
 # layer above, never loads them; test_check_reaches_the_measuring_side_only_lazily).

@@ -5,7 +5,9 @@ engine both ways, SM kernels reading and writing) at 4K and 256M, every row veri
 judges the run; `ipcbench check --from RUN` judges a recorded run of any node, without a GPU or MPI.
 Expectations come from the thresholds ipcbench ships for the GPUs it has measured (check/defaults.toml), a
 thresholds file of your own (--thresholds), known-good runs (--baseline: the compare statistics) and the node's
-other pairs of the same link kind; every verdict says which (check/judge.py). Exit 0 healthy, 1 unhealthy (what
+other pairs of the same link kind; every verdict says which (check/judge.py). The node's own evidence (NVML
+before and after the run: links, counters, PCIe, ECC, other processes, slowdowns) is judged beside the rows
+against the [[evidence]] tables (check/evidence_rules.py, docs/check.md). Exit 0 healthy, 1 unhealthy (what
 failed, by how much, against which expectation), 2 cannot judge (a missing row, an incomplete run, no
 expectation for this GPU or link, an unknown link, a value that cannot be true, bad input): never 0 for what
 was not judged. Outputs: the summary, --json, --junit FILE, --prometheus FILE, and a last `REASON:` line to
@@ -98,10 +100,13 @@ class Options:
         except SizeError as e:
             raise UsageError(f"--sizes: {e}") from None
         users = expect.load(ns.thresholds) if ns.thresholds else []
+        users_ev = expect.load_evidence(ns.thresholds) if ns.thresholds else []
         self.expectations = expect.combine([] if ns.no_defaults else expect.defaults(), users)
-        self.sources = ([f"thresholds {ns.thresholds} ({len(users)})"] if users else []) + \
+        self.evidence = expect.combine_evidence([] if ns.no_defaults else expect.evidence_defaults(), users_ev)
+        self.sources = ([f"thresholds {ns.thresholds} ({len(users)} [[expect]], {len(users_ev)} [[evidence]])"]
+                        if users or users_ev else []) + \
             ([] if ns.no_defaults else ["thresholds shipped with ipcbench (ipcbench/check/defaults.toml)"])
-        if not self.expectations and not ns.baseline:
+        if not self.expectations and not self.evidence and not ns.baseline:
             raise UsageError("nothing to judge against: --no-defaults without --thresholds or --baseline")
         if ns.out:  # the runner's own rule (run/outdir.py), asked here: before MPI starts or a GPU is touched
             from ipcbench.run.outdir import choose_run_dir
@@ -220,7 +225,7 @@ def report(opts: Options, run) -> int:
     """Judge the run and write every output the options ask for; the exit status."""
     baseline = _baseline(opts, run) if opts.ns.baseline else None
     v = judge.judge(run, opts.expectations, opts.methods, baseline, peers=not opts.ns.no_peers,
-                    peer_drop=opts.peer_drop)
+                    peer_drop=opts.peer_drop, evidence=opts.evidence)
     v.sources = opts.sources + ([f"baseline {', '.join(map(str, opts.ns.baseline))} (compare, threshold "
                                  f"{opts.threshold:.0%})"] if baseline is not None else []) + \
         ([] if opts.ns.no_peers else [f"peers: the node's other pairs of the same link kind (fail past "
@@ -231,7 +236,7 @@ def report(opts: Options, run) -> int:
                               ("--prometheus", opts.ns.prometheus, outputs.write_prometheus)):
         if path:  # checked before judging (check/inputs.py); what still fails (a full disk) is exit 2, never 1
             try:
-                write(path, v, host)
+                write(path, v, host, run.meta.evidence)
             except OSError as e:
                 raise UsageError(f"{flag} {path}: cannot write ({e.strerror or e})") from None
     if opts.ns.json:

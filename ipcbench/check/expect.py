@@ -9,6 +9,12 @@ per transfer). `why` says where the number comes from and what margin it keeps: 
 ipcbench ships defaults for the GPUs it has measured (defaults.toml beside this file); `--thresholds FILE`
 adds a user's, whose entries win over a default for the same (gpu, link, method, direction, sizes).
 
+It may also hold `[[evidence]]` tables: what the node's own evidence (NVLink state and error counters, PCIe
+training, clock events, ECC, row remaps, other processes; ipcbench/evidence/) must show for a GPU model
+(`gpu`, shell wildcards), judged by check/evidence_rules.py. Their keys (EVIDENCE_KEYS) are resolved one by
+one: for each key, the first table that matches the GPU and sets it wins, a user's before the shipped ones,
+so a site overrides one number without restating the rest.
+
 A file with an unknown key, a wrong unit or a bad value is refused with one line naming the file, the line and
 the key (UsageError): a gate must never run on a threshold it misread.
 """
@@ -19,6 +25,7 @@ import fnmatch
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 from importlib import resources
 from pathlib import Path
 
@@ -30,6 +37,7 @@ DIRECTIONS = ("push", "pull", "bidir", "oneway")
 BOUNDS = ("floor_gbps", "floor_peak", "max_us")
 KEYS = ("gpu", "link", "method", "direction", "sizes", *BOUNDS, "why")
 DEFAULTS = "defaults.toml"
+TABLES = ("expect", "evidence")  # the tables a thresholds file may hold
 
 
 @dataclass(frozen=True)
@@ -75,9 +83,9 @@ class Expectation:
         return f"{bound} ({self.gpu}, {self.link}, {self.method} {self.direction} {self.sizes}: {self.why})"
 
 
-def _line_of(text: str, index: int, key: str | None) -> int:
-    """The line of the index-th [[expect]] table (or of `key` inside it) in the file's text."""
-    starts = [m.start() for m in re.finditer(r"^[ \t]*\[\[[ \t]*expect[ \t]*\]\]", text, flags=re.M)]
+def _line_of(text: str, index: int, key: str | None, table: str = "expect") -> int:
+    """The line of the index-th [[table]] (or of `key` inside it) in the file's text."""
+    starts = [m.start() for m in re.finditer(rf"^[ \t]*\[\[[ \t]*{table}[ \t]*\]\]", text, flags=re.M)]
     if index >= len(starts):
         return 1
     begin = starts[index]
@@ -89,8 +97,8 @@ def _line_of(text: str, index: int, key: str | None) -> int:
     return text.count("\n", 0, at) + 1
 
 
-def parse(text: str, where: str) -> list[Expectation]:
-    """Every [[expect]] of a thresholds file's text; UsageError "FILE:LINE: key: why" on the first problem."""
+def _document(text: str, where: str) -> dict:
+    """The thresholds file as TOML, its top level checked: [[expect]] and [[evidence]] tables, at least one."""
     import sys
 
     if sys.version_info >= (3, 11):
@@ -102,16 +110,27 @@ def parse(text: str, where: str) -> list[Expectation]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{where}: not TOML: {e}") from None
-    extra = [k for k in doc if k != "expect"]
+    extra = [k for k in doc if k not in TABLES]
     if extra:
         line = text.count("\n", 0, max(0, text.find(extra[0]))) + 1
-        raise UsageError(f"{where}:{line}: {extra[0]}: unknown key (a thresholds file holds [[expect]] tables)")
+        raise UsageError(f"{where}:{line}: {extra[0]}: unknown key (a thresholds file holds [[expect]] and "
+                         f"[[evidence]] tables)")
+    for name in TABLES:
+        tables = doc.get(name, [])
+        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+            line = text.count("\n", 0, max(0, text.find(name))) + 1
+            raise UsageError(f"{where}:{line}: {name}: must be [[{name}]] tables")
+    if not any(doc.get(name) for name in TABLES):
+        raise UsageError(f"{where}: no [[expect]] or [[evidence]] table: a thresholds file that sets nothing is "
+                         f"a mistake")
+    return doc
+
+
+def parse(text: str, where: str) -> list[Expectation]:
+    """Every [[expect]] of a thresholds file's text; UsageError "FILE:LINE: key: why" on the first problem
+    (of the [[evidence]] tables too: parse_evidence reads those)."""
+    doc = _document(text, where)
     tables = doc.get("expect", [])
-    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        line = text.count("\n", 0, max(0, text.find("expect"))) + 1
-        raise UsageError(f"{where}:{line}: expect: must be [[expect]] tables")
-    if not tables:
-        raise UsageError(f"{where}: no [[expect]] table: a thresholds file that sets nothing is a mistake")
     out = []
     for i, t in enumerate(tables):
         def bad(key: str | None, why: str, i=i):
@@ -124,6 +143,7 @@ def parse(text: str, where: str) -> list[Expectation]:
             raise UsageError(f"{x.where}: [[expect]]: the same gpu, link, method, direction and sizes as "
                              f"{seen[x.key()]}")
         seen[x.key()] = x.where
+    parse_evidence(text, where)  # a file is read whole or refused whole
     return out
 
 
@@ -173,8 +193,7 @@ def _sizes(text: str, bad) -> tuple[int, int]:
     raise AssertionError("unreachable")
 
 
-def load(path: str | Path) -> list[Expectation]:
-    """A user's thresholds file; UsageError when it cannot be read or is wrong."""
+def _text(path: str | Path) -> str:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -184,13 +203,31 @@ def load(path: str | Path) -> list[Expectation]:
         line = p.read_bytes()[:e.start].count(b"\n") + 1
         raise UsageError(f"--thresholds {p}:{line}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
                          f"{e.start}): a thresholds file is TOML") from None
-    return parse(text, str(p))
+    return text
+
+
+def load(path: str | Path) -> list[Expectation]:
+    """A user's thresholds file's [[expect]] tables; UsageError when it cannot be read or is wrong."""
+    return parse(_text(path), str(Path(path)))
+
+
+def load_evidence(path: str | Path) -> list[EvidenceExpectation]:
+    """A user's thresholds file's [[evidence]] tables; UsageError when it cannot be read or is wrong."""
+    return parse_evidence(_text(path), str(Path(path)))
+
+
+def _shipped_text() -> str:
+    return (resources.files("ipcbench.check") / DEFAULTS).read_text(encoding="utf-8")
 
 
 def defaults() -> list[Expectation]:
     """The expectations ipcbench ships (defaults.toml: the GPUs it has measured)."""
-    text = (resources.files("ipcbench.check") / DEFAULTS).read_text(encoding="utf-8")
-    return parse(text, f"ipcbench/check/{DEFAULTS}")
+    return parse(_shipped_text(), f"ipcbench/check/{DEFAULTS}")
+
+
+def evidence_defaults() -> list[EvidenceExpectation]:
+    """The node-evidence expectations ipcbench ships (defaults.toml's [[evidence]] tables)."""
+    return parse_evidence(_shipped_text(), f"ipcbench/check/{DEFAULTS}")
 
 
 def combine(shipped: list[Expectation], users: list[Expectation]) -> list[Expectation]:
@@ -208,3 +245,152 @@ def find(expectations: list[Expectation], gpu_model: str, link: str, method: str
             out.append(e)
             keys.add(e.key())
     return out
+
+
+# ---- [[evidence]]: what the node's own evidence must show (check/evidence_rules.py judges it) --------------
+
+NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")  # evidence/model.LinkReading.errors' names
+SLOWDOWNS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake")
+POWER_CAP = "sw_power_cap"  # recorded and explained, never a failure by itself (check/evidence_rules.py)
+# every reason evidence/read.py names (the older PERF_POLICY field's "thermal" included)
+CLOCK_EVENTS = (*SLOWDOWNS, "thermal", POWER_CAP, "sync_boost", "idle", "applications_clocks", "display_clock",
+                "board_limit", "reliability")
+# The items a table can require (`require`): each is a reading of evidence/model.GpuReading, or "recorded":
+# the run recorded node evidence at all (runs made before ipcbench recorded it have none).
+ITEMS = ("nvlinks", "nvlink_speed", "nvlink_errors", "pcie", "clock_events", "clock_event_ns", "ecc", "remap",
+         "processes", "recorded")
+EVIDENCE_KEYS = ("gpu", "nvlinks", "nvlink_gbps", "pcie_gen", "pcie_width", "link_errors_allowed", "slowdowns",
+                 "foreign_processes_allowed", "processes_ignored", "require", "why")
+RULE_KEYS = EVIDENCE_KEYS[1:-1]  # what a table sets (resolved key by key)
+
+
+@dataclass(frozen=True)
+class EvidenceExpectation:
+    """One [[evidence]] table: the keys it sets for the GPU models its pattern matches."""
+
+    gpu: str
+    values: tuple[tuple[str, object], ...]  # (key, value) of every RULE_KEYS key the table sets, normalised
+    why: str
+    where: str  # file:line of its [[evidence]]
+
+    def for_gpu(self, gpu_model: str) -> bool:
+        return fnmatch.fnmatchcase(gpu_model, self.gpu)
+
+    def get(self, key: str):
+        return dict(self.values).get(key)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One resolved key of the evidence expectations of a GPU model: its value and the table it came from."""
+
+    value: Any
+    table: EvidenceExpectation
+
+    def against(self, key: str) -> str:
+        """"nvlinks = 18 (NVIDIA H100 80GB HBM3: why; defaults.toml:NN)", what a verdict quotes."""
+        return f"{key} = {_toml_value(self.value)} ({self.table.gpu}: {self.table.why}; {self.table.where})"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {x}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def resolve(tables: list[EvidenceExpectation], gpu_model: str) -> dict[str, Setting]:
+    """{key: Setting} for a GPU model: for each key, the first table that matches the model and sets it (a
+    user's tables come first: combine_evidence). A key no table sets is absent: its rule is not applied."""
+    out: dict[str, Setting] = {}
+    for t in tables:
+        if t.for_gpu(gpu_model):
+            for k, v in t.values:
+                out.setdefault(k, Setting(v, t))
+    return out
+
+
+def combine_evidence(shipped: list[EvidenceExpectation],
+                     users: list[EvidenceExpectation]) -> list[EvidenceExpectation]:
+    """The user's tables first (each of their keys wins over a shipped one), then the shipped ones."""
+    return list(users) + list(shipped)
+
+
+def parse_evidence(text: str, where: str) -> list[EvidenceExpectation]:
+    """Every [[evidence]] of a thresholds file's text; UsageError "FILE:LINE: key: why" on the first problem."""
+    doc = _document(text, where)
+    out = []
+    for i, t in enumerate(doc.get("evidence", [])):
+        def bad(key: str | None, why: str, i=i):
+            raise UsageError(f"{where}:{_line_of(text, i, key, 'evidence')}: {key or '[[evidence]]'}: {why}")
+
+        out.append(_evidence(t, bad, f"{where}:{_line_of(text, i, None, 'evidence')}"))
+    return out
+
+
+def _count(v, key: str, bad, lo: int = 0, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        bad(key, f"must be a whole number (got {v!r})")
+    if v < lo or (hi is not None and v > hi):
+        bad(key, f"{v!r} is out of range ({lo}..{hi})" if hi is not None else f"{v!r} is out of range (>= {lo})")
+    return int(v)
+
+
+def _names(v, key: str, bad, known: tuple[str, ...] | None) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        bad(key, f"must be a list of names (got {v!r})")
+    for x in v:
+        if known is not None and x not in known:
+            bad(key, f"{x!r} is not one of {', '.join(known)}")
+    return tuple(v)
+
+
+def _evidence(t: dict, bad, where: str) -> EvidenceExpectation:
+    for k in t:
+        if k not in EVIDENCE_KEYS:
+            bad(k, f"unknown key (known: {', '.join(EVIDENCE_KEYS)})")
+    for k in ("gpu", "why"):
+        if k not in t:
+            bad(None, f"{k} is missing")
+        if not isinstance(t[k], str) or not t[k].strip():
+            bad(k, f"must be a non-empty string (got {t[k]!r})")
+    values: dict[str, object] = {}
+    for k in RULE_KEYS:
+        if k not in t:
+            continue
+        v = t[k]
+        if k == "nvlinks":
+            values[k] = _count(v, k, bad, 0, 64)
+        elif k == "nvlink_gbps":
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                bad(k, f"must be a number (GB/s per link per direction, no unit in the value; got {v!r})")
+            if not math.isfinite(v) or not v > 0:
+                bad(k, f"{v!r} is out of range (must be > 0)")
+            values[k] = float(v)
+        elif k == "pcie_gen":
+            values[k] = _count(v, k, bad, 1, 7)
+        elif k == "pcie_width":
+            values[k] = _count(v, k, bad, 1, 32)
+        elif k == "link_errors_allowed":  # one number for every counter, or {counter = number}
+            if isinstance(v, dict):
+                for c in v:
+                    if c not in NVLINK_COUNTERS:
+                        bad(k, f"{c!r} is not one of {', '.join(NVLINK_COUNTERS)}")
+                values[k] = {c: _count(v.get(c, 0), k, bad) for c in NVLINK_COUNTERS}
+            else:
+                n = _count(v, k, bad)
+                values[k] = {c: n for c in NVLINK_COUNTERS}
+        elif k == "foreign_processes_allowed":
+            values[k] = _count(v, k, bad)
+        elif k == "slowdowns":
+            values[k] = _names(v, k, bad, CLOCK_EVENTS)
+        elif k == "processes_ignored":
+            values[k] = _names(v, k, bad, None)
+        elif k == "require":
+            values[k] = _names(v, k, bad, ITEMS)
+    if not values:
+        bad(None, f"sets nothing (give one or more of {', '.join(RULE_KEYS)})")
+    return EvidenceExpectation(t["gpu"], tuple(values.items()), t["why"], where)

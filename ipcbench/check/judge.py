@@ -7,9 +7,11 @@ latency ceiling), significantly slower than its baseline (report/compare.py's st
 node's other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not
 complete, when a row the expectations name is missing, when a pair's link kind is unknown, when a pair has no
 expectation at all (peers alone never pass a pair), or when a number is above a physical ceiling (the
-instrument, not the node, is then in doubt). The node is unhealthy (exit 1) when anything failed, cannot be
-judged (exit 2) when nothing failed but something could not be judged or nothing was judged, healthy (0)
-only when every check passed: never 0 for what was not judged.
+instrument, not the node, is then in doubt). The node's own evidence adds its findings (check/evidence_rules.py:
+a link down, a counter that grew, another job's process fail; a required item not available is UNKNOWN). The
+node is unhealthy (exit 1) when anything failed, cannot be judged (exit 2) when nothing failed but something
+could not be judged or nothing was judged, healthy (0) only when every check passed: never 0 for what was not
+judged.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
-from ipcbench.check.expect import Expectation
+from ipcbench.check import evidence_rules
+from ipcbench.check.expect import EvidenceExpectation, Expectation, evidence_defaults
+from ipcbench.check.finding import Finding
 from ipcbench.report.validity import invalid
 from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
@@ -29,43 +33,11 @@ PEER_TIMINGS = ("gated",)  # rows whose time is the pair's own (not a window ove
 REASON_CHARS = 160  # the REASON line, short enough for `scontrol update ... reason=`
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One thing check found about a row, a pair or the run: its status and why (selftest's is another)."""
-
-    source: str  # thresholds | baseline | peers | coverage | run | verification
-    host: str
-    pair: str  # "GPU 0 -> GPU 1" (ranks where two share a GPU)
-    src_gpu: int
-    dst_gpu: int
-    link: str  # nvswitch | nvlink | pcie | same_gpu | unknown
-    method: str
-    direction: str
-    bytes: int
-    value: float | None
-    unit: str  # GB/s | µs | ""
-    expected: float | None  # the bound the value was held against
-    status: Status
-    reason: str  # what, by how much, against which expectation (one line, with the expectation's why)
-    brief: str = ""  # the same in a few words (the summary's lines, the REASON line)
-    against: str = ""  # the expectation a thresholds check held the row against, with its why and where
-
-    @property
-    def shortfall(self) -> float:
-        """How far a failed value is from its bound (a fraction; 0 where there is none)."""
-        if self.value is None or not self.expected:
-            return 0.0
-        return abs(self.value / self.expected - 1)
-
-    @property
-    def what(self) -> str:
-        return f"{self.pair} {self.method} {self.direction} {fmt_size(self.bytes)}" if self.method else self.pair
-
-
 @dataclass
 class Verdict:
     checks: list[Finding] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # the expectations used, said in every output
+    notes: list[str] = field(default_factory=list)  # what explains the rows without judging (a power cap)
 
     @property
     def status(self) -> Status:
@@ -90,7 +62,7 @@ class Verdict:
         return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
 
     def pairs(self) -> dict:
-        return self.by(lambda c: [(c.host, c.pair)] if c.src_gpu >= 0 else [])
+        return self.by(lambda c: [(c.host, c.pair)] if c.src_gpu >= 0 and c.source != "evidence" else [])
 
     def gpus(self) -> dict:
         return self.by(lambda c: sorted({(c.host, c.src_gpu), (c.host, c.dst_gpu)}) if c.src_gpu >= 0 else [])
@@ -101,13 +73,14 @@ class Verdict:
         return self.by(lambda c: [c.host] if c.src_gpu >= 0 or not hosts else hosts)
 
     def reason(self) -> str:
-        """One line: the worst failure (or the first thing not judged), and how many more."""
+        """One line: the worst failure (or the first thing not judged), and how many more; the node's own
+        evidence first (a link down, a counter that grew: the cause of slow rows, check/evidence_rules.py)."""
         if self.exit_code == 0:
             return f"ok: {len(self.checks)} checks passed"
         bad = [c for c in self.checks if c.status is self.status]
         if not bad:
             return "cannot judge: nothing was judged"
-        worst = max(bad, key=lambda c: c.shortfall)
+        worst = max(bad, key=lambda c: (c.source == "evidence", c.shortfall))
         head = f"{'FAIL' if self.status is Status.FAIL else 'cannot judge'}: {worst.brief or worst.reason}"
         more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
         if len(head) + len(more) > REASON_CHARS:
@@ -116,7 +89,7 @@ class Verdict:
 
     def as_dict(self) -> dict:
         return {"verdict": self.word, "exit_code": self.exit_code, "reason": self.reason(),
-                "expectations": self.sources,
+                "expectations": self.sources, "notes": self.notes,
                 "pairs": [{"host": h, "pair": p, "status": s} for (h, p), s in self.pairs().items()],
                 "gpus": [{"host": h, "gpu": g, "status": s} for (h, g), s in self.gpus().items()],
                 "nodes": [{"host": h, "status": s} for h, s in self.nodes().items()],
@@ -138,12 +111,15 @@ def _num(v, unit: str) -> str:
 
 
 def judge(run, expectations: list[Expectation], methods: list[str], baseline=None, peers: bool = True,
-          peer_drop: float = PEER_DROP) -> Verdict:
+          peer_drop: float = PEER_DROP, evidence: list[EvidenceExpectation] | None = None) -> Verdict:
     """The checks of a run (record/run.Run) against its expectations (check/expect.py), a baseline comparison
-    (report/compare.Comparison of this run against known-good runs, or None) and its peers. `methods`: the
-    methods judged (rows of others are left alone). A row whose value cannot be true (invalid_rows) is a
-    finding of its own, UNJUDGED, and is judged by nothing else nor used to judge another pair."""
+    (report/compare.Comparison of this run against known-good runs, or None) and its peers, and the node's own
+    evidence against `evidence` (the [[evidence]] tables; None: the shipped ones; check/evidence_rules.py).
+    `methods`: the methods judged (rows of others are left alone). A row whose value cannot be true
+    (invalid_rows) is a finding of its own, UNJUDGED, and is judged by nothing else nor used to judge another
+    pair."""
     v = Verdict()
+    v.checks, v.notes = _evidence(run, evidence_defaults() if evidence is None else evidence)
     frame = run.frame
     invalid = invalid_rows(run)
     rows = frame[frame["method"].isin(methods) & frame["kind"].isin(["bandwidth", "latency"])]
@@ -163,6 +139,16 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
                             f"{_what(run, r)}: failed verification ({r.note})", f"{_what(run, r)} failed verification")
                  for r in rows.itertuples() if not r.verified]
     return v
+
+
+def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], list[str]]:
+    """The evidence rules' findings and notes (recorded in meta.json's "evidence", record/meta.Meta)."""
+    models = {h: {g.index: g.name for g in gs} for h, gs in run.meta.gpus.items()}
+    for h in run.meta.hosts:
+        models.setdefault(h, {})
+    used = {h: {g.uuid for g in gs if g.uuid} for h, gs in run.meta.gpus.items()}
+    got = evidence_rules.judge(run.meta.evidence, tables, models, used)
+    return got.findings, got.notes
 
 
 def invalid_rows(run) -> dict:

@@ -30,6 +30,7 @@ def text(v: Verdict, header: list[str], verbose: bool = False) -> str:
     shown = v.checks if verbose else [c for c in v.checks if c.status is not Status.PASS]
     for c in shown:
         lines.append(f"  {MARK[c.status]} [{c.source}] {c.reason if verbose else c.brief or c.reason}")
+    lines += [f"  note {n}" for n in v.notes]
     used = list(dict.fromkeys(c.against for c in shown if c.against))
     if used and not verbose:
         lines.append("  against: " + "\n           ".join(used))
@@ -51,15 +52,20 @@ def as_json(v: Verdict, extra: dict) -> str:
 
 
 def _case_name(c: Finding) -> str:
+    if c.source == "evidence":  # a rule on one GPU: its name and the finding's few words
+        return f"{c.method} [{c.source}]: {c.brief}" if c.status is not Status.PASS else f"{c.method} [{c.source}]"
     return f"{c.method} {c.direction} {fmt_size(c.bytes)} [{c.source}]" if c.method else f"[{c.source}]"
 
 
-def write_junit(path: str, v: Verdict, host: str) -> None:
-    """One testsuite per node, one testcase per check (classname: the pair): a failure for a failed check, an
-    error for one that could not be judged (CI shows both red: the gate fails closed)."""
+def write_junit(path: str, v: Verdict, host: str, evidence=None) -> None:
+    """One testsuite per node, one testcase per check (classname: the pair, or the GPU of an evidence rule): a
+    failure for a failed check, an error for one that could not be judged (CI shows both red: the gate fails
+    closed); the verdict's notes as the suite's `note` properties."""
     from junitparser import Error, Failure, JUnitXml, TestCase, TestSuite
 
     suite = TestSuite(f"ipcbench check {host}")
+    for n in v.notes:  # what explains the rows without judging (a power cap, no evidence recorded)
+        suite.add_property("note", n)
     for c in v.checks:
         case = TestCase(_case_name(c), classname=f"{c.host}.{c.pair}")
         if c.status is Status.FAIL:
@@ -72,10 +78,11 @@ def write_junit(path: str, v: Verdict, host: str) -> None:
     xml.write(path, pretty=True)
 
 
-def write_prometheus(path: str, v: Verdict, host: str) -> None:
+def write_prometheus(path: str, v: Verdict, host: str, evidence=None) -> None:
     """Gauges for node_exporter's textfile collector: the measured value and its bound per check (labels host,
     pair, engine method, direction, bytes, source), whether it passed (1 pass, 0 fail, -1 not judged), the
-    node's verdict (0 healthy, 1 unhealthy, 2 cannot judge) and when it was judged."""
+    node's verdict (0 healthy, 1 unhealthy, 2 cannot judge) and when it was judged; and the node's evidence
+    (evidence_gauges) where the run recorded it."""
     from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
     reg = CollectorRegistry()
@@ -94,6 +101,91 @@ def write_prometheus(path: str, v: Verdict, host: str) -> None:
         if c.expected is not None:
             bound.labels(**lab).set(c.expected)
         passed.labels(**lab).set(PROM_PASS[c.status])
+    if evidence is not None:
+        evidence_gauges(reg, evidence)
     verdict.labels(host=host).set(v.exit_code)
     stamp.labels(host=host).set(time.time())
     write_to_textfile(path, reg)
+
+
+def evidence_gauges(reg, evidence) -> None:
+    """The node's evidence as gauges (labels host, gpu, and link, counter or reason): each NVLink error counter
+    as read after the run and how much it grew during it, active links, PCIe generation and width (current and
+    maximum), volatile ECC counts and their growth, pending and failed row remaps, processes of other jobs,
+    seconds of each clock event during the run, and which items were not available (1). An item not read is
+    no sample: Prometheus never sees "not available" as 0."""
+    from prometheus_client import Gauge
+
+    from ipcbench.check.evidence_rules import readable
+    from ipcbench.evidence.delta import foreign
+
+    def gauge(name: str, doc: str, labels: list[str]) -> Gauge:
+        return Gauge(name, doc, ["host", "gpu", *labels], registry=reg)
+
+    errors = gauge("ipcbench_nvlink_errors", "an NVLink error counter as read after the run", ["link", "counter"])
+    errors_d = gauge("ipcbench_nvlink_errors_delta", "how much an NVLink error counter grew during the run",
+                     ["link", "counter"])
+    active = gauge("ipcbench_nvlinks_active", "NVLinks active after the run", [])
+    speed = gauge("ipcbench_nvlink_speed_gbps", "an active NVLink's speed, GB/s per direction", ["link"])
+    pcie = {k: gauge(f"ipcbench_pcie_{k}", f"the PCIe link's {k.replace('_', ' ')} after the run", [])
+            for k in ("gen", "width", "max_gen", "max_width")}
+    ecc = gauge("ipcbench_ecc_uncorrected_volatile", "volatile uncorrectable ECC errors after the run", [])
+    ecc_d = gauge("ipcbench_ecc_uncorrected_volatile_delta", "new uncorrectable ECC errors during the run", [])
+    ecc_c = gauge("ipcbench_ecc_corrected_volatile", "volatile corrected ECC errors after the run", [])
+    remap = gauge("ipcbench_remap", "1 where a row remap is pending / has failed after the run", ["state"])
+    procs = gauge("ipcbench_foreign_processes", "compute processes of other jobs seen before or after the run (not the "
+                                                "run's ranks, nor the MPS server)", [])
+    clock = gauge("ipcbench_clock_event_seconds", "seconds a clock event reason was active during the run",
+                  ["reason"])
+    missing = gauge("ipcbench_evidence_missing", "1 where an item was not available (the driver, the binding or "
+                                                 "the VM did not give it)", ["item"])
+    for host in evidence.hosts():
+        before, after = evidence.before(host), evidence.after(host)
+        last = after if after is not None else before
+        if last is None or last.missing:
+            continue
+        b = {g.index: g for g in before.gpus} if before is not None and not before.missing else {}
+        own = {int(p) for s in (before, after) if s is not None for p in s.own_pids or []}
+        for g in last.gpus:
+            lab = dict(host=host, gpu=str(g.index))
+            gb = b.get(g.index)
+            for item, readings in (("nvlinks", [g.links]), ("pcie", [g.pcie_gen, g.pcie_width]),
+                                   ("clock_events", [g.clock_events]), ("clock_event_ns", [g.clock_event_ns]),
+                                   ("ecc", [g.ecc_uncorrected_volatile]), ("remap", [g.remap_pending]),
+                                   ("processes", [g.processes])):
+                if any(not readable(r) for r in readings):
+                    missing.labels(**lab, item=item).set(1)
+            if readable(g.links):
+                old = {ln.link: ln for ln in gb.links.value} if gb is not None and readable(gb.links) else {}
+                active.labels(**lab).set(sum(1 for ln in g.links.value if readable(ln.active) and ln.active.value))
+                for ln in g.links.value:
+                    if readable(ln.active) and ln.active.value and readable(ln.speed_gbps):
+                        speed.labels(**lab, link=str(ln.link)).set(float(ln.speed_gbps.value))
+                    if not readable(ln.errors):
+                        continue
+                    was = old.get(ln.link)
+                    for counter, n in ln.errors.value.items():
+                        errors.labels(**lab, link=str(ln.link), counter=counter).set(n)
+                        if was is not None and readable(was.errors) and counter in was.errors.value:
+                            errors_d.labels(**lab, link=str(ln.link), counter=counter).set(
+                                n - was.errors.value[counter])
+            for k, item in (("gen", g.pcie_gen), ("width", g.pcie_width), ("max_gen", g.pcie_max_gen),
+                            ("max_width", g.pcie_max_width)):
+                if readable(item):
+                    pcie[k].labels(**lab).set(item.value)
+            if readable(g.ecc_uncorrected_volatile):
+                ecc.labels(**lab).set(g.ecc_uncorrected_volatile.value)
+                if gb is not None and readable(gb.ecc_uncorrected_volatile):
+                    ecc_d.labels(**lab).set(g.ecc_uncorrected_volatile.value - gb.ecc_uncorrected_volatile.value)
+            if readable(g.ecc_corrected_volatile):
+                ecc_c.labels(**lab).set(g.ecc_corrected_volatile.value)
+            for state, item in (("pending", g.remap_pending), ("failure", g.remap_failure)):
+                if readable(item):
+                    remap.labels(**lab, state=state).set(int(bool(item.value)))
+            if readable(g.processes) and (gb is None or readable(gb.processes)):
+                pids = {p.pid for s in (before, after) if s is not None and not s.missing
+                        for i, p in foreign(s) if i == g.index and p.pid not in own}
+                procs.labels(**lab).set(len(pids))
+            if readable(g.clock_event_ns) and gb is not None and readable(gb.clock_event_ns):
+                for reason, ns in g.clock_event_ns.value.items():
+                    clock.labels(**lab, reason=reason).set(max(0, ns - gb.clock_event_ns.value.get(reason, ns)) / 1e9)

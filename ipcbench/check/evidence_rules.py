@@ -1,0 +1,489 @@
+"""The node's own evidence judged (pure: evidence/model.Evidence and the [[evidence]] expectations in, check
+findings out): NVLink state, speed and error counters, PCIe training, ECC and row remaps, other jobs'
+processes, thermal and hardware slowdown, each per GPU (and per link where it is one link's), before and
+after the run (ipcbench/evidence/ reads them; docs/check.md says why each state is exit 1 or exit 2).
+
+- FAIL (exit 1): the node is seen to be unhealthy: a link down or slow, a counter that grew past its
+  allowance, a PCIe link narrower than it should be, new uncorrectable ECC errors, a pending or failed row
+  remap, another job's process on a GPU, a thermal or hardware slowdown during the run.
+- UNJUDGED (exit 2): an item a rule needs is "not available" (the driver, the binding or the VM did not give
+  it, no NVML at all, no snapshot on one side of the run) and the expectations `require` it: what was not
+  read never passes as healthy. An item not required that is missing is left out, said by no finding.
+- PASS: read and as expected; a power cap reached during the run is a pass whose note explains slower rows.
+
+A run recorded before ipcbench recorded node evidence has none: each required item cannot be judged where
+the expectations require "recorded", else the run is judged by its rows alone and a note says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ipcbench.check.expect import POWER_CAP, EvidenceExpectation, Setting, resolve
+from ipcbench.check.finding import Finding
+from ipcbench.evidence import delta
+from ipcbench.status import Status
+
+SOURCE = "evidence"
+ITEM_WORDS = {"nvlinks": "NVLink state", "nvlink_speed": "NVLink speed", "nvlink_errors": "NVLink error counters",
+              "pcie": "PCIe link generation and width", "clock_events": "clock event reasons",
+              "clock_event_ns": "clock event durations", "ecc": "volatile ECC counts",
+              "remap": "row remap state", "processes": "compute processes"}
+NO_EVIDENCE = "no node evidence recorded (run made before ipcbench recorded it, or by a version that did not)"
+
+
+@dataclass
+class Judged:
+    """What the evidence rules found: findings for the verdict, notes for the summary (no status of their own)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def judge(evidence, tables: list[EvidenceExpectation], models: dict[str, dict[int, str]],
+          used: dict[str, set[str]] | None = None) -> Judged:
+    """Every rule on every GPU of every host. `evidence`: the run's Evidence (None or no snapshot: none was
+    recorded); `models`: {host: {GPU index: model}} as the run's meta.json names them, for hosts and GPUs the
+    evidence cannot name itself (no NVML, or no evidence at all); `used`: {host: UUIDs of the GPUs the run
+    measured}: another job's process is judged on those only (on a node shared by jobs, the other GPUs are
+    theirs), every other rule on every GPU of the node (a link down is the node's fault whoever uses it). A
+    host without UUIDs recorded has every GPU judged."""
+    out = Judged()
+    snaps = list(getattr(evidence, "snapshots", None) or [])
+    hosts = list(dict.fromkeys([*(s.host for s in snaps), *models]))
+    if not snaps:
+        for host in hosts or [""]:
+            _unrecorded(out, host, models.get(host, {}), tables, NO_EVIDENCE)
+        if not any(f.source == SOURCE for f in out.findings):
+            out.notes.append(f"{NO_EVIDENCE}: judged by its rows alone")
+        return out
+    for host in hosts:
+        before = _snap(snaps, host, "before")
+        after = _snap(snaps, host, "after")
+        if before is None and after is None:
+            _unrecorded(out, host, models.get(host, {}), tables, f"no node evidence recorded for {host}",
+                        force=True)
+            continue
+        _host(out, host, before, after, models.get(host, {}), tables, (used or {}).get(host, set()))
+    return out
+
+
+def _snap(snaps, host: str, when: str):
+    return next((s for s in snaps if s.host == host and s.when == when), None)
+
+
+def _finding(host: str, gpu: int, rule: str, status: Status, reason: str, brief: str = "", value=None,
+             unit: str = "", expected=None, link: str = "", against: str = "") -> Finding:
+    return Finding(SOURCE, host, f"GPU {gpu}" if gpu >= 0 else "node", gpu, gpu, link, rule, "", 0, value, unit,
+                   expected, status, reason, brief or reason, against)
+
+
+def _required(rules: dict[str, Setting], item: str) -> bool:
+    req = rules.get("require")
+    return req is not None and item in tuple(req.value)
+
+
+def _missing(out: Judged, host: str, gpu: int, rules: dict[str, Setting], item: str, why: str,
+             what: str = "") -> None:
+    """A finding for an item the rule needs that was not read: UNJUDGED where required, nothing where not."""
+    if not _required(rules, item):
+        return
+    name = f"GPU {gpu}" if gpu >= 0 else host or "the node"
+    words = what or ITEM_WORDS[item]
+    out.findings.append(_finding(host, gpu, item, Status.UNJUDGED,
+                                 f"{name}: {words} not available ({why}): required, so it cannot be judged",
+                                 f"{name}: {words} not available ({why})",
+                                 against=rules["require"].against("require")))
+
+
+def _unrecorded(out: Judged, host: str, models: dict[int, str], tables: list[EvidenceExpectation], why: str,
+                force: bool = False) -> None:
+    """No snapshot of this host: each GPU's required items cannot be judged where "recorded" is required too
+    (or `force`: the run recorded evidence, but none of this host)."""
+    for gpu, model in sorted(models.items()) or [(-1, "")]:
+        rules = resolve(tables, model)
+        if not (force or _required(rules, "recorded")):
+            continue
+        req = [i for i in tuple(rules["require"].value) if i != "recorded"] if "require" in rules else []
+        for item in req:
+            _missing(out, host, gpu, rules, item, why)
+
+
+def readable(item) -> bool:
+    return item is not None and not getattr(item, "missing", "") and getattr(item, "value", None) is not None
+
+
+def _why(*items) -> str:
+    """Why the first of these items is missing (a snapshot's own reason where the whole snapshot failed)."""
+    for it in items:
+        if it is None:
+            return "no reading"
+        if getattr(it, "missing", ""):
+            return str(it.missing)
+    return "no value" if items else "no reading"
+
+
+def _host(out: Judged, host: str, before, after, models: dict[int, str], tables, used: set[str]) -> None:
+    """The rules on each GPU of one host, from its snapshot before and after the run (either may be None)."""
+    sides = [s for s in (before, after) if s is not None]
+    if any(s.missing for s in sides):
+        why = next(s.missing for s in sides if s.missing)
+        gpus = {g.index: g.model for s in sides for g in s.gpus} or dict(models)
+        for gpu, model in sorted(gpus.items()) or [(-1, "")]:
+            rules = resolve(tables, model or models.get(gpu, ""))
+            for item in tuple(rules["require"].value) if "require" in rules else ():
+                if item != "recorded":
+                    _missing(out, host, gpu, rules, item, why)
+        return
+    b = {g.index: g for g in before.gpus} if before is not None else {}
+    a = {g.index: g for g in after.gpus} if after is not None else {}
+    changed = delta.changes(before, after) if before is not None and after is not None else []
+    foreign = [f for snap in sides for f in delta.foreign(snap)]  # (GPU, process) of other jobs, each reading
+    own = {int(p) for s in sides for p in (s.own_pids or [])}
+    for gpu in sorted(set(b) | set(a) | set(models)):
+        g_b, g_a = b.get(gpu), a.get(gpu)
+        model = next((g.model for g in (g_a, g_b) if g is not None and g.model), models.get(gpu, ""))
+        rules = resolve(tables, model)
+        if g_b is None or g_a is None:
+            side = "before" if g_b is None else "after"
+            why = f"GPU {gpu} not in the snapshot {side} the run"
+        else:
+            why = ""
+        mine = [c for c in changed if c.gpu == gpu]
+        readings = [g for g in (g_b, g_a) if g is not None]
+        _links(out, host, gpu, g_b, g_a, rules, why, mine, alone=len(set(b) | set(a)) == 1)
+        _pcie(out, host, gpu, readings, rules)
+        _ecc(out, host, gpu, g_b, g_a, rules, why, mine)
+        _remap(out, host, gpu, readings, rules)
+        if not used or any(g.uuid in used for g in readings):
+            _processes(out, host, gpu, readings, [p for i, p in foreign if i == gpu and p.pid not in own], rules)
+        _clocks(out, host, gpu, g_b, g_a, rules, why, mine)
+
+
+# ---- NVLink: state, speed, error counters ----------------------------------------------------------------
+
+def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list,
+           alone: bool = False) -> None:
+    """The NVLink rules. A GPU `alone` on its host (one GPU in the snapshot: a one-GPU VM, whose links to the
+    NVSwitch fabric are not given to it) has no peer to link to: its link count is not judged, and links NVML
+    does not answer for are no finding; a link that went down, a slow or retrying active link still fail."""
+    readings = [g for g in (g_b, g_a) if g is not None]
+    bad = [g.links for g in readings if not readable(g.links)]
+    if bad and alone:
+        return
+    if bad or not readings:  # no link table: one finding names every NVLink item required
+        why = _why(*bad) if bad else side_missing
+        items = [i for i in ("nvlinks", "nvlink_speed", "nvlink_errors") if _required(rules, i)]
+        if items:
+            _missing(out, host, gpu, rules, items[0], why,
+                     " and ".join(ITEM_WORDS[i] for i in items).replace("NVLink error", "error"))
+        return
+    _link_state(out, host, gpu, g_b, g_a, rules, changed, alone)
+    _link_speed(out, host, gpu, readings, rules)
+    _link_errors(out, host, gpu, g_b, g_a, rules, side_missing, changed)
+
+
+def _active(g) -> tuple[dict[int, bool], list[int]]:
+    """({link: active} of the links whose state was read, [links whose state was not])."""
+    state, unread = {}, []
+    for ln in g.links.value:
+        if readable(ln.active):
+            state[int(ln.link)] = bool(ln.active.value)
+        else:
+            unread.append(int(ln.link))
+    return state, unread
+
+
+def _links_text(links) -> str:
+    """"link 7", "links 3, 9", "links 0-17" (runs of three or more as a range)."""
+    runs: list[list[int]] = []
+    for n in sorted(set(links)):
+        if runs and runs[-1][-1] == n - 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+    return f"link{'s' if len(set(links)) > 1 else ''} {text}"
+
+
+def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list, alone: bool = False) -> None:
+    """One finding per GPU: how many links are active against the model's count, which are down, which went
+    down during the run (active before, not after)."""
+    want = None if alone else rules.get("nvlinks")
+    states = {when: _active(g) for when, g in (("before", g_b), ("after", g_a)) if g is not None}
+    unread = sorted({ln for _, u in states.values() for ln in u})
+    if unread and not alone:
+        g = g_a if g_a is not None else g_b
+        why = _why(*(ln.active for ln in g.links.value if int(ln.link) in unread))
+        _missing(out, host, gpu, rules, "nvlinks", why, f"the state of NVLink {_links_text(unread)}")
+        if _required(rules, "nvlinks"):
+            return
+    went_down = sorted(int(c.link) for c in changed if c.kind == "link_down")
+    counts = {when: sum(s.values()) for when, (s, _) in states.items()}
+    fewest = min(counts, key=lambda w: (counts[w], w != "after"))  # the after reading where they tie
+    n = counts[fewest]
+    down = sorted(ln for ln, up in states[fewest][0].items() if not up)
+    against = want.against("nvlinks") if want is not None else ""
+    expected = int(want.value) if want is not None else None
+    short = expected is not None and n < expected
+    if not short and not went_down:
+        total = f"{n} of {expected}" if expected is not None else f"{n}"
+        why = " (the only GPU of its host: no peer to link to, the count is not judged)" if alone else ""
+        out.findings.append(_finding(host, gpu, "nvlinks", Status.PASS,
+                                     f"GPU {gpu}: {total} NVLinks active {' and '.join(states)} the run{why}",
+                                     value=n, unit="links", expected=expected, link="nvlink", against=against))
+        return
+    parts = []
+    if went_down:
+        parts.append(f"{_links_text(went_down)} went down during the run")
+    rest = [ln for ln in down if ln not in went_down]
+    if rest:
+        parts.append(f"{_links_text(rest)} down")
+    head = f"GPU {gpu}: {n} of {expected} NVLinks active" if expected is not None else \
+        f"GPU {gpu}: {n} NVLinks active"
+    brief = f"{head} ({'; '.join(parts)})" if parts else head
+    out.findings.append(_finding(host, gpu, "nvlinks", Status.FAIL, f"{brief} [{fewest} the run]", brief, value=n,
+                                 unit="links", expected=expected, link="nvlink", against=against))
+
+
+def _link_speed(out: Judged, host: str, gpu: int, readings, rules) -> None:
+    """Each active link's speed against the per-link floor: a FAIL per slow link (its slowest reading)."""
+    floor = rules.get("nvlink_gbps")
+    if floor is None:
+        return
+    bound = float(floor.value)
+    slow: dict[int, float] = {}
+    unread: list = []
+    n = 0
+    for g in readings:
+        for ln in g.links.value:
+            if not (readable(ln.active) and ln.active.value):
+                continue
+            n += 1
+            if not readable(ln.speed_gbps):
+                unread.append(ln)
+            elif float(ln.speed_gbps.value) < bound:
+                slow[int(ln.link)] = min(float(ln.speed_gbps.value), slow.get(int(ln.link), float("inf")))
+    if unread:
+        _missing(out, host, gpu, rules, "nvlink_speed", _why(*(ln.speed_gbps for ln in unread)),
+                 f"the speed of NVLink {_links_text({int(ln.link) for ln in unread})}")
+    against = floor.against("nvlink_gbps")
+    for ln, v in sorted(slow.items()):
+        brief = f"GPU {gpu} link {ln} at {v:.4g} GB/s, expected at least {bound:g} GB/s"
+        out.findings.append(_finding(host, gpu, "nvlink_speed", Status.FAIL, brief, brief, value=v, unit="GB/s",
+                                     expected=bound, link="nvlink", against=against))
+    if not slow and not (unread and _required(rules, "nvlink_speed")) and n:
+        out.findings.append(_finding(host, gpu, "nvlink_speed", Status.PASS,
+                                     f"GPU {gpu}: every active NVLink at {bound:g} GB/s or more", value=None,
+                                     unit="GB/s", expected=bound, link="nvlink", against=against))
+
+
+def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+    """Each counter of each link that grew during the run (evidence/delta.py), against its allowance: a FAIL per
+    (link, counter) past it ("12 replays on GPU 1 link 4 during the run"); a counter that went back cannot be
+    judged (its growth is unknown)."""
+    allowed = rules.get("link_errors_allowed")
+    if allowed is None:
+        return
+    if g_b is None or g_a is None:
+        _missing(out, host, gpu, rules, "nvlink_errors", side_missing)
+        return
+    limits: dict = dict(allowed.value)
+    before = {int(ln.link): ln for ln in g_b.links.value}
+    unread, n = [], 0
+    for ln in g_a.links.value:
+        lb = before.get(int(ln.link))
+        if lb is not None and readable(lb.errors) and readable(ln.errors):
+            n += 1
+        elif lb is not None and (readable(lb.active) and lb.active.value or readable(ln.active) and ln.active.value):
+            unread.append((ln, lb))
+    if unread:
+        why = _why(*(x.errors for pair in unread for x in pair if not readable(x.errors)))
+        _missing(out, host, gpu, rules, "nvlink_errors", why,
+                 f"the error counters of NVLink {_links_text({int(ln.link) for ln, _ in unread})}")
+    against = allowed.against("link_errors_allowed")
+    bad = 0
+    for c in changed:
+        if c.kind == "link_error":
+            (counter, was), now = next(iter(c.before.items())), next(iter(c.after.values()))
+            allow = int(limits.get(counter, 0))
+            if now - was > allow:
+                bad += 1
+                out.findings.append(_finding(host, gpu, "nvlink_errors", Status.FAIL, f"{c.text} ({allow} allowed)",
+                                             c.text, value=now - was, unit=counter, expected=allow, link="nvlink",
+                                             against=against))
+        elif c.kind == "counter_reset" and c.link is not None:
+            bad += 1
+            out.findings.append(_finding(host, gpu, "nvlink_errors", Status.UNJUDGED, c.text, c.text, link="nvlink",
+                                         against=against))
+    if not bad and n and not (unread and _required(rules, "nvlink_errors")):
+        out.findings.append(_finding(host, gpu, "nvlink_errors", Status.PASS,
+                                     f"GPU {gpu}: no NVLink error counter grew past its allowance on {n} links",
+                                     link="nvlink", against=against))
+
+
+# ---- PCIe ----------------------------------------------------------------------------------------------
+
+def _pcie(out: Judged, host: str, gpu: int, readings, rules) -> None:
+    """The link's width against `pcie_width` (else the GPU's maximum), at every reading; its generation only
+    against `pcie_gen` where the thresholds set it: NVML's current generation drops while a GPU idles, and the
+    readings are taken at rest, so a lower generation than the maximum is said, never failed, unless asked."""
+    want_w, want_g = rules.get("pcie_width"), rules.get("pcie_gen")
+    seen = []
+    for g in readings:
+        need = [g.pcie_gen, g.pcie_width] + ([] if want_w is not None else [g.pcie_max_width])
+        if not all(readable(x) for x in need):
+            _missing(out, host, gpu, rules, "pcie", _why(*(x for x in need if not readable(x))))
+            return
+        exp_w = int(want_w.value) if want_w is not None else int(g.pcie_max_width.value)
+        gen, width = int(g.pcie_gen.value), int(g.pcie_width.value)
+        low = width < exp_w or (want_g is not None and gen < int(want_g.value))
+        seen.append((not low, width, gen, exp_w, g))
+    if not seen:
+        return
+    _, width, gen, exp_w, g = min(seen, key=lambda x: x[:3])  # a low reading first, then the narrowest, slowest
+    exp_g = int(want_g.value) if want_g is not None else None
+    max_g = int(g.pcie_max_gen.value) if readable(g.pcie_max_gen) else None
+    against = "; ".join(s.against(k) for k, s in (("pcie_width", want_w), ("pcie_gen", want_g)) if s is not None) \
+        or "the GPU's maximum width (NVML)"
+    if width < exp_w or (exp_g is not None and gen < exp_g):
+        expected = f"gen{exp_g} x{exp_w}" if exp_g is not None else f"x{exp_w}"
+        brief = f"GPU {gpu} PCIe gen{gen} x{width}, expected {expected}"
+        out.findings.append(_finding(host, gpu, "pcie", Status.FAIL, brief, brief, value=width, unit="lanes",
+                                     expected=exp_w, link="pcie", against=against))
+        return
+    note = ""
+    if exp_g is None and max_g is not None and gen < max_g:
+        note = (f" (gen{gen} of gen{max_g} at rest: a GPU may idle at a lower generation; not judged without "
+                f"pcie_gen)")
+    out.findings.append(_finding(host, gpu, "pcie", Status.PASS, f"GPU {gpu} PCIe gen{gen} x{width}{note}",
+                                 value=width, unit="lanes", expected=exp_w, link="pcie", against=against))
+
+
+# ---- ECC and row remaps --------------------------------------------------------------------------------
+
+def _ecc(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+    """New uncorrectable volatile ECC errors during the run (evidence/delta.py) fail; a count that went back
+    cannot be judged."""
+    if g_b is None or g_a is None:
+        _missing(out, host, gpu, rules, "ecc", side_missing)
+        return
+    if not (readable(g_b.ecc_uncorrected_volatile) and readable(g_a.ecc_uncorrected_volatile)):
+        _missing(out, host, gpu, rules, "ecc", _why(g_b.ecc_uncorrected_volatile, g_a.ecc_uncorrected_volatile))
+        return
+    for c in changed:
+        if c.kind == "ecc_uncorrected":
+            out.findings.append(_finding(host, gpu, "ecc", Status.FAIL, c.text, c.text, value=c.after - c.before,
+                                         unit="errors", expected=0))
+            return
+        if c.kind == "counter_reset" and c.link is None and "ECC" in c.text:
+            out.findings.append(_finding(host, gpu, "ecc", Status.UNJUDGED, c.text, c.text))
+            return
+    out.findings.append(_finding(host, gpu, "ecc", Status.PASS,
+                                 f"GPU {gpu}: no new uncorrectable ECC error during the run", value=0,
+                                 unit="errors", expected=0))
+
+
+def _remap(out: Judged, host: str, gpu: int, readings, rules) -> None:
+    """A pending row remap (the GPU needs a reset) or a failed one (it needs service), at any reading, fails."""
+    need = [x for g in readings for x in (g.remap_pending, g.remap_failure)]
+    if not readings or not all(readable(x) for x in need):
+        _missing(out, host, gpu, rules, "remap", _why(*(x for x in need if not readable(x))))
+        return
+    pending = any(bool(g.remap_pending.value) for g in readings)
+    failed = any(bool(g.remap_failure.value) for g in readings)
+    parts = (["a row remap is pending (the GPU needs a reset)"] if pending else []) + \
+        (["a row remap failed (the GPU needs service)"] if failed else [])
+    if parts:
+        brief = f"GPU {gpu}: {'; '.join(parts)}"
+        out.findings.append(_finding(host, gpu, "remap", Status.FAIL, brief, brief))
+    else:
+        out.findings.append(_finding(host, gpu, "remap", Status.PASS, f"GPU {gpu}: no row remap pending or failed"))
+
+
+# ---- other jobs' processes -----------------------------------------------------------------------------
+
+def gib(n: int | None) -> str:
+    return "an unreported amount of memory" if n is None else f"{n / (1 << 30):.1f} GiB"
+
+
+def _processes(out: Judged, host: str, gpu: int, readings, foreign: list, rules) -> None:
+    """Every compute process on the GPU, before or after the run, that is none of the run's own ranks nor the
+    MPS server that runs them (evidence/delta.foreign), nor named like a `processes_ignored` pattern, fails when
+    more than `foreign_processes_allowed` are seen: each named once, with its pid, name and memory (its largest
+    reading)."""
+    import fnmatch
+
+    allowed = rules.get("foreign_processes_allowed")
+    if allowed is None:
+        return
+    if not readings or not all(readable(g.processes) for g in readings):
+        _missing(out, host, gpu, rules, "processes",
+                 _why(*(g.processes for g in readings if not readable(g.processes))))
+        return
+    ignored = tuple(rules["processes_ignored"].value) if "processes_ignored" in rules else ()
+    largest: dict = {}
+    for p in foreign:
+        if not any(fnmatch.fnmatchcase(p.name.rsplit("/", 1)[-1], pat) for pat in ignored):
+            if p.pid not in largest or (p.used_bytes or 0) > (largest[p.pid].used_bytes or 0):
+                largest[p.pid] = p
+    limit = int(allowed.value)
+    against = allowed.against("foreign_processes_allowed")
+    if len(largest) > limit:
+        for pid, p in sorted(largest.items()):
+            brief = f"pid {pid} ({p.name or 'name unknown'}) holds {gib(p.used_bytes)} on GPU {gpu}"
+            out.findings.append(_finding(host, gpu, "processes", Status.FAIL,
+                                         f"{brief}: not one of the run's ranks ({len(largest)} such on the GPU, "
+                                         f"{limit} allowed)", brief, value=len(largest), unit="processes",
+                                         expected=limit, against=against))
+    else:
+        out.findings.append(_finding(host, gpu, "processes", Status.PASS,
+                                     f"GPU {gpu}: {len(largest)} process{'es' if len(largest) != 1 else ''} of "
+                                     f"another job ({limit} allowed)", value=len(largest), unit="processes",
+                                     expected=limit, against=against))
+
+
+# ---- clock events: slowdown fails, a power cap explains ------------------------------------------------
+
+def _clocks(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+    """A slowdown reason (`slowdowns`: thermal, hardware, power brake) during the run fails (evidence/delta.py:
+    for how long where NVML gives the reasons' cumulative time, else seen active at the end). The power cap
+    (sw_power_cap) is a pass with a note: it explains slower rows, and is no fault by itself."""
+    slow = rules.get("slowdowns")
+    if slow is None:
+        return
+    readings = [g for g in (g_b, g_a) if g is not None]
+    if not readings or not all(readable(g.clock_events) for g in readings):
+        _missing(out, host, gpu, rules, "clock_events",
+                 _why(*(g.clock_events for g in readings if not readable(g.clock_events))))
+        return
+    if not (g_b is not None and g_a is not None and readable(g_b.clock_event_ns) and readable(g_a.clock_event_ns)):
+        _missing(out, host, gpu, rules, "clock_event_ns",
+                 _why(*(g.clock_event_ns for g in readings if not readable(g.clock_event_ns))) if g_b and g_a
+                 else side_missing)
+    fails = tuple(slow.value)
+    against = slow.against("slowdowns")
+    events = [(next(iter(c.after)) if isinstance(c.after, dict) else str(c.after), c) for c in changed
+              if c.kind == "clock_event"]
+    hit = [(r, c) for r, c in events if r in fails]
+    for r, c in hit:
+        secs = (c.after[r] - c.before[r]) / 1e9 if isinstance(c.after, dict) else None
+        out.findings.append(_finding(host, gpu, "clock_events", Status.FAIL, f"{c.text} ({r})", c.text, value=secs,
+                                     unit="s", expected=0, against=against))
+    for c in changed:
+        if c.kind == "counter_reset" and c.link is None and "ECC" not in c.text:
+            out.findings.append(_finding(host, gpu, "clock_events", Status.UNJUDGED, c.text, c.text,
+                                         against=against))
+            hit.append(("", c))
+    capped = [c for r, c in events if r == POWER_CAP and r not in fails]
+    for c in capped:
+        note = f"{c.text}: explains slower rows, not a failure by itself"
+        out.notes.append(note)
+        if not hit:
+            secs = (c.after[POWER_CAP] - c.before[POWER_CAP]) / 1e9 if isinstance(c.after, dict) else None
+            out.findings.append(_finding(host, gpu, "clock_events", Status.PASS, note, note, value=secs, unit="s",
+                                         against=against))
+    if not hit and not capped:
+        out.findings.append(_finding(host, gpu, "clock_events", Status.PASS,
+                                     f"GPU {gpu}: no {', '.join(fails)} during the run", value=0.0, unit="s",
+                                     expected=0, against=against))
