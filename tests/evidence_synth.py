@@ -12,7 +12,7 @@ from ipcbench.evidence.model import Evidence, GpuReading, Item, LinkReading, Pro
 from ipcbench.record.meta import read_meta
 
 REPO = Path(__file__).resolve().parents[1]
-RUN = REPO / "results" / "h100x2-all-1"  # a real two-H100 run recorded before the evidence was
+RUN = REPO / "tests" / "data" / "h100x2-current" / "all-1"  # a real two-H100 run recorded before the evidence was
 NS = "not supported by the driver"
 
 

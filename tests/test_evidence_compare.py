@@ -1,7 +1,8 @@
 """compare warns where NEW's node evidence differs from BASE's in a way that explains a changed row (clocks held
 down, another job's process, NVLinks, PCIe width, counters that moved), in its text output and on stderr with
 --format csv, and never changes the exit status: the rows decide it. Two recorded runs of the same code on the
-same node (results/h100x2-all-1 and -2, which compare passes), different evidence written into their meta.json."""
+same node (tests/data/h100x2-current/all-1 and -2, which compare passes), different evidence written into their
+meta.json."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ipcbench.report.evidence_view import NO_EVIDENCE, compare_warnings
 def pair(tmp_path, base_ev, new_ev):
     host = host_of(RUN)
     return (run_with(tmp_path, base_ev(host) if base_ev else None, "base", source=RUN),
-            run_with(tmp_path, new_ev(host) if new_ev else None, "new", source=RUN.with_name("h100x2-all-2")))
+            run_with(tmp_path, new_ev(host) if new_ev else None, "new", source=RUN.with_name("all-2")))
 
 
 def test_evidence_that_differs_is_named_without_changing_the_exit_status(tmp_path, capsys):

@@ -72,7 +72,7 @@ def test_each_reading_round_trips():
 
 
 def test_a_missing_item_is_never_ok_and_says_why():
-    assert Item(0).ok and Item(False).ok and Item(None).ok
+    assert Item(0).ok and Item(False).ok and not Item(None).ok  # a reading without a value is none
     assert not Item.na(NOT_SUPPORTED).ok and Item.na(NOT_SUPPORTED).missing == NOT_SUPPORTED
     assert Item.na("").missing == NA
     assert Item.from_json(Item.na(NOT_SUPPORTED).as_json()) == Item(None, NOT_SUPPORTED)
@@ -119,3 +119,13 @@ def test_the_record_carries_it(tmp_path):
     old = Meta.from_json({"run_id": "old"})
     assert old.evidence == Evidence([]) and "evidence" not in old.as_json()
     assert Meta.from_json({"evidence": "junk"}).evidence == Evidence([])
+
+
+def test_a_reading_without_a_value_is_never_available():
+    """{"value": null} with no reason is no reading: it reads as "not recorded", never ok (a check rule would otherwise
+    take None for a value)."""
+    from ipcbench.evidence.model import NOT_RECORDED, Item
+
+    assert not Item.from_json({"value": None}).ok and not Item().ok
+    assert not Item.from_json({}).ok and Item.from_json({}).missing == NOT_RECORDED
+    assert Item.from_json({"value": 0}).ok and Item.from_json({"value": []}).value == []

@@ -27,6 +27,8 @@ def nvml(monkeypatch):
     events: list[str] = []
     nv = FakePynvml([h100(0), h100(1)])
 
+    nv.gpus[0].processes = [(os.getpid(), 1 << 29)]  # the fake ranks (threads of this process) hold a context
+
     def session():
         events.append("nvml")
         if events.count("nvml") == 2:

@@ -29,7 +29,8 @@ class Item:
 
     @property
     def ok(self) -> bool:
-        return self.missing == ""
+        """Read, with a value: a reading without one (Item(), or {"value": null} in a meta.json) is never ok."""
+        return self.missing == "" and self.value is not None
 
     @classmethod
     def na(cls, why: str) -> "Item":
@@ -37,8 +38,8 @@ class Item:
 
     def as_json(self, encode: Callable[[Any], Any] = _same) -> dict:
         """{"value": v} when read, {"missing": why} when not (`encode` writes a value that is not plain JSON)."""
-        if self.ok:
-            return {"value": encode(self.value)}
+        if self.missing == "":
+            return {"value": None if self.value is None else encode(self.value)}
         out: dict = {"missing": self.missing}
         if self.value is not None:
             out["value"] = encode(self.value)

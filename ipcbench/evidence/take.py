@@ -11,9 +11,27 @@ reads of evidence/read.py on one rank per node (its docstring says what they cos
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
-from ipcbench.evidence.model import Evidence, Snapshot
+from ipcbench.evidence.delta import MPS_SERVER
+from ipcbench.evidence.model import Evidence, Item, Snapshot
 from ipcbench.evidence.read import read_snapshot
+
+UNSEEN_RANKS = ("NVML lists none of this run's ranks, which hold contexts on these GPUs (its pids are of another PID "
+                "namespace, or processes are hidden): another job's process cannot be told from the run's own")
+
+
+def ranks_seen(snap: Snapshot) -> Snapshot:
+    """The snapshot, with every GPU's process list marked missing (UNSEEN_RANKS) where NVML lists processes yet none
+    of the run's own ranks, which hold a context on their GPUs whenever a snapshot is taken: in a container with its
+    own PID namespace NVML gives the host's pids, and every rank would read as another job's process. Under MPS the
+    server holds the contexts (its clients are not listed): no judgement of this kind is made there."""
+    readable = [g for g in snap.gpus if g.processes.ok and g.processes.value is not None]
+    listed = {p.pid for g in readable for p in g.processes.value}
+    names = {p.name for g in readable for p in g.processes.value}
+    if not readable or not snap.own_pids or set(snap.own_pids) & listed or any(MPS_SERVER in n for n in names):
+        return snap
+    return replace(snap, gpus=[replace(g, processes=Item.na(UNSEEN_RANKS)) if g in readable else g for g in snap.gpus])
 
 
 def take_snapshot(world, when: str) -> Snapshot | None:
@@ -23,7 +41,7 @@ def take_snapshot(world, when: str) -> Snapshot | None:
     pids = world.node_allgather(os.getpid(), "the pids of this node's ranks")
     snap = None
     if world.local_rank == 0:
-        snap = read_snapshot(when, host=world.host, own_pids=sorted({int(p) for p in pids}))
+        snap = ranks_seen(read_snapshot(when, host=world.host, own_pids=sorted({int(p) for p in pids})))
     world.node_barrier("the node evidence of local rank 0")
     return snap
 
