@@ -1,10 +1,10 @@
-"""The time budget of `ipcbench all` on an NVSwitch node, as the dry run estimates it (run/dryrun.py: the cost
-model of run/costmodel.py under the constants catalogue/costs.py holds, fitted to recorded runs by run/costfit.py):
-4 GPUs within 55 s, 8 within 110 s, `--quick` on 8 within 30 s (120, 265 and 56 s until the host's work around
-the samples was cut, 2026-11-25: docs/suites.md, "Where a run's time goes"). A test of the planner and estimator arithmetic (what `mpirun -np N ipcbench all --dry-run`
-prints on such a node), not a timing: a suite or step that breaks it must be paid for elsewhere, or the budget
-changed on purpose. And every time table the docs quote is the model's (run/costfit.GENERATED): a refit that did
-not rewrite them (`python -m ipcbench.run.costfit ... --write`) fails here."""
+"""The time budget of `ipcbench all` on an NVSwitch node, as the dry run estimates it (run/dryrun.py: the cost model of
+run/costmodel.py under the constants catalogue/costs.py holds, fitted to recorded runs by run/costfit.py): 4 GPUs
+within 55 s, 8 within 110 s, `--quick` on 8 within 30 s (120, 265 and 56 s until the host's work around the samples
+was cut, 2026-11-25: docs/suites.md, "Where a run's time goes"). A test of the planner and estimator arithmetic (what
+`mpirun -np N ipcbench all --dry-run` prints on such a node), not a timing: a suite or step that breaks it must be
+paid for elsewhere, or the budget changed on purpose. And every time table the docs quote is the model's
+(run/costfit.GENERATED): a refit that did not rewrite them (`python -m ipcbench.run.costfit ... --write`) fails here."""
 
 from __future__ import annotations
 

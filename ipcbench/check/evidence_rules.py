@@ -138,6 +138,7 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables,
     b = {g.index: g for g in before.gpus} if before is not None else {}
     a = {g.index: g for g in after.gpus} if after is not None else {}
     changed = delta.changes(before, after) if before is not None and after is not None else []
+    window = max(after.time - before.time, 0.0) if before is not None and after is not None else 0.0
     foreign = [f for snap in sides for f in delta.foreign(snap)]  # (GPU, process) of other jobs, each reading
     own = {int(p) for s in sides for p in (s.own_pids or [])}
     for gpu in sorted(set(b) | set(a) | set(models)):
@@ -151,7 +152,7 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables,
             why = ""
         mine = [c for c in changed if c.gpu == gpu]
         readings = [g for g in (g_b, g_a) if g is not None]
-        _links(out, host, gpu, g_b, g_a, rules, why, mine, alone=len(set(b) | set(a)) == 1)
+        _links(out, host, gpu, g_b, g_a, rules, why, mine, alone=len(set(b) | set(a)) == 1, window_s=window)
         _pcie(out, host, gpu, readings, rules)
         _ecc(out, host, gpu, g_b, g_a, rules, why, mine)
         _remap(out, host, gpu, readings, rules)
@@ -163,7 +164,7 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables,
 # ---- NVLink: state, speed, error counters ----------------------------------------------------------------
 
 def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list,
-           alone: bool = False) -> None:
+           alone: bool = False, window_s: float = 0.0) -> None:
     """The NVLink rules. A GPU `alone` on its host (one GPU in the snapshot: a one-GPU VM, whose links to the
     NVSwitch fabric are not given to it) has no peer to link to: its link count is not judged, and links NVML
     does not answer for are no finding; a link that went down, a slow or retrying active link still fail."""
@@ -180,7 +181,7 @@ def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str,
         return
     _link_state(out, host, gpu, g_b, g_a, rules, changed, alone)
     _link_speed(out, host, gpu, readings, rules)
-    _link_errors(out, host, gpu, g_b, g_a, rules, side_missing, changed)
+    _link_errors(out, host, gpu, g_b, g_a, rules, side_missing, changed, window_s)
 
 
 def _active(g) -> tuple[dict[int, bool], list[int]]:
@@ -278,13 +279,18 @@ def _link_speed(out: Judged, host: str, gpu: int, readings, rules) -> None:
                                      unit="GB/s", expected=bound, link="nvlink", against=against))
 
 
-def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list,
+                 window_s: float = 0.0) -> None:
     """Each counter of each link that grew during the run (evidence/delta.py), against its allowance: a FAIL per
     (link, counter) past it ("12 replays on GPU 1 link 4 during the run"); a counter that went back cannot be
-    judged (its growth is unknown)."""
+    judged (its growth is unknown). CRC counters with a rate allowance (link_error_rate_allowed) are judged by their
+    rate over the run's window (snapshot to snapshot), as DCGM's NVLink health watch does: a link moving data counts
+    some CRC errors that its replays absorb (on the quiet H100 pair 13-146 CRC data errors a link in a 22 s run, 0
+    replays, 0 recoveries); at or above the rate they fail, below it they are recorded in a passing finding."""
     allowed = rules.get("link_errors_allowed")
     if allowed is None:
         return
+    rates: dict = dict(rules["link_error_rate_allowed"].value) if "link_error_rate_allowed" in rules else {}
     if g_b is None or g_a is None:
         _missing(out, host, gpu, rules, "nvlink_errors", side_missing)
         return
@@ -303,10 +309,25 @@ def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing
                  f"the error counters of NVLink {_links_text({int(ln.link) for ln, _ in unread})}")
     against = allowed.against("link_errors_allowed")
     bad = 0
+    below_rate: list[str] = []
     for c in changed:
         if c.kind == "link_error":
             (counter, was), now = next(iter(c.before.items())), next(iter(c.after.values()))
             allow = int(limits.get(counter, 0))
+            if counter in rates and window_s > 0:
+                rate = (now - was) / window_s
+                if rate >= rates[counter]:
+                    bad += 1
+                    out.findings.append(_finding(host, gpu, "nvlink_errors", Status.FAIL,
+                                                 f"{c.text}: {rate:.3g} a second ({rates[counter]:g} a second fail)",
+                                                 f"{c.text} ({rate:.3g}/s, {rates[counter]:g}/s fail)", value=rate,
+                                                 unit=f"{counter}/s",
+                                                 expected=rates[counter], link="nvlink",
+                                                 against=rules["link_error_rate_allowed"].against(
+                                                     "link_error_rate_allowed")))
+                else:
+                    below_rate.append(f"link {c.link} {now - was} ({rate:.1f}/s)")
+                continue
             if now - was > allow:
                 bad += 1
                 out.findings.append(_finding(host, gpu, "nvlink_errors", Status.FAIL, f"{c.text} ({allow} allowed)",
@@ -317,8 +338,10 @@ def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing
             out.findings.append(_finding(host, gpu, "nvlink_errors", Status.UNJUDGED, c.text, c.text, link="nvlink",
                                          against=against))
     if not bad and n and not (unread and _required(rules, "nvlink_errors")):
+        crc = (f"; CRC errors below the rate that matters ({', '.join(f'{k} {v:g}/s' for k, v in rates.items())}): "
+               + ", ".join(below_rate)) if below_rate else ""
         out.findings.append(_finding(host, gpu, "nvlink_errors", Status.PASS,
-                                     f"GPU {gpu}: no NVLink error counter grew past its allowance on {n} links",
+                                     f"GPU {gpu}: no NVLink error counter grew past its allowance on {n} links{crc}",
                                      link="nvlink", against=against))
 
 

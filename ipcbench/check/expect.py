@@ -250,6 +250,7 @@ def find(expectations: list[Expectation], gpu_model: str, link: str, method: str
 # ---- [[evidence]]: what the node's own evidence must show (check/evidence_rules.py judges it) --------------
 
 NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")  # evidence/model.LinkReading.errors' names
+CRC_COUNTERS = ("crc_flit", "crc_data")  # judged by their rate over the run (link_error_rate_allowed), as DCGM does
 SLOWDOWNS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake")
 POWER_CAP = "sw_power_cap"  # recorded and explained, never a failure by itself (check/evidence_rules.py)
 # every reason evidence/read.py names (the older PERF_POLICY field's "thermal" included)
@@ -259,7 +260,8 @@ CLOCK_EVENTS = (*SLOWDOWNS, "thermal", POWER_CAP, "sync_boost", "idle", "applica
 # the run recorded node evidence at all (runs made before ipcbench recorded it have none).
 ITEMS = ("nvlinks", "nvlink_speed", "nvlink_errors", "pcie", "clock_events", "clock_event_ns", "ecc", "remap",
          "processes", "recorded")
-EVIDENCE_KEYS = ("gpu", "nvlinks", "nvlink_gbps", "pcie_gen", "pcie_width", "link_errors_allowed", "slowdowns",
+EVIDENCE_KEYS = ("gpu", "nvlinks", "nvlink_gbps", "pcie_gen", "pcie_width", "link_errors_allowed",
+                 "link_error_rate_allowed", "slowdowns",
                  "foreign_processes_allowed", "processes_ignored", "require", "why")
 RULE_KEYS = EVIDENCE_KEYS[1:-1]  # what a table sets (resolved key by key)
 
@@ -383,6 +385,19 @@ def _evidence(t: dict, bad, where: str) -> EvidenceExpectation:
             else:
                 n = _count(v, k, bad)
                 values[k] = {c: n for c in NVLINK_COUNTERS}
+        elif k == "link_error_rate_allowed":  # per second of the run, per link: one number for both CRC counters
+            rates = v if isinstance(v, dict) else {c: v for c in CRC_COUNTERS}
+            for c in rates:
+                if c not in CRC_COUNTERS:
+                    bad(k, f"{c!r} is not one of {', '.join(CRC_COUNTERS)} (replays and recoveries are counted)")
+            per_s: dict[str, float] = {}
+            for c in CRC_COUNTERS:
+                r = rates.get(c, 0)
+                if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0:
+                    bad(k, f"{r!r} is out of range (errors per second, >= 0)")
+                else:
+                    per_s[c] = float(r)
+            values[k] = per_s
         elif k == "foreign_processes_allowed":
             values[k] = _count(v, k, bad)
         elif k == "slowdowns":
