@@ -16,6 +16,7 @@ link has no shipped expectation."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -80,8 +81,12 @@ def test_check_on_a_quiet_node_is_healthy(tmp_path):
         assert links == {"same_gpu"}, (gpus, links)
     else:  # one rank per GPU: one link kind between them
         assert len(links) == 1 and "same_gpu" not in links, (gpus, links)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert verdict["verdict"] == "healthy" and all(c["status"] == "pass" for c in verdict["checks"])
+    # This test's own process may hold a context on the GPUs (other GPU tests of the session made one): the node's
+    # evidence names it as another job's process (check/evidence_rules), and that is the only failure allowed here.
+    failed = [c for c in verdict["checks"] if c["status"] != "pass"]
+    assert all(c["source"] == "evidence" and f"pid {os.getpid()} " in c["reason"] for c in failed), failed
+    assert p.returncode == (1 if failed else 0), p.stderr[-2000:]
+    assert verdict["verdict"] == ("unhealthy" if failed else "healthy")
     (model,) = verdict["gpu_models"]
     (link,) = links
     judged = {(c["method"], c["direction"], c["bytes"]) for c in verdict["checks"] if c["source"] == "thresholds"}
