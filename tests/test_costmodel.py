@@ -35,8 +35,8 @@ def synthetic(args: list[str], n: int, ranks_per_gpu: int, model: CostModel, nam
     cfg = build_config(_bench_parser().parse_args(args))
     kinds = ["nvswitch"] * (n * (n - 1)) if ranks_per_gpu == 1 else None
     mode = decide_mode(cfg.pairs, ranks_per_gpu, kinds, n, cfg.serial_pairs, cfg.quick)
-    plans = costmodel.suite_plans(cfg.steps(n), cfg.rule, mode)
-    suites = {s: costmodel.suite_seconds(model, s, p, ranks_per_gpu) for s, p in plans.items()}
+    plans = costmodel.suite_plans(cfg.steps(n), cfg.rule, mode, n // ranks_per_gpu)
+    suites = {s: costmodel.suite_seconds(model, s, p, ranks_per_gpu, n // ranks_per_gpu) for s, p in plans.items()}
     wall = sum(suites.values()) + model.close_s
     rows = 1000
     return costfit.RecordedRun(name, " ".join(["ipcbench", *args]), f"{n // ranks_per_gpu} x GPU, {n} ranks",
@@ -53,7 +53,8 @@ def test_the_fit_recovers_the_constants_that_made_the_runs():
     for name, c in TRUE.suites.items():
         assert got.suites[name].fixed_s == pytest.approx(c.fixed_s, abs=2e-5), name
         assert got.suites[name].once_s == pytest.approx(c.once_s, abs=2e-3), name
-    assert got.shared_gpu_factor == pytest.approx(1.5, rel=1e-3)
+    assert got.one_gpu_factor == pytest.approx(1.5, rel=1e-3)  # "one": two ranks on one GPU
+    assert got.shared_gpu_factor == COSTS.shared_gpu_factor  # no run of ranks sharing GPUs of several: kept
     assert got.close_s == pytest.approx(0.3) and got.startup_s == pytest.approx(2.5)
     assert got.startup_basis.startswith("measured") and got.worst_residual_pct < 0.1
     assert got.fitted == "today" and got.runs == ("a", "q", "one")
@@ -172,9 +173,19 @@ def test_the_dry_run_uses_the_table():
     slower = replace(COSTS, startup_s=COSTS.startup_s + 10)
     assert estimate_seconds(steps, cfg.rule, mode, model=slower) == pytest.approx(
         estimate_seconds(steps, cfg.rule, mode) + 10)
-    shared = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2) - COSTS.startup_s - COSTS.close_s
-    alone = estimate_seconds(steps, cfg.rule, mode) - COSTS.startup_s - COSTS.close_s
+    # ranks sharing GPUs slow the measurements, not the suites' one-off costs; every rank on one GPU has its factor
+    once = sum(COSTS.suite(name).once_s for name, p in costmodel.suite_plans(steps, cfg.rule, mode).items() if p.weight)
+    alone = estimate_seconds(steps, cfg.rule, mode) - COSTS.startup_s - COSTS.close_s - once
+    shared = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2) - COSTS.startup_s - COSTS.close_s - once
     assert shared == pytest.approx(alone * COSTS.shared_gpu_factor)
+    assert COSTS.one_gpu_factor is not None and COSTS.one_gpu_factor != COSTS.shared_gpu_factor
+    nccl = sum(COSTS.suite("nccl").once_s for _ in [0])  # NCCL walks nothing where every rank is on one GPU
+    one = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2, gpus=1) - COSTS.startup_s - COSTS.close_s
+    plans_one = costmodel.suite_plans(steps, cfg.rule, mode, gpus=1)
+    assert plans_one["nccl"].weight == 0 and costmodel.suite_seconds(COSTS, "nccl", plans_one["nccl"], 2, 1) == 0.0
+    once_one = once - nccl
+    per = sum(costmodel.suite_seconds(COSTS, n, p) - COSTS.suite(n).once_s for n, p in plans_one.items() if p.weight)
+    assert one == pytest.approx(once_one + per * COSTS.one_gpu_factor)
 
 
 def test_rounds_cost_one_measurement_and_the_round_check_is_paid():

@@ -70,7 +70,7 @@ class CostModel:
     samples_factor: float  # samples per measurement / the rule's min_samples
     suites: dict[str, SuiteCost]
     default: SuiteCost  # a suite the fit never saw: the mean of the fitted ones
-    shared_gpu_factor: float  # ranks sharing a GPU: every suite's time x this
+    shared_gpu_factor: float  # ranks sharing GPUs of a node of several: every suite's time x this
     close_s: float  # meta.json wall_s - sum(suite_wall_s)
     startup_s: float  # the user's wall - wall_s
     startup_basis: str  # how startup_s was had: "measured (--walls, N runs)" or "assumed: ..."
@@ -78,6 +78,18 @@ class CostModel:
     machines: tuple[str, ...]  # the machine kinds of the runs fitted
     runs: tuple[str, ...]  # the run directories fitted, as given
     residuals: tuple[Residual, ...] = field(default_factory=tuple)
+    # every rank on one GPU (a one-GPU machine): its own factor, since no pair crosses a link and the two ranks' kernels
+    # are time-sliced on every measurement; None: shared_gpu_factor
+    one_gpu_factor: float | None = None
+
+    def gpu_factor(self, ranks_per_gpu: int, gpus: int = 0) -> float:
+        """What every suite's time is multiplied by: 1 with one rank per GPU; one_gpu_factor where every rank shares
+        the node's one GPU; shared_gpu_factor elsewhere (gpus 0: not known, a node of several)."""
+        if ranks_per_gpu <= 1:
+            return 1.0
+        if gpus == 1 and self.one_gpu_factor is not None:
+            return self.one_gpu_factor
+        return self.shared_gpu_factor
 
     def suite(self, name: str) -> SuiteCost:
         return self.suites.get(name, self.default)
@@ -89,42 +101,53 @@ class CostModel:
 
 # --- fitted table (written by python -m ipcbench.run.costfit --write) ---
 COSTS = CostModel(
-    samples_factor=1.0535,
+    samples_factor=1.0656,
     suites={
-        'copy': SuiteCost(fixed_s=0.00565, once_s=0.068),
-        'kernel': SuiteCost(fixed_s=0.00431, once_s=1.219),
-        'pool': SuiteCost(fixed_s=0.00636, once_s=0.575),
-        'vmm': SuiteCost(fixed_s=0.00526, once_s=0.565),
-        'staged': SuiteCost(fixed_s=0.00431, once_s=0.37),
-        'nccl': SuiteCost(fixed_s=0.00565, once_s=1.631),
-        'latency': SuiteCost(fixed_s=0.00773, once_s=0.0),
-        'handles': SuiteCost(fixed_s=0.01542, once_s=0.0, samples=False),
-        'pipeline': SuiteCost(fixed_s=0.00926, once_s=0.0),
+        'copy': SuiteCost(fixed_s=0.00497, once_s=0.155),
+        'kernel': SuiteCost(fixed_s=0.00461, once_s=1.3),
+        'pool': SuiteCost(fixed_s=0.00495, once_s=0.654),
+        'vmm': SuiteCost(fixed_s=0.0049, once_s=0.604),
+        'staged': SuiteCost(fixed_s=0.00335, once_s=0.528),
+        'nccl': SuiteCost(fixed_s=0.00414, once_s=1.727),
+        'latency': SuiteCost(fixed_s=0.00894, once_s=0.0),
+        'handles': SuiteCost(fixed_s=0.00742, once_s=0.0, samples=False),
+        'pipeline': SuiteCost(fixed_s=0.00875, once_s=0.0),
     },
-    default=SuiteCost(fixed_s=0.00711, once_s=0.492),
-    shared_gpu_factor=1.6282,
-    close_s=0.358,
-    startup_s=2.935,
-    startup_basis='measured: mpirun to exit less wall_s, 4 run(s) of --walls',
+    default=SuiteCost(fixed_s=0.00578, once_s=0.552),
+    shared_gpu_factor=2.1528,
+    one_gpu_factor=1.5011,
+    close_s=0.503,
+    startup_s=3.003,
+    startup_basis='measured: mpirun to exit less wall_s, 7 run(s) of --walls',
     fitted='2026-11-25',
     machines=(
         '2 x NVIDIA H100 80GB HBM3, 2 ranks',
         '2 x NVIDIA H100 80GB HBM3, 4 ranks',
+        '1 x NVIDIA H100 80GB HBM3, 2 ranks',
     ),
     runs=(
         'all-1',
         'all-2',
+        'all-3',
         'quick-1',
+        'quick-2',
         'quick4',
+        'one-all-2',
     ),
     residuals=(
         Residual('all-1', 'ipcbench all --quiet --out /tmp/r/all-1',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 24.32, 23.23, True, 2),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 23.61, 23.07, True, 2),
         Residual('all-2', 'ipcbench all --quiet --out /tmp/r/all-2',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 23.3, 23.23, True, 2),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 22.62, 23.07, True, 2),
+        Residual('all-3', 'ipcbench all --quiet --out /tmp/r/all-3',
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 24.02, 23.07, True, 2),
         Residual('quick-1', 'ipcbench all --quick --quiet --out /tmp/r/quick-1',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 10.48, 11.43, True, 2),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.64, 11.62, True, 2),
+        Residual('quick-2', 'ipcbench all --quick --quiet --out /tmp/r/quick-2',
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 12.01, 11.62, True, 2),
         Residual('quick4', 'ipcbench all --quick --quiet --out /tmp/r/quick4',
-                 '2 x NVIDIA H100 80GB HBM3, 4 ranks', 23.18, 22.75, True, 2),
+                 '2 x NVIDIA H100 80GB HBM3, 4 ranks', 23.54, 22.89, True, 2),
+        Residual('one-all-2', 'ipcbench all --quiet --out /tmp/r/one-all-2',
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 26.73, 27.3, True, 1),
     ),
 )

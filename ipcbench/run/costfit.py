@@ -8,7 +8,8 @@ through the bench parser and config, its ranks, its pair mode, the steps it skip
 2. each suite's fixed_s and once_s: least squares of the suites' walls (meta.json suite_wall_s) of the runs of one
    rank per GPU, less their samples, relative to the wall (a 1 s suite weighs as a 10 s one); a suite whose runs all
    walked the same plan cannot separate the two, and gets fixed_s alone;
-3. shared_gpu_factor: the runs where ranks share a GPU, against what the suites above predict for them;
+3. shared_gpu_factor and one_gpu_factor: the runs where ranks share GPUs of a node of several, and where every
+   rank is on one GPU, against what the suites above predict for them;
 4. close_s: wall_s less the suites' walls, averaged;
 5. startup_s: the user's walls of --walls FILE less wall_s, averaged (without it, the table's value is kept and
    said to be assumed).
@@ -108,7 +109,8 @@ def load_run(path: Path) -> RecordedRun:
                        ranks_per_gpu=int(meta.get("ranks_per_gpu", 1)), n_gpus=len(gpus),
                        wall_s=float(meta["wall_s"]),
                        suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
-                       plans=costmodel.suite_plans(steps, cfg.rule, mode), samples=samples, min_samples=minimum)
+                       plans=costmodel.suite_plans(steps, cfg.rule, mode, len(gpus)), samples=samples,
+                       min_samples=minimum)
 
 
 def recorded_config(meta: dict) -> RunConfig:
@@ -210,12 +212,22 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     model = replace(previous, samples_factor=samples_factor, suites=suites, default=default, shared_gpu_factor=1.0)
     close = round(float(np.mean([r.wall_s - sum(r.suite_wall_s.values()) for r in runs])), 3)
     # the shared-GPU factor on the runs' walls, relative: what the targets judge (a run's wall, not a suite's)
-    pairs = [(sum(costmodel.suite_seconds(model, s, p) for s, p in r.plans.items()), r.wall_s - close)
-             for r in runs if r.ranks_per_gpu > 1]
-    shared = previous.shared_gpu_factor
-    if pairs:
-        p, y = np.array(pairs).T
-        shared = round(float(np.sum(p * y / y**2) / np.sum((p / y) ** 2)), 4)
+    def factor(kind: list, kept: float | None) -> float | None:
+        """The factor on the measurements (the suites' one-off costs stay) that best fits the runs' walls."""
+        pairs = []
+        for r in kind:
+            once = sum(model.suite(s).once_s for s, p in r.plans.items() if p.weight > 0)
+            pairs.append((sum(costmodel.suite_seconds(model, s, p) for s, p in r.plans.items()) - once,
+                          r.wall_s - close - once, r.wall_s - close))
+        if not pairs:
+            return kept
+        p, y, w = np.array(pairs).T
+        return round(float(np.sum(p * y / w**2) / np.sum((p / w) ** 2)), 4)
+
+    # ranks sharing GPUs of a node of several, and every rank on one GPU: two factors (one GPU has no link and
+    # time-slices every pair; 4 ranks on 2 GPUs mix links and shared GPUs)
+    shared = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus > 1], None) or previous.shared_gpu_factor
+    one_gpu = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus == 1], previous.one_gpu_factor)
     walled = [r for r in runs if r.user_wall_s is not None]
     if walled:
         startup = round(float(np.mean([r.user_wall_s - r.wall_s for r in walled])), 3)  # type: ignore[operator]
@@ -224,14 +236,15 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
         startup = previous.startup_s
         basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
             f"kept from the fit of {previous.fitted} (no --walls given)"
-    model = replace(model, shared_gpu_factor=shared, close_s=close, startup_s=startup, startup_basis=basis,
+    model = replace(model, shared_gpu_factor=shared, one_gpu_factor=one_gpu, close_s=close, startup_s=startup,
+                    startup_basis=basis,
                     fitted=date, machines=tuple(dict.fromkeys(r.machine for r in runs)),
                     runs=tuple(r.name for r in runs))
     return replace(model, residuals=tuple(residual(model, r) for r in runs))
 
 
 def predicted_suites(model: CostModel, run: RecordedRun) -> dict[str, float]:
-    return {s: costmodel.suite_seconds(model, s, p, run.ranks_per_gpu) for s, p in run.plans.items()}
+    return {s: costmodel.suite_seconds(model, s, p, run.ranks_per_gpu, run.n_gpus) for s, p in run.plans.items()}
 
 
 def residual(model: CostModel, run: RecordedRun) -> Residual:
@@ -248,6 +261,7 @@ def residual(model: CostModel, run: RecordedRun) -> Residual:
 def report(model: CostModel, runs: list[RecordedRun]) -> str:
     """Per run and per suite: predicted and measured walls, the residuals."""
     lines = [f"samples_factor {model.samples_factor:g}; shared_gpu_factor {model.shared_gpu_factor:g}; "
+             f"one_gpu_factor {model.one_gpu_factor}; "
              f"close_s {model.close_s:g}; startup_s {model.startup_s:g} ({model.startup_basis})",
              "suite     fixed_ms  once_s"]
     lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}{'' if c.samples else '  (no sample term)'}"
@@ -282,6 +296,7 @@ def render_table(model: CostModel) -> str:
     out = ["COSTS = CostModel(", f"    samples_factor={model.samples_factor!r},", "    suites={"]
     out += [f"        {name!r}: {suite(c)}," for name, c in model.suites.items()]
     out += ["    },", f"    default={suite(model.default)},", f"    shared_gpu_factor={model.shared_gpu_factor!r},",
+            f"    one_gpu_factor={model.one_gpu_factor!r},",
             f"    close_s={model.close_s!r},", f"    startup_s={model.startup_s!r},",
             f"    startup_basis={model.startup_basis!r},", f"    fitted={model.fitted!r},",
             "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
@@ -343,8 +358,10 @@ def _minutes(s: float) -> str:
 def suites_block(model: CostModel) -> str:
     """docs/suites.md's fit: the constants, where they come from, the residuals."""
     head = (f"Fitted on {model.fitted} to {len(model.runs)} runs ({'; '.join(model.machines)}); samples per "
-            f"measurement {model.samples_factor:g} × the rule's minimum; ranks sharing a GPU × "
-            f"{model.shared_gpu_factor:g}; closing {model.close_s:g} s; start-up {model.startup_s:g} s "
+            f"measurement {model.samples_factor:g} × the rule's minimum; ranks sharing GPUs × "
+            f"{model.shared_gpu_factor:g} (every rank on one GPU × {model.one_gpu_factor}); "
+            f"closing {model.close_s:g} s; "
+            f"start-up {model.startup_s:g} s "
             f"({model.startup_basis}). A measured wall marked (wall_s) is meta.json's, against the model less its "
             "start-up; the others are mpirun to exit.")
     every = [round(estimate(model, n, serial_pairs="all")) for n in (4, 8)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ipcbench.catalogue.costs import CostModel
+from ipcbench.catalogue.methods import TWO_SIDED_ENGINES
 from ipcbench.run.walk import groups_of
 
 
@@ -51,12 +52,15 @@ def round_checks(steps, mode) -> dict[int, int]:
 UNSAMPLED_SUITES = ("handles",)
 
 
-def suite_plans(steps, rule, mode=None) -> dict[str, SuitePlan]:
-    """Each suite's sums, in plan order."""
+def suite_plans(steps, rule, mode=None, gpus: int = 0) -> dict[str, SuitePlan]:
+    """Each suite's sums, in plan order. Where every rank is on one GPU (`gpus` 1), a two-sided engine's steps (NCCL
+    refuses two ranks of one GPU: suites/nccl.py writes no row for such a pair) walk nothing."""
     out: dict[str, SuitePlan] = {}
     extra = round_checks(steps, mode)
     for i, s in enumerate(steps):
         w = (walked(s, mode) + extra.get(i, 0)) * s.cost
+        if gpus == 1 and (s.engine in TWO_SIDED_ENGINES or set(s.needs) & set(TWO_SIDED_ENGINES)):
+            w = 0
         p = out.setdefault(s.suite, SuitePlan())
         if s.suite not in UNSAMPLED_SUITES:
             per_size = [max(rule.sample_s(n), s.min_sample_s) for n in s.sizes] or [rule.min_time_s]
@@ -65,23 +69,27 @@ def suite_plans(steps, rule, mode=None) -> dict[str, SuitePlan]:
     return out
 
 
-def suite_seconds(model: CostModel, suite: str, plan: SuitePlan, ranks_per_gpu: int = 1) -> float:
-    """One suite's expected wall (its meta.json suite_wall_s)."""
+def suite_seconds(model: CostModel, suite: str, plan: SuitePlan, ranks_per_gpu: int = 1, gpus: int = 0) -> float:
+    """One suite's expected wall (its meta.json suite_wall_s); a suite that walks nothing here (NCCL's cross-GPU
+    pairs on one GPU) pays nothing, not even its one-off cost."""
+    if plan.weight <= 0:
+        return 0.0
     c = model.suite(suite)
-    t = c.once_s + (model.samples_factor * plan.sample_s if c.samples else 0.0) + c.fixed_s * plan.weight
-    return t * (model.shared_gpu_factor if ranks_per_gpu > 1 else 1.0)
+    per_measurement = (model.samples_factor * plan.sample_s if c.samples else 0.0) + c.fixed_s * plan.weight
+    return c.once_s + per_measurement * model.gpu_factor(ranks_per_gpu, gpus)  # sharing slows measurements, not set-up
 
 
-def walk_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1) -> dict[str, float]:
+def walk_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1, gpus: int = 0) -> dict[str, float]:
     """Every suite's expected wall, by suite."""
-    return {name: suite_seconds(model, name, p, ranks_per_gpu) for name, p in suite_plans(steps, rule, mode).items()}
+    return {name: suite_seconds(model, name, p, ranks_per_gpu, gpus)
+            for name, p in suite_plans(steps, rule, mode, gpus).items()}
 
 
-def run_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1) -> float:
+def run_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1, gpus: int = 0) -> float:
     """meta.json's wall_s: the suites and the closing."""
-    return sum(walk_seconds(model, steps, rule, mode, ranks_per_gpu).values()) + model.close_s
+    return sum(walk_seconds(model, steps, rule, mode, ranks_per_gpu, gpus).values()) + model.close_s
 
 
-def wall_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1) -> float:
+def wall_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1, gpus: int = 0) -> float:
     """The user's wall, mpirun to exit: the run and its start-up."""
-    return run_seconds(model, steps, rule, mode, ranks_per_gpu) + model.startup_s
+    return run_seconds(model, steps, rule, mode, ranks_per_gpu, gpus) + model.startup_s

@@ -22,12 +22,12 @@ from ipcbench.run.walk import agree_pair_mode, groups_of, measured, pairs_of
 from ipcbench.sizes import fmt_size
 
 
-def estimate_seconds(steps, rule, mode=None, ranks_per_gpu: int = 1, model: CostModel = COSTS) -> float:
+def estimate_seconds(steps, rule, mode=None, ranks_per_gpu: int = 1, model: CostModel = COSTS, gpus: int = 0) -> float:
     """Expected wall time of a plan under `rule`, mpirun to exit (run/costmodel.wall_seconds): steps walked in
     rounds of disjoint pairs (`mode` concurrent) cost one measurement per round and size, not per pair; serial
     steps count the pairs of the mode's coverage. Without a mode: every pair, one at a time. Ranks sharing a GPU
-    pay the model's shared-GPU factor."""
-    return costmodel.wall_seconds(model, steps, rule, mode, ranks_per_gpu)
+    pay the model's shared-GPU factor (its one-GPU factor where `gpus` is 1)."""
+    return costmodel.wall_seconds(model, steps, rule, mode, ranks_per_gpu, gpus)
 
 
 def fitted_on(model: CostModel = COSTS) -> str:
@@ -52,7 +52,10 @@ def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS)
                                                                    if mode is not None and mode.concurrent else "")
                    + ", and a suite's one-off cost does not grow with the GPUs")
     if ranks_per_gpu > 1:
-        out.append(f"ranks sharing a GPU: every suite x {model.shared_gpu_factor:g} (fitted on two ranks on one GPU)")
+        factor = model.gpu_factor(ranks_per_gpu, gpus)
+        where = "every rank on one GPU (fitted on two ranks on one H100)" if gpus == 1 and model.one_gpu_factor \
+            else "ranks sharing GPUs (fitted on 4 ranks on 2 H100s)"
+        out.append(f"{where}: every suite's measurements x {factor:g}, its one-off costs as they are")
     return out
 
 
@@ -118,7 +121,8 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
                        "rounds": [[list(p) for p in g] for g in groups_of(s, mode)] if mode.concurrent and s.rounds_ok
                        else None} for s in steps],
             "measurements": sum(measured(s, mode) for s in steps),
-            "estimated_s": round(estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu), 1)}
+            "estimated_s": round(estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu,
+                                                  gpus=min(local, gpus_here)), 1)}
     plan["cost_model"] = {"fitted": COSTS.fitted, "machines": list(COSTS.machines), "runs": list(COSTS.runs),
                           "worst_residual_pct": round(COSTS.worst_residual_pct, 1), "startup_s": COSTS.startup_s,
                           "startup_basis": COSTS.startup_basis}

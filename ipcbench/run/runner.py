@@ -197,10 +197,11 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     s = Session(cfg, world, steps, run_dir, gpu, ctx, mode, meta, writer, RowSink(world, writer, str(run_dir)))
     with PHASES.phase("evidence"):
         s.evidence_before = evidence.take_snapshot(world, "before")  # NVML, before any measurement
+    estimated = estimate_seconds(steps, cfg.rule, mode, -(-len(gpu_of) // len(set(gpu_of))), gpus=len(set(gpu_of)))
     say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
                f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(cfg.suites)}; "
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "
-               f"estimated {estimate_seconds(steps, cfg.rule, mode, -(-len(gpu_of) // len(set(gpu_of)))):.0f} s")
+               f"estimated {estimated:.0f} s")
     say(world, f"pairs: {mode.mode} ({mode.reason}); serial steps: {mode.serial.describe()}; "
                f"results: {run_dir / 'results.csv'}")
     say(world, f"MPS: {mps.summary(mps_meta)}")
