@@ -16,7 +16,8 @@ a set of back-to-back runs of the same code on one machine (in log terms: sqrt(m
 A compare of two runs allows both sides' noise, so any two processes of such a set pass with a margin. From 2 x
 H100 80GB HBM3 through NVSwitch (2026-11-25), five sets of default runs: `mpirun -np 2 ipcbench all`, three of
 source 585e3e69ffcd6bf4 (tests/data/h100x2), five of source 2a9b3a71e193df54 (results/h100x2-*) and five
-`--quick`; `copy kernel --sizes 4K,64K,1M,64M`, two sets of five (bound to cores, and not). A GPU whose rows were never
+`--quick`; `copy kernel --sizes 4K,64K,1M,64M`, two sets of five (bound to cores, and not); and, refitted the same
+way, two sets of `all` of the code that cut a run's host work (2026-11-25: three runs and two, on two machines). A GPU whose rows were never
 measured takes the largest floor of any measured GPU for its kind (and says so: `basis`).
 """
 
@@ -45,16 +46,18 @@ def band(nbytes: int) -> str:
 FLOORS: dict[str, dict[tuple[str, str], tuple[float, float, float]]] = {
     "H100": {
         ("ce", "gated"): (0.065, 0.02, 0.0025),
-        ("sm", "gated"): (0.08, 0.04, 0.0045),
+        ("sm", "gated"): (0.08, 0.04, 0.005),
         ("sm_bulk", "gated"): (0.055, 0.035, 0.002),
-        ("nccl", "gated"): (0.03, 0.025, 0.01),
+        # NCCL's one-way 1 KiB latency read 5.19-5.69 us over three runs of the cut code and 5.40-6.18 over two
+        # (2026-11-25, after the first fit's 3%): the refit below holds them
+        ("nccl", "gated"): (0.085, 0.025, 0.01),
         ("nccl", "handoff"): (0.02, 0.025, 0.01),
-        ("sm", "handoff"): (0.08, 0.025, 0.025),
+        ("sm", "handoff"): (0.08, 0.035, 0.025),
         ("event", "handoff"): (0.06, 0.06, 0.06),
         ("shm", "handoff"): (0.16, 0.17, 0.155),
         # host-timed (Python in the loop): one --quick run's 64 KiB MPI latency read 5.3x the others' (the rule
         # gives 1.65 for small sizes; 2.5 lets two BASE runs hold such a process: these rows say little)
-        ("mpi", "host"): (2.5, 0.7, 0.3),
+        ("mpi", "host"): (3.5, 0.7, 0.3),
         ("api", "host"): (1.4, 1.2, 0.95),
     },
     # H200: three `copy kernel latency staged` runs of 3 samples a row (tests/data/compare quiet1-3) moved small SM
