@@ -118,6 +118,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    import signal
     import sys
 
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends the listing quietly
     raise SystemExit(main(sys.argv[1:]))
