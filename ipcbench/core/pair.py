@@ -128,14 +128,21 @@ def lockstep_timed(ctx, peer: int, make, sync):
 # samples on an H200 pair (sm_read 374.0-374.4 vs 375.9 GB/s; 20 ms: 375.3-375.4). Those samples last at
 # least this long.
 SM_LOOP_MIN_SAMPLE_S = 0.020
+# A two-sided sample (NCCL: both gates released by an exchange) pays the two releases' skew once, which a short
+# sample spreads over few transfers: with 1 ms samples NCCL's 1 KiB one-way latency calibrated to 8-41 transfers
+# a sample and read 5.19-6.18 us on two H100s, where 3 ms samples (71-256 transfers) read 5.13-5.36 over ten runs.
+# Its samples keep the length they had before rows under 64 MiB were shortened.
+TWO_SIDED_MIN_SAMPLE_S = 0.003
 
 
 def sample_factor(method, nbytes: int, gpu, rule) -> float:
     """How many times --min-time one sample of this measurement lasts: the rule's length for its size
     (SamplingRule.sample_s: shorter under 64 MiB), at least SM_LOOP_MIN_SAMPLE_S for an SM copy that loops in
-    one launch."""
+    one launch, at least TWO_SIDED_MIN_SAMPLE_S (and never shortened) for a two-sided transfer."""
     if method.engine in KERNEL_ENGINES and nbytes >= gpu.loop_in_kernel_bytes:
         return max(1.0, SM_LOOP_MIN_SAMPLE_S / rule.min_time_s)
+    if method.two_sided:
+        return max(1.0, TWO_SIDED_MIN_SAMPLE_S / rule.min_time_s)
     return rule.sample_s(nbytes) / rule.min_time_s
 
 

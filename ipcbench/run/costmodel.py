@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ipcbench.catalogue.costs import CostModel
 from ipcbench.catalogue.methods import TWO_SIDED_ENGINES
+from ipcbench.core.pair import TWO_SIDED_MIN_SAMPLE_S
 from ipcbench.run.walk import groups_of
 
 
@@ -63,7 +64,9 @@ def suite_plans(steps, rule, mode=None, gpus: int = 0) -> dict[str, SuitePlan]:
             w = 0
         p = out.setdefault(s.suite, SuitePlan())
         if s.suite not in UNSAMPLED_SUITES:
-            per_size = [max(rule.sample_s(n), s.min_sample_s) for n in s.sizes] or [rule.min_time_s]
+            two_sided = s.engine in TWO_SIDED_ENGINES or bool(set(s.needs) & set(TWO_SIDED_ENGINES))
+            per_size = [max(max(rule.min_time_s, TWO_SIDED_MIN_SAMPLE_S) if two_sided else rule.sample_s(n),
+                            s.min_sample_s) for n in s.sizes] or [rule.min_time_s]
             p.sample_s += w * rule.min_samples * sum(per_size) / len(per_size)  # shorter samples under 64 MiB
         p.weight += w
     return out
