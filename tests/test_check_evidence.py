@@ -121,7 +121,8 @@ def test_every_recovery_fails():
     assert failed(j) == ["2 recoveries on GPU 0 link 0 during the run"]
 
 
-@pytest.mark.parametrize("counter, words", [("crc_flit", "CRC flit errors"), ("crc_data", "CRC data errors")])
+@pytest.mark.parametrize("counter, words", [("crc_flit", "CRC flit errors"), ("crc_data", "CRC data errors"),
+                                            ("crc", "CRC errors")])
 def test_crc_errors_fail_at_100_a_second_of_the_run(counter, words):
     """DCGM's rule: CRC errors matter at 100 a second or more (a link moving data counts some that its replays
     absorb: the quiet H100 pair, 13-146 CRC data errors a link in 22 s). The window is 8 s: 799 pass, 800 fail."""
@@ -339,8 +340,8 @@ def test_the_shipped_evidence_expectations_are_pinned():
             "nvlinks": 18, "nvlink_gbps": 25.0, "pcie_gen": 5, "pcie_width": 16,
             "require": ("nvlinks", "nvlink_speed", "nvlink_errors", "pcie", "clock_events", "ecc", "remap",
                         "processes"),
-            "link_errors_allowed": {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0},
-            "link_error_rate_allowed": {"crc_flit": 100.0, "crc_data": 100.0},
+            "link_errors_allowed": {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0, "crc": 0},
+            "link_error_rate_allowed": {"crc_flit": 100.0, "crc_data": 100.0, "crc": 100.0},
             "slowdowns": ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake", "thermal"),
             "foreign_processes_allowed": 0}, model
         assert all(s.table.why and s.table.where.startswith("ipcbench/check/defaults.toml:") for s in r.values())

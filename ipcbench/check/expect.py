@@ -249,8 +249,10 @@ def find(expectations: list[Expectation], gpu_model: str, link: str, method: str
 
 # ---- [[evidence]]: what the node's own evidence must show (check/evidence_rules.py judges it) --------------
 
-NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")  # evidence/model.LinkReading.errors' names
-CRC_COUNTERS = ("crc_flit", "crc_data")  # judged by their rate over the run (link_error_rate_allowed), as DCGM does
+# evidence/model.LinkReading.errors' names ("crc": the one CRC field a driver gives where the error-counter call does
+# not: evidence/read.ERROR_FIELDS)
+NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data", "crc")
+CRC_COUNTERS = ("crc_flit", "crc_data", "crc")  # judged by their rate over the run (link_error_rate_allowed), as DCGM
 SLOWDOWNS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake")
 POWER_CAP = "sw_power_cap"  # recorded and explained, never a failure by itself (check/evidence_rules.py)
 # every reason evidence/read.py names (the older PERF_POLICY field's "thermal" included)
