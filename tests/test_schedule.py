@@ -253,3 +253,13 @@ def test_quick_with_ranks_sharing_gpus_keeps_one_rank_pair_per_gpu_pair():
     assert quick.select(ordered_pairs(4), serial_step=False) == [(0, 1), (0, 2), (1, 0), (1, 3)]
     assert quick.as_dict()["rank_pairs"].startswith("one per GPU pair")
     assert "rank_pairs" not in mode.as_dict()
+
+
+def test_one_rank_pair_per_gpu_pair_after_a_ring_keeps_both_directions():
+    """A ring thinned from ordered pairs holds no pair both ways; it is still ordered: GPU 1 sends too (review)."""
+    from ipcbench.core.schedule import PairMode, SerialPairs
+    from ipcbench.core.world import ordered_pairs
+
+    mode = PairMode("sequential", "auto", "x", SerialPairs("ring", "ring", "--serial-pairs ring"), gpu_of=(0, 1, 0, 1))
+    got = mode.select(ordered_pairs(4), serial_step=True)
+    assert {(mode.gpu_of[a], mode.gpu_of[b]) for a, b in got} == {(0, 1), (1, 0)}

@@ -116,13 +116,17 @@ class SerialPairs:
 EVERY_PAIR = SerialPairs("all", "all", "every pair")
 
 
-def one_per_gpu_pair(pairs: list[tuple[int, int]], gpu_of: tuple[int, ...]) -> list[tuple[int, int]]:
+def one_per_gpu_pair(pairs: list[tuple[int, int]], gpu_of: tuple[int, ...],
+                     ordered: bool | None = None) -> list[tuple[int, int]]:
     """The first rank pair of each GPU pair: where ranks share GPUs, ranks i and i+G drive the same GPU, so the
     rank pairs (0, 1), (0, 3), (2, 1) and (2, 3) of 4 ranks on 2 GPUs all cross the same link from GPU 0 to GPU 1.
     An ordered list keeps one pair per ordered GPU pair; an unordered one (a < b: bidirectional steps) one per
-    unordered GPU pair. Same-GPU pairs are GPU pairs too (GPU a with itself): one of them per GPU is kept."""
+    unordered GPU pair. Same-GPU pairs are GPU pairs too (GPU a with itself): one of them per GPU is kept.
+    `ordered`: whether the step's own pairs are ordered (a ring thinned from them holds no pair both ways; None:
+    decided from `pairs`)."""
     have = set(pairs)
-    ordered = any((b, a) in have for a, b in have)
+    if ordered is None:
+        ordered = any((b, a) in have for a, b in have)
     seen: set[tuple[int, int]] = set()
     out = []
     for a, b in pairs:
@@ -154,7 +158,10 @@ class PairMode:
         """The pairs of a step this run measures: the serial coverage for a serial step, then one rank pair per GPU
         pair where `gpu_of` says so."""
         chosen = self.serial.select(pairs) if serial_step else list(pairs)
-        return one_per_gpu_pair(chosen, self.gpu_of) if self.gpu_of is not None else chosen
+        if self.gpu_of is None:
+            return chosen
+        have = set(pairs)
+        return one_per_gpu_pair(chosen, self.gpu_of, ordered=any((b, a) in have for a, b in have))
 
     def as_dict(self) -> dict:
         out = {"mode": self.mode, "requested": self.requested, "reason": self.reason,
