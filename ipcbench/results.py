@@ -163,7 +163,9 @@ def _fmt(v) -> str:
     return str(v)
 
 
-FSYNC_EVERY_S = 2.0  # what a crash of the machine (not of the run) may lose of results.csv, at most
+# results.csv is flushed at every write (a crash of the run loses nothing) and synced to disk at a write at least this
+# long after the last sync, and at close: a crash of the machine may lose what came since the last sync.
+FSYNC_EVERY_S = 2.0
 
 
 class ResultsWriter:
@@ -185,8 +187,8 @@ class ResultsWriter:
         self._synced = time.monotonic()
 
     def write(self, rows: Iterable[Row]) -> None:
-        """Append rows and flush them to the OS at once (a crash of the run keeps them); sync them to the disk at
-        most every FSYNC_EVERY_S and at close (an fsync a step cost ~1 s of a run on a cloud disk)."""
+        """Append rows and flush them to the OS at once (a crash of the run keeps them); sync the file to disk at a
+        write FSYNC_EVERY_S or more after the last sync, and at close (an fsync a step cost ~1 s of a run)."""
         for row in rows:
             self._csv.writerow(row.as_csv())
             self.count += 1

@@ -4,15 +4,17 @@ The model, per suite of a plan (docs/suites.md, "How long `all` takes"):
 
     suite_s = once_s + sum over its steps of walked x step.cost x (samples_factor x min_samples x sample_s + fixed_s)
 
-`walked`: the measurements the run walks (a round of disjoint pairs costs one); `sample_s`: max(--min-time, the
-step's min_sample_s); `samples_factor`: samples a measurement takes, as a multiple of the rule's minimum (counted in
-results.csv); `fixed_s` (per suite): the work around the samples (calibration, fill, verify, barriers, the row's
-bookkeeping); `once_s` (per suite): what a suite pays once (NCCL communicators, kernels loaded). Ranks sharing a GPU
-multiply it all by `shared_gpu_factor`. A run adds `close_s` (meta.json's wall_s less its suites' walls: releasing
-and closing) and `startup_s` (the user's wall, mpirun to exit, less wall_s: Python, MPI and CUDA start, buffers).
+`walked`: the measurements the run walks (a round of disjoint pairs costs one); `sample_s`: the rule's sample length
+for each size (SamplingRule.sample_s; 3 ms at least for a two-sided step), at least the step's min_sample_s;
+`samples_factor`: samples a measurement takes, as a multiple of the rule's minimum (counted in results.csv); `fixed_s`
+(per suite): the work around the samples (calibration, fill, verify, barriers, the row's bookkeeping); `once_s` (per
+suite): what a suite pays once (NCCL communicators, kernels loaded). Ranks sharing GPUs multiply the measurements (not
+`once_s`) by `shared_gpu_factor`, every rank on one GPU by `one_gpu_factor`. A run adds `close_s` (meta.json's wall_s
+less its suites' walls: releasing and closing) and `startup_s` (the user's wall, mpirun to exit, less wall_s: Python,
+MPI and CUDA start, buffers).
 
-Everything below the marker is written by `python -m ipcbench.run.costfit RUN_DIR... --walls FILE --write`:
-never edit it by hand, refit.
+Everything below the marker is written by `python -m ipcbench.run.costfit RUN_DIR... --walls FILE --write`: never edit
+it by hand, refit.
 """
 
 from __future__ import annotations
