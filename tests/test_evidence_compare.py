@@ -57,3 +57,22 @@ def test_an_old_pair_of_runs_has_no_evidence_warning(tmp_path, capsys):
     base, new = pair(tmp_path, None, None)
     rc, out, _ = run_compare(capsys, base, new)
     assert rc == 0 and "node evidence" not in out
+
+
+def test_malformed_evidence_is_said_never_a_traceback(tmp_path):
+    """A counter of the wrong type in meta.json (edited by hand): compare warns and the rows decide; the report's
+    section says unreadable (review)."""
+    import json
+
+    from ipcbench.record.meta import read_meta
+    from ipcbench.report.evidence_view import compare_warnings, evidence_blocks, glance_lines
+
+    run = run_with(tmp_path, quiet(host_of(RUN)), "bad")
+    meta = json.loads((run / "meta.json").read_text())
+    meta["evidence"]["snapshots"][1]["gpus"][0]["links"]["value"][0]["errors"]["value"]["replay"] = "x"
+    (run / "meta.json").write_text(json.dumps(meta))
+    ev = read_meta(run).evidence
+    good = quiet(host_of(RUN))
+    assert "unreadable" in compare_warnings("base", good, "new", ev)[0]
+    assert "unreadable" in str(evidence_blocks(ev)[0])
+    assert glance_lines(ev) == []

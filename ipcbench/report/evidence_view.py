@@ -156,8 +156,20 @@ def _listed(texts: list[str]) -> str:
     return "; ".join(shown) + (f" (+{len(texts) - MAX_LISTED} more)" if len(texts) > MAX_LISTED else "")
 
 
+# A meta.json edited by hand or by another tool may hold values of the wrong type (a counter "x"): the reading side
+# says so and goes on, never a traceback (check fails closed on the same: evidence_rules).
+MALFORMED = (TypeError, ValueError, KeyError, AttributeError)
+
+
 def evidence_blocks(ev: Evidence) -> list[Block]:
-    """A run's "Node evidence" section."""
+    """A run's "Node evidence" section ("unreadable" where meta.json's evidence is malformed)."""
+    try:
+        return _evidence_blocks(ev)
+    except MALFORMED as e:
+        return [Para(f"**node evidence** unreadable in meta.json ({type(e).__name__}: {e})", terminal=True)]
+
+
+def _evidence_blocks(ev: Evidence) -> list[Block]:
     if not ev:
         return [Para(f"**node evidence** {NO_EVIDENCE}", terminal=True)]
     blocks: list[Block] = [Heading(3, "Node evidence", terminal=True)]
@@ -195,7 +207,15 @@ def notable(ev: Evidence) -> dict[str, list[str]]:
 
 
 def glance_lines(ev: Evidence) -> list[tuple[str, str]]:
-    """The headline's warning about the node's evidence, when it has something that may explain a number."""
+    """The headline's warning about the node's evidence, when it has something that may explain a number (none where
+    it is malformed: the Node evidence section says so)."""
+    try:
+        return _glance_lines(ev)
+    except MALFORMED:
+        return []
+
+
+def _glance_lines(ev: Evidence) -> list[tuple[str, str]]:
     found = [t for texts in notable(ev).values() for t in texts]
     if not found:
         return []
@@ -210,6 +230,15 @@ NOTABLE_WORDS = {"throttling": "clocks held down", "process": "another job's pro
 
 
 def compare_warnings(base_label: str, base: Evidence, new_label: str, new: Evidence) -> list[str]:
+    """_compare_warnings, or one line saying the evidence could not be read (the rows still decide the exit)."""
+    try:
+        return _compare_warnings(base_label, base, new_label, new)
+    except MALFORMED as e:
+        return [f"warning: the node evidence of {base_label} or {new_label} is unreadable in meta.json "
+                f"({type(e).__name__}: {e}): not compared"]
+
+
+def _compare_warnings(base_label: str, base: Evidence, new_label: str, new: Evidence) -> list[str]:
     """compare's warnings where NEW's node evidence differs from BASE's in a way that explains a changed row:
     clocks held down, another job's process, NVLinks or PCIe width, counters that moved, in one run and not the
     other (or not alike in both). A run without evidence has nothing to set beside the other's: its facts are
