@@ -325,6 +325,13 @@ def test_sm_copies_that_loop_in_one_launch_take_longer_samples():
     assert sample_factor(METHODS["ce"], 4096, gpu, rule(2)) == 0.5
     assert sample_factor(METHODS["ce"], 4096, gpu, SamplingRule(min_time_s=0.002, short_factor=1.0)) == 1.0
     assert SamplingRule.fixed(5, 0.002).short_factor == 1.0
+    # NCCL's two-sided samples pay the two releases' skew once: never shortened, 3 ms at least
+    from ipcbench.core.pair import TWO_SIDED_MIN_SAMPLE_S
+
+    assert TWO_SIDED_MIN_SAMPLE_S == 0.003
+    assert sample_factor(METHODS["nccl"], 1024, gpu, rule(2)) == pytest.approx(1.5)
+    assert sample_factor(METHODS["nccl"], 256 << 20, gpu, rule(2)) == pytest.approx(1.5)
+    assert sample_factor(METHODS["nccl"], 1024, gpu, rule(5)) == 1.0
     ctx = Ctx(world=None, gpu=None, buffers={}, rule=SamplingRule(min_time_s=0.005), verify=True, run_id="r",
               gpu_of=[0, 1], node_ranks=[0, 1])
     calls = []
