@@ -82,6 +82,19 @@ MIRROR = {"regression": "improvement", "improvement": "regression", "missing": "
           "unchanged": "unchanged", "not judged": "not judged"}
 
 
+def run_report(capsys, *argv) -> tuple[int, str, str]:
+    """`ipcbench report ARGV` in-process: (exit status, stdout, stderr)."""
+    import argparse
+
+    from ipcbench.report import command as report
+
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    rc = report.run(parser.parse_args([str(a) for a in argv]))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
 def run_compare(capsys, *argv) -> tuple[int, str, str]:
     """`ipcbench compare ARGV` in-process: (exit status, stdout, stderr)."""
     import argparse

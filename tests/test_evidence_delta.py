@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from ipcbench.evidence.delta import (KINDS, UNREAD, _ranges, changes, describe, foreign, not_compared)
+from ipcbench.evidence.delta import KINDS, UNREAD, changes, describe, foreign, links_text, not_compared, ranges
 from ipcbench.evidence.model import GpuReading, Item, LinkReading, ProcessReading, Snapshot
 
 NS = "not supported by the driver"
@@ -150,4 +150,5 @@ def test_every_kind_is_declared():
 
 @pytest.mark.parametrize("ns, text", [([0, 1, 2, 5], "0-2, 5"), ([3], "3"), ([4, 5], "4, 5"), ([], "")])
 def test_ranges(ns, text):
-    assert _ranges(ns) == text
+    assert ranges(ns) == text
+    assert links_text(ns) == f"link{'s' if len(set(ns)) > 1 else ''} {text}"  # check's sentences name links so

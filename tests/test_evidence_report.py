@@ -5,23 +5,14 @@ recorded run (results/) with synthetic evidence written into its meta.json."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 
 from evidence_synth import NS, gpu, host_of, quiet, run_with, troubled, without_nvml
 
 from ipcbench.evidence.model import Evidence, Item, Snapshot
-from ipcbench.report import command as report
+from conftest import run_report
 from ipcbench.report import evidence_view as view
 from ipcbench.report.render import Para, Table, to_text
-
-
-def run_report(capsys, *argv) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser()
-    report.add_arguments(parser)
-    rc = report.run(parser.parse_args([str(a) for a in argv]))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def text(ev: Evidence) -> str:

@@ -34,15 +34,7 @@ BW_DIRS = ("push", "pull", "bidir")
 WEAK_TITLE = "Weak links (pairs more than 10% below their method's typical pair: the median, or the stronger of two)"
 
 
-from conftest import has_cross_gpu_pairs, real_runs  # noqa: E402,F401 - results/ and the recorded runs
-
-
-def run_report(capsys, *argv) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser()
-    report.add_arguments(parser)
-    rc = report.run(parser.parse_args([str(a) for a in argv]))
-    out, err = capsys.readouterr()
-    return rc, out, err
+from conftest import has_cross_gpu_pairs, real_runs, run_report  # noqa: E402,F401 - results/ and the recorded runs
 
 
 # ------------------------------------------------------------------------------------------ helpers

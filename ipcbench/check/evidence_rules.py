@@ -195,18 +195,6 @@ def _active(g) -> tuple[dict[int, bool], list[int]]:
     return state, unread
 
 
-def _links_text(links) -> str:
-    """"link 7", "links 3, 9", "links 0-17" (runs of three or more as a range)."""
-    runs: list[list[int]] = []
-    for n in sorted(set(links)):
-        if runs and runs[-1][-1] == n - 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
-    return f"link{'s' if len(set(links)) > 1 else ''} {text}"
-
-
 def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list, alone: bool = False) -> None:
     """One finding per GPU: how many links are active against the model's count, which are down, which went
     down during the run (active before, not after)."""
@@ -216,7 +204,7 @@ def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list
     if unread and not alone:
         g = g_a if g_a is not None else g_b
         why = _why(*(ln.active for ln in g.links.value if int(ln.link) in unread))
-        _missing(out, host, gpu, rules, "nvlinks", why, f"the state of NVLink {_links_text(unread)}")
+        _missing(out, host, gpu, rules, "nvlinks", why, f"the state of NVLink {delta.links_text(unread)}")
         if _required(rules, "nvlinks"):
             return
     went_down = sorted(int(c.link) for c in changed if c.kind == "link_down")
@@ -236,10 +224,10 @@ def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list
         return
     parts = []
     if went_down:
-        parts.append(f"{_links_text(went_down)} went down during the run")
+        parts.append(f"{delta.links_text(went_down)} went down during the run")
     rest = [ln for ln in down if ln not in went_down]
     if rest:
-        parts.append(f"{_links_text(rest)} down")
+        parts.append(f"{delta.links_text(rest)} down")
     head = f"GPU {gpu}: {n} of {expected} NVLinks active" if expected is not None else \
         f"GPU {gpu}: {n} NVLinks active"
     brief = f"{head} ({'; '.join(parts)})" if parts else head
@@ -267,7 +255,7 @@ def _link_speed(out: Judged, host: str, gpu: int, readings, rules) -> None:
                 slow[int(ln.link)] = min(float(ln.speed_gbps.value), slow.get(int(ln.link), float("inf")))
     if unread:
         _missing(out, host, gpu, rules, "nvlink_speed", _why(*(ln.speed_gbps for ln in unread)),
-                 f"the speed of NVLink {_links_text({int(ln.link) for ln in unread})}")
+                 f"the speed of NVLink {delta.links_text({int(ln.link) for ln in unread})}")
     against = floor.against("nvlink_gbps")
     for ln, v in sorted(slow.items()):
         brief = f"GPU {gpu} link {ln} at {v:.4g} GB/s, expected at least {bound:g} GB/s"
@@ -306,7 +294,7 @@ def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing
     if unread:
         why = _why(*(x.errors for pair in unread for x in pair if not readable(x.errors)))
         _missing(out, host, gpu, rules, "nvlink_errors", why,
-                 f"the error counters of NVLink {_links_text({int(ln.link) for ln, _ in unread})}")
+                 f"the error counters of NVLink {delta.links_text({int(ln.link) for ln, _ in unread})}")
     against = allowed.against("link_errors_allowed")
     bad = 0
     below_rate: list[str] = []

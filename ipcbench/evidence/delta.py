@@ -214,12 +214,17 @@ def _links_not_compared(host: str, gpu: int, b: GpuReading, a: GpuReading) -> li
             if not (ib.ok and ia.ok):
                 why.setdefault(f"{what}: {_sides(ib, ia)}", []).append(lb.link)
     return [Change(host, gpu, UNREAD, None, None, None,
-                   f"GPU {gpu} link{'s' if len(links) > 1 else ''} {_ranges(links)} not compared ({reason})")
+                   f"GPU {gpu} {links_text(links)} not compared ({reason})")
             for reason, links in why.items()]
 
 
-def _ranges(ns: list[int]) -> str:
-    """[0, 1, 2, 5] -> '0-2, 5'."""
+def links_text(links) -> str:
+    """"link 7", "links 3, 9", "links 0-17": how every sentence of the evidence names links (check's too)."""
+    return f"link{'s' if len(set(links)) > 1 else ''} {ranges(list(links))}"
+
+
+def ranges(ns: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5' (runs of three or more as a range)."""
     runs: list[list[int]] = []
     for n in sorted(set(ns)):
         if runs and runs[-1][-1] == n - 1:
