@@ -135,15 +135,20 @@ SM_LOOP_MIN_SAMPLE_S = 0.020
 TWO_SIDED_MIN_SAMPLE_S = 0.003
 
 
+def sample_seconds(rule, nbytes: int, two_sided: bool) -> float:
+    """How long one sample of a row of `nbytes` lasts at least: the rule's length for its size (SamplingRule.sample_s:
+    shorter under 64 MiB), or for a two-sided transfer --min-time and TWO_SIDED_MIN_SAMPLE_S at least (the dry run's
+    cost model counts with it too: run/costmodel.py)."""
+    return max(rule.min_time_s, TWO_SIDED_MIN_SAMPLE_S) if two_sided else rule.sample_s(nbytes)
+
+
 def sample_factor(method, nbytes: int, gpu, rule) -> float:
     """How many times --min-time one sample of this measurement lasts: the rule's length for its size
     (SamplingRule.sample_s: shorter under 64 MiB), at least SM_LOOP_MIN_SAMPLE_S for an SM copy that loops in
     one launch, at least TWO_SIDED_MIN_SAMPLE_S (and never shortened) for a two-sided transfer."""
     if method.engine in KERNEL_ENGINES and nbytes >= gpu.loop_in_kernel_bytes:
         return max(1.0, SM_LOOP_MIN_SAMPLE_S / rule.min_time_s)
-    if method.two_sided:
-        return max(1.0, TWO_SIDED_MIN_SAMPLE_S / rule.min_time_s)
-    return rule.sample_s(nbytes) / rule.min_time_s
+    return sample_seconds(rule, nbytes, method.two_sided) / rule.min_time_s
 
 
 def per_transfer_us(direction: str, one_clock: bool, mine, theirs, n: int) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ipcbench.catalogue.costs import CostModel
 from ipcbench.catalogue.methods import TWO_SIDED_ENGINES
-from ipcbench.core.pair import TWO_SIDED_MIN_SAMPLE_S
+from ipcbench.core.pair import sample_seconds
 from ipcbench.run.walk import groups_of
 
 
@@ -59,14 +59,11 @@ def suite_plans(steps, rule, mode=None, gpus: int = 0) -> dict[str, SuitePlan]:
     out: dict[str, SuitePlan] = {}
     extra = round_checks(steps, mode)
     for i, s in enumerate(steps):
-        w = (walked(s, mode) + extra.get(i, 0)) * s.cost
-        if gpus == 1 and (s.engine in TWO_SIDED_ENGINES or set(s.needs) & set(TWO_SIDED_ENGINES)):
-            w = 0
+        two_sided = s.engine in TWO_SIDED_ENGINES or bool(set(s.needs) & set(TWO_SIDED_ENGINES))
+        w = 0 if gpus == 1 and two_sided else (walked(s, mode) + extra.get(i, 0)) * s.cost
         p = out.setdefault(s.suite, SuitePlan())
         if s.suite not in UNSAMPLED_SUITES:
-            two_sided = s.engine in TWO_SIDED_ENGINES or bool(set(s.needs) & set(TWO_SIDED_ENGINES))
-            per_size = [max(max(rule.min_time_s, TWO_SIDED_MIN_SAMPLE_S) if two_sided else rule.sample_s(n),
-                            s.min_sample_s) for n in s.sizes] or [rule.min_time_s]
+            per_size = [max(sample_seconds(rule, n, two_sided), s.min_sample_s) for n in s.sizes] or [rule.min_time_s]
             p.sample_s += w * rule.min_samples * sum(per_size) / len(per_size)  # shorter samples under 64 MiB
         p.weight += w
     return out
