@@ -83,3 +83,16 @@ def test_custom_error_type_and_busy_polling():
     with pytest.raises(KeyError):
         wait_until(done, 1.0, "x", max_sleep=0, error=KeyError, clock=c.now, sleep=c.sleep)
     assert c.sleeps == [] and len(polls) == 4
+
+
+def test_a_wait_that_must_not_spin_sleeps_from_its_first_miss():
+    """spin=False (the wait on a timed batch, whose libraries' threads may share the core): no busy polls."""
+    c = Clock()
+    polls = []
+
+    def done():
+        polls.append(c.t)
+        return len(polls) > 3
+
+    assert wait_until(done, 1.0, "x", error=WorldError, clock=c.now, sleep=c.sleep, spin=False)
+    assert c.sleeps[:3] == [FIRST_SLEEP_S, 2 * FIRST_SLEEP_S, 4 * FIRST_SLEEP_S] and len(polls) == 4
