@@ -73,58 +73,51 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None, skipp
     checks: list[dict] = []
     checked: set[str] = set()  # engines whose first step walked in rounds was checked (check_rounds)
     for step in steps:
-        with PHASES.phase(step.suite):
-            walk_step(ctx, step, sink, mode, progress, meas, checks, checked, mine_skipped, timings)
+        with PHASES.phase(step.suite):  # the step's wall in the run's time breakdown
+            t0 = time.monotonic()
+            missing = [k for k in step.needs if not ctx.has(k)]
+            if missing:
+                reason = ctx.unavailable.get(missing[0], f"{missing[0]} unavailable")
+                say(world, f"[{step.suite:8s}] skipping {step.label}: {reason}")
+                if world.local_rank == 0:
+                    mine_skipped.append(Skipped(step.suite, step.label, reason, world.host).as_json())
+                progress.advance(step.suite, step.label, measured(step, mode) * step.cost, measured(step, mode),
+                                 meas[step.suite])
+                continue
+            groups = groups_of(step, mode)
+            mine_all = []
+            for group in groups:
+                rows = []
+                if group is None:
+                    rows = step.run(ctx, step.sizes)
+                else:
+                    mine = [p for p in group if world.local_rank in p]
+                    if mine:
+                        rows = step.run(ctx, mine[0][0], mine[0][1], step.sizes)
+                    if len(group) > 1:
+                        for r in rows:
+                            r.note = join_note(r.note, f"measured in a round of {len(group)} disjoint pairs")
+                ranks = len(ctx.gpu_of)  # a step of all ranks at once (all-to-all) measures every ordered pair
+                describe_rows(rows, ctx.mps, len(group) if group is not None else ranks * (ranks - 1))
+                state_noise(rows, ctx.gpu_model)
+                mine_all.extend(rows)
+                with PHASES.phase("rows"):
+                    sink.add(rows, f"the rows of step '{step.label}'")
+                n = len(step.sizes) * (1 if group is None else len(group))
+                progress.advance(step.suite, step.label, n * step.cost, n, meas[step.suite])
+            kind = step.engine or step.label
+            if kind not in checked and groups and groups[0] is not None and max(len(g) for g in groups) > 1:
+                checked.add(kind)
+                check = check_rounds(ctx, step, groups, mine_all)
+                if check is not None:
+                    checks.append(check)
+            if timings is not None:
+                timings[step.suite] = round(timings.get(step.suite, 0.0) + time.monotonic() - t0, 3)
     if skipped is not None:
         every = world.world_gather(mine_skipped, "the skipped steps")
         if every is not None:
             skipped.extend(s for node in every for s in node)
     return sink.finish(), checks
-
-
-def walk_step(ctx, step, sink, mode, progress, meas, checks, checked, mine_skipped, timings) -> None:
-    """One step of walk(): skipped with its reason, or walked over its groups, its rows to the sink, the
-    concurrency check of its engine where it is the first walked in rounds; its wall added to `timings`."""
-    world = ctx.world
-    t0 = time.monotonic()
-    missing = [k for k in step.needs if not ctx.has(k)]
-    if missing:
-        reason = ctx.unavailable.get(missing[0], f"{missing[0]} unavailable")
-        say(world, f"[{step.suite:8s}] skipping {step.label}: {reason}")
-        if world.local_rank == 0:
-            mine_skipped.append(Skipped(step.suite, step.label, reason, world.host).as_json())
-        progress.advance(step.suite, step.label, measured(step, mode) * step.cost, measured(step, mode),
-                         meas[step.suite])
-        return
-    groups = groups_of(step, mode)
-    mine_all = []
-    for group in groups:
-        rows = []
-        if group is None:
-            rows = step.run(ctx, step.sizes)
-        else:
-            mine = [p for p in group if world.local_rank in p]
-            if mine:
-                rows = step.run(ctx, mine[0][0], mine[0][1], step.sizes)
-            if len(group) > 1:
-                for r in rows:
-                    r.note = join_note(r.note, f"measured in a round of {len(group)} disjoint pairs")
-        ranks = len(ctx.gpu_of)  # a step of every rank at once (the all-to-all) measures every ordered pair
-        describe_rows(rows, ctx.mps, len(group) if group is not None else ranks * (ranks - 1))
-        state_noise(rows, ctx.gpu_model)
-        mine_all.extend(rows)
-        with PHASES.phase("rows"):
-            sink.add(rows, f"the rows of step '{step.label}'")
-        n = len(step.sizes) * (1 if group is None else len(group))
-        progress.advance(step.suite, step.label, n * step.cost, n, meas[step.suite])
-    kind = step.engine or step.label
-    if kind not in checked and groups and groups[0] is not None and max(len(g) for g in groups) > 1:
-        checked.add(kind)
-        check = check_rounds(ctx, step, groups, mine_all)
-        if check is not None:
-            checks.append(check)
-    if timings is not None:
-        timings[step.suite] = round(timings.get(step.suite, 0.0) + time.monotonic() - t0, 3)
 
 
 ROUND_CHECK_TOLERANCE = 0.01
