@@ -282,6 +282,65 @@ def test_a_refused_communicator_is_a_clear_error(fake_nccl):
         node.run(lambda ctx: suite.measure(ctx, "push", 0, 1, [4096]))
 
 
+def test_the_pair_is_made_with_every_allowed_cpu_and_the_binding_comes_back():
+    """NCCL's threads inherit the CPUs of the thread that makes the communicator: a rank bound to one core
+    (Open MPI's default for two ranks) widens to every CPU its process may use for init and the first
+    send/receive, then goes back to its binding; a refusal or an unbound rank changes nothing."""
+    calls = []
+    mask = {3}
+
+    def get(pid):
+        return set(mask)
+
+    def put(pid, cpus):
+        calls.append(set(cpus))
+        mask.clear()
+        mask.update(c for c in cpus if c < 6)  # the kernel keeps the cgroup's CPUs 0-5
+
+    with ncclmod.wider_cpus(get, put, lambda: 8) as got:
+        assert got == (1, 6) and mask == set(range(6))
+    assert mask == {3} and calls == [set(range(8)), {3}]
+
+    mask.clear(), mask.update(range(6)), calls.clear()
+    with ncclmod.wider_cpus(get, put, lambda: 8) as got:
+        assert got == (6, 6)
+    assert calls == [set(range(8))] and mask == set(range(6))  # nothing to restore
+
+    def refuse(pid, cpus):
+        raise OSError(22, "Invalid argument")
+
+    mask.clear(), mask.update({3})
+    with ncclmod.wider_cpus(get, refuse, lambda: 8) as got:
+        assert got == (1, 1)
+    assert mask == {3}
+
+
+def test_init_and_first_send_receive_run_inside_the_wider_cpus_and_the_note_says_so(fake_nccl, monkeypatch):
+    import contextlib
+    import threading
+
+    lib = fake_nccl()
+    widened = threading.local()  # the fake ranks are threads
+    entered, made = [], lib.NcclCommunicator
+
+    @contextlib.contextmanager
+    def wider():
+        widened.now = True
+        entered.append(1)
+        yield (1, 32)
+        widened.now = False
+
+    def communicator(*a):
+        assert getattr(widened, "now", False)  # init happens while widened
+        return made(*a)
+
+    monkeypatch.setattr(ncclmod, "wider_cpus", wider)
+    monkeypatch.setattr(lib, "NcclCommunicator", communicator)
+    rows = [r for part in FakeNode().run(lambda ctx: suite.measure(ctx, "push", 0, 1, [4096])) for r in part]
+    assert len(entered) == 2  # once per rank
+    assert "NCCL's threads started on 32 CPUs, this rank is bound to 1" in rows[0].note
+
+
 # ---- support, plan, the run ------------------------------------------------------------------------------
 
 def test_support_says_how_to_install_when_nccl_is_absent(monkeypatch):

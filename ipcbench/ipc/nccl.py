@@ -17,6 +17,14 @@ ctx.state["nccl_pairs"] by the unordered pair; close_pairs, the context's releas
 destroys them at the end of the run in one order that every rank shares, so no two ranks wait on each
 other's different communicator.
 
+Threads: NCCL's set-up runs through helper threads (the proxy service and progress threads), which inherit the
+CPUs of the thread that makes the communicator. Open MPI binds each of two ranks to one core by default, and
+there the first send/receive of a pair took 1.1-1.2 s (NCCL's threads and the rank's own sharing that core),
+against 0.17-0.19 s unbound (two H200s, 2026-11-26). So a rank bound more narrowly than its process may run
+makes its communicators with every CPU it is allowed (`wider_cpus`), which NCCL narrows to the GPU's own
+(NCCL's CPU affinity rule), and goes back to its binding before anything is timed: the rank's measuring thread
+keeps the launcher's binding; only NCCL's threads get the room.
+
 Graphs: NCCL's P2P calls can be captured into CUDA graphs (NCCL >= 2.9), but whether a call is captured
 must be the same on both ranks of the pair (NCCL's rule), and what a send or receive that was captured but
 never launched leaves in the communicator is not documented. So the pair decides BEFORE any NCCL call is
@@ -28,6 +36,7 @@ of NCCL calls that still fails after both agreed is an error on both ranks, not 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import time
@@ -47,6 +56,26 @@ DIRECT_FACTOR = 2
 CONNECT_BYTES = 4  # the first send/receive of a pair, outside any capture
 GRAPHS_ENV = "IPCBENCH_NCCL_GRAPHS"  # "0": never capture NCCL calls (both ranks of every pair go direct)
 INSTALL_HINT = "pip install -e '.[nccl]' (the nvidia-nccl-cu13 wheel, which cupy.cuda.nccl loads)"
+
+
+@contextlib.contextmanager
+def wider_cpus(get=os.sched_getaffinity, put=os.sched_setaffinity, count=os.cpu_count):
+    """While inside: this thread may run on every CPU its process is allowed (Linux intersects the mask with
+    the cgroup's cpuset), so the threads NCCL starts inherit room beyond a one-core binding; the binding is
+    restored on the way out. Yields (CPUs bound to, CPUs while inside); both equal where nothing changed
+    (already unbound, or the kernel refused)."""
+    bound = set(get(0))
+    wide = bound
+    try:
+        put(0, set(range(count() or 1)))
+        wide = set(get(0))
+    except OSError:
+        pass
+    try:
+        yield len(bound), len(wide)
+    finally:
+        if wide != bound:
+            put(0, bound)
 
 
 class NcclUnavailable(MeasureError):
@@ -119,6 +148,7 @@ class NcclPair:
         self.version = version
         self.init_ms = init_ms
         self.connect_ms = 0.0
+        self.cpus = (0, 0)  # (CPUs this rank is bound to, CPUs NCCL's threads started with): wider_cpus
         # Capture into graphs: decided by both ranks when the pair is made (create, capture_check), before any
         # NCCL call is captured; `direct_why` says why not.
         self.graphs = False
@@ -133,22 +163,25 @@ class NcclPair:
         uid = lib.get_unique_id() if me < peer else None
         theirs = w.exchange(uid, peer, tag=NCCL_TAG)
         uid = uid if me < peer else theirs
-        t0 = time.perf_counter()
-        try:
-            comm = lib.NcclCommunicator(2, uid, 0 if me < peer else 1)
-        except Exception as e:  # noqa: BLE001 - NcclError, or CUDA's: the message names the pair and the call
-            raise MeasureError(f"ncclCommInitRank for node-local ranks {min(me, peer)} and {max(me, peer)} (GPUs "
-                               f"{ctx.gpu_of[me]}, {ctx.gpu_of[peer]}) failed on rank {w.rank}: {e}") from None
-        pair = cls(lib, comm, w, me, peer, int(lib.get_version()), (time.perf_counter() - t0) * 1e3)
-        bufs = ctx.buffers["legacy"]
-        t0 = time.perf_counter()
-        try:
-            pair.transfer().enqueue(gpu, gpu.stream, bufs.src, bufs.inbox_slot(peer), CONNECT_BYTES)
-            gpu.wait(what="the first NCCL send/receive of the pair")
-        except Exception as e:  # noqa: BLE001 - no destroy: the peer may still wait in it; the job ends anyway
-            raise MeasureError(f"the first ncclSend/ncclRecv between node-local ranks {me} and {peer} failed on "
-                               f"rank {w.rank}: {e}") from None
-        pair.connect_ms = (time.perf_counter() - t0) * 1e3
+        with wider_cpus() as cpus:  # NCCL's threads start in here (the module docstring: Threads)
+            t0 = time.perf_counter()
+            try:
+                comm = lib.NcclCommunicator(2, uid, 0 if me < peer else 1)
+            except Exception as e:  # noqa: BLE001 - NcclError, or CUDA's: the message names the pair and the call
+                raise MeasureError(f"ncclCommInitRank for node-local ranks {min(me, peer)} and {max(me, peer)} "
+                                   f"(GPUs {ctx.gpu_of[me]}, {ctx.gpu_of[peer]}) failed on rank {w.rank}: "
+                                   f"{e}") from None
+            pair = cls(lib, comm, w, me, peer, int(lib.get_version()), (time.perf_counter() - t0) * 1e3)
+            pair.cpus = cpus
+            bufs = ctx.buffers["legacy"]
+            t0 = time.perf_counter()
+            try:
+                pair.transfer().enqueue(gpu, gpu.stream, bufs.src, bufs.inbox_slot(peer), CONNECT_BYTES)
+                gpu.wait(what="the first NCCL send/receive of the pair")
+            except Exception as e:  # noqa: BLE001 - no destroy: the peer may still wait in it; the job ends anyway
+                raise MeasureError(f"the first ncclSend/ncclRecv between node-local ranks {me} and {peer} failed "
+                                   f"on rank {w.rank}: {e}") from None
+            pair.connect_ms = (time.perf_counter() - t0) * 1e3
         mine = capture_check(gpu, pair.version, bufs.src, bufs.inbox_slot(peer))
         theirs = w.exchange(mine, peer, tag=NCCL_TAG)
         pair.graphs = mine is None and theirs is None
@@ -160,8 +193,10 @@ class NcclPair:
         return NcclTransfer(self, order)
 
     def describe(self) -> str:
+        bound, wide = self.cpus
+        room = (f"; NCCL's threads started on {wide} CPUs, this rank is bound to {bound}" if wide > bound else "")
         return (f"NCCL {version_text(self.version)}, a 2-rank communicator per GPU pair (ncclCommInitRank "
-                f"{self.init_ms:.0f} ms, first send/receive {self.connect_ms:.0f} ms)")
+                f"{self.init_ms:.0f} ms, first send/receive {self.connect_ms:.0f} ms{room})")
 
     def close(self) -> None:
         self.comm.destroy()
