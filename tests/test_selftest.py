@@ -92,6 +92,42 @@ def test_the_placements_lie_at_different_places():
     assert len({o % (2 << 20) for o in anchor.OFFSETS}) == anchor.PLACEMENTS  # not all on one 2 MiB alignment
 
 
+def test_anchor_units_count_each_jobs_sizes_at_their_places():
+    """The dry run's anchor term: two GPUs (a ring of two: both directions) need 12 anchor jobs (3 engines x push
+    and pull x 2 directions), each 3 sizes under 64 MiB at 5 places and 7 from there up at 2; one GPU shared by
+    two ranks needs 6 (3 engines x each rank's process)."""
+    from ipcbench.sizes import parse_sizes
+
+    sizes = parse_sizes(plan.DEFAULT_SIZES)
+    assert plan.anchor_units([0, 1], [0, 1], plan.methods(), "ring", sizes) == 12 * (3 * 5 + 7 * 2)
+    assert plan.anchor_units([0, 0], [0, 1], plan.methods(), "ring", sizes) == 6 * (3 * 5 + 7 * 2)
+    assert plan.anchor_units([0, 1], [0, 1], ["ce"], "ring", [4096]) == 4 * 5
+
+
+def test_anchors_from_64_mib_up_take_two_places_each_a_moment_of_the_sweep(monkeypatch):
+    """Where a buffer lies moves small transfers only: five places under 64 MiB, two from there up, still
+    one place per pass over the sweep (logic only: a fake GPU that hands out addresses)."""
+    from types import SimpleNamespace
+
+    assert [plan.placements(n) for n in (4096, (64 << 20) - 1, 64 << 20, 1 << 30)] == [5, 5, 2, 2]
+    seen = []
+
+    def logged(gpu, engine, stream, src, dst, nbytes, seed):
+        seen.append((nbytes, src))
+        return verdict.Anchor(1.0 + len(seen) / 1000, 0.001, anchor.REPS, 1)
+
+    monkeypatch.setattr(anchor, "measure_one", logged)
+    gpu = SimpleNamespace(index=0, stream="s", malloc=lambda n: 1 << 40, free=lambda p: None)
+    sizes = [4096, 64 << 20, 1 << 30]
+    got = anchor.measure(gpu, AnchorKey("ce", "local", 0, 0, 0), sizes)
+    per_size = {n: [src - (1 << 40) for m, src in seen if m == n] for n in sizes}
+    assert per_size == {4096: list(anchor.OFFSETS), 64 << 20: list(anchor.OFFSETS[:2]),
+                        1 << 30: list(anchor.OFFSETS[:2])}
+    assert [n for n, _ in seen[:6]] == sizes + sizes  # two passes over every size before the small ones go on
+    assert sorted(got) == [(AnchorKey("ce", "local", 0, 0, 0), n) for n in sizes]
+    assert got[(AnchorKey("ce", "local", 0, 0, 0), 1 << 30)].reps == 2 * anchor.REPS
+
+
 # ---- the verdict (pure) -------------------------------------------------------------------------------
 
 def row(method="ce", direction="push", nbytes=1 << 20, gbps=100.0, noise=0.003, verified=True, host="h",
@@ -197,11 +233,12 @@ def test_table_csv_and_summary(tmp_path):
 # ---- the command's arguments --------------------------------------------------------------------------
 
 def ns(**kw):
-    base = dict(sizes=plan.DEFAULT_SIZES, methods=None, cross="ring", tolerance=2.0, small_tolerance=10.0,
-                out=None, timeout=300.0,
-                quiet=True, sm_copy=None, sm_bulk=None)
-    base.update(kw)
-    return SimpleNamespace(**base)
+    """The command's arguments as its parser gives them by default (quiet), with `kw` over them."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    command.add_arguments(p)
+    return SimpleNamespace(**{**vars(p.parse_args(["--quiet"])), **kw})
 
 
 def test_build_checks_the_arguments():
@@ -275,6 +312,15 @@ def test_on_fakes_every_row_meets_its_anchor(fake_job, monkeypatch, tmp_path, ca
     assert meta["command"][:2] == ["ipcbench", "selftest"]
     assert meta["selftest"]["mismatches"] == 0 and meta["selftest"]["rows"] == 10
     assert "selftest passed: 10 rows" in out and "sm_bulk on GPU 0 (rank 0)" in out
+    # the cost model's view of what it did: 5 steps of 2 sizes on the one pair, and 5 anchor jobs (ce and sm by
+    # both ranks' processes, sm_bulk by rank 0's) of 2 sizes under 64 MiB at 5 places each
+    assert [(p["label"], p["walked"]) for p in meta["plan"]] == [
+        ("ce push", 2), ("ce pull", 2), ("sm_read pull", 2), ("sm_write push", 2), ("sm_bulk_write push", 2)]
+    assert meta["selftest"]["anchor_units"] == 5 * 2 * 5
+    from ipcbench.run import costfit
+
+    recorded = costfit.load_run(st)
+    assert recorded.kind == "selftest" and recorded.anchor_units == 50 and set(recorded.plans) == {"copy", "kernel"}
 
 
 def test_on_fakes_a_row_far_from_its_anchor_fails_and_is_named(fake_job, monkeypatch, tmp_path, capsys):  # noqa: F811

@@ -4,7 +4,7 @@ ipcbench's measuring machinery in between.
 One process, buffers it allocated itself (cudaMalloc; on another GPU through peer access: no IPC), the
 transfers enqueued call by call on a stream between two events behind a spin kernel (nvbandwidth's
 spinKernel: the host finishes enqueuing before the GPU starts), a fixed number of transfers per repetition
-(about 5 ms, longer than ipcbench's samples), the median of REPS repetitions after one, at PLACEMENTS
+(about 5 ms, longer than ipcbench's samples), the median of REPS repetitions after one, at placements(size)
 places of its buffers measured at moments spread over the sweep (combine). None of
 core/methods (batches), core/timing, core/sampler (calibration, stopping rule), core/pair (the protocol of
 two processes) or ipc/ (sharing memory) is used; only the Gpu's primitives that enqueue one transfer
@@ -21,7 +21,7 @@ from cupy.cuda import runtime
 
 from ipcbench.core.sampler import median_noise
 from ipcbench.errors import MeasureError
-from ipcbench.selftest.plan import AnchorKey
+from ipcbench.selftest.plan import PLACEMENTS, AnchorKey, placements
 from ipcbench.selftest.verdict import Anchor, combine
 
 REPS = 7
@@ -29,12 +29,11 @@ REPS = 7
 # the anchors were 45 of a selftest's 62 s on two H100s.
 TARGET_MS = 5.0
 MAX_TRANSFERS = 512  # behind one spin kernel, as ipcbench's own segments (core/methods.MAX_QUEUED)
-# Each anchor is measured with its buffers at PLACEMENTS places of a larger allocation (OFFSETS: a new page,
-# another alignment, other address bits each). Where a buffer lies moves a small copy-engine transfer: one
+# Each anchor is measured with its buffers at plan.placements(size) places of a larger allocation (OFFSETS: a new
+# page, another alignment, other address bits each). Where a buffer lies moves a small copy-engine transfer: one
 # H200 read 4 KiB copies at 2.558, 2.630, 2.646 or 2.666 GB/s by allocation, each within 0.05% run to run
 # (SM kernels and 64 KiB copies: within 0.1%). The row's buffer lies at one such place, so the anchor's noise
 # holds the farthest of its places from their median (verdict.combine).
-PLACEMENTS = 5
 OFFSETS = tuple(((2 << 20) + (64 << 10)) * ((1 << p) - 1) for p in range(PLACEMENTS))  # 0, 2.06M, 6.2M, 14.4M, 31M
 
 
@@ -113,9 +112,9 @@ def measure(gpu, key: AnchorKey, sizes: list[int]) -> dict:
         # row it is held against was measured at yet another moment.
         placed = [{n: measure_one(gpu, key.engine, stream, src + OFFSETS[p], dst + OFFSETS[p], n,
                                   seed=(n * 2654435761 + 7 * i + p) & 0xFFFFFFFF)
-                   for i, n in enumerate(sizes)}
+                   for i, n in enumerate(sizes) if p < placements(n)}
                   for p in range(PLACEMENTS)]
-        return {(key, n): combine([at[n] for at in placed]) for n in sizes}
+        return {(key, n): combine([at[n] for at in placed if n in at]) for n in sizes}
     finally:
         gpu.free(mine)
         if key.style == "local":

@@ -50,6 +50,8 @@ def add_arguments(p) -> None:
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="give up on any wait for another rank after S seconds (default 300)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--dry-run", action="store_true",
+                   help="the plan and its estimated time (the rows and the anchors); no GPU work")
     p.add_argument("--sm-copy", default=None, metavar="BxTxU", help="SM copy kernel shape (as for the suites)")
     p.add_argument("--sm-bulk", default=None, metavar="BxSxC[@N]", help="bulk-copy kernel shape (as for the suites)")
 
@@ -68,7 +70,7 @@ def build(ns, argv: list[str]):
             raise UsageError(f"{option} must be in [0, 50] percent (got {pct:g})")
     suites = sorted({plan.suite_of(m) for m in names}, key=["copy", "kernel", "pool", "vmm"].index)
     bench = SimpleNamespace(suites=suites, sizes=ns.sizes, quick=False, samples=None, min_time=None, noise=None,
-                            max_time=None, no_verify=False, timeout=ns.timeout, out=ns.out, dry_run=False,
+                            max_time=None, no_verify=False, timeout=ns.timeout, out=ns.out, dry_run=ns.dry_run,
                             json=False, quiet=ns.quiet, pairs="sequential", serial_pairs="all", sm_copy=ns.sm_copy,
                             sm_bulk=ns.sm_bulk, argv=["selftest", *argv])
     return build_config(bench), names, plan.Tolerance(ns.tolerance / 100, ns.small_tolerance / 100)
@@ -118,13 +120,32 @@ def measure_anchors(s, measured: list[str], cross: str) -> dict:
     return {k: v for p in parts for k, v in p.items()} if parts is not None else {}
 
 
+def anchors_tail(names: list[str], sizes: list[int], cross: str):
+    """run/runner.start's tail: the anchors after the rows, as the cost model expects them (catalogue/costs.py)."""
+    def tail(gpu_of: list[int], node_ranks: list[int]) -> tuple[float, str]:
+        from ipcbench.catalogue.costs import COSTS
+        from ipcbench.run.costmodel import anchor_seconds
+
+        units = plan.anchor_units(gpu_of, node_ranks, names, cross, sizes)
+        if COSTS.anchor_s is None:
+            return 0.0, (f"the anchors after the rows ({units} anchor measurements) are not in the estimate: the "
+                         "cost model was never fitted to a selftest")
+        return anchor_seconds(COSTS, units), (f"the anchors after the rows: {units} anchor measurements (a size at "
+                                              f"a place of its buffers) x {COSTS.anchor_s * 1e3:.1f} ms")
+
+    return tail
+
+
 def run(cfg, names: list[str], tolerance: plan.Tolerance, cross: str) -> int:
     """The command (`build` made its arguments): measure, anchor, judge; every rank returns the same exit
     status."""
     from ipcbench.run import runner
 
     s = runner.start(cfg, make_steps(names, list(cfg.sizes), cross),
-                     example="`mpirun -np 2 ipcbench selftest` (two ranks share one GPU), -np N on N GPUs")
+                     example="`mpirun -np 2 ipcbench selftest` (two ranks share one GPU), -np N on N GPUs",
+                     tail=anchors_tail(names, list(cfg.sizes), cross))
+    if isinstance(s, int):
+        return s  # a dry run
     rows, round_checks = runner.measure(s)
     measured = measurable(s.ctx, names)
     runner.release(s)  # the anchors need the memory the shared buffers held
@@ -134,8 +155,9 @@ def run(cfg, names: list[str], tolerance: plan.Tolerance, cross: str) -> int:
     if world.rank == 0:
         checks = verdict.judge(rows, anchors, tolerance)
         verdict.write_csv(s.run_dir / "selftest.csv", checks)
-        extra = {"selftest": {**verdict.summary(checks, tolerance), "cross": cross,
-                                                    "methods": names}}
+        units = plan.anchor_units(s.ctx.gpu_of, s.ctx.node_ranks, measured, cross, list(s.cfg.sizes))
+        extra = {"selftest": {**verdict.summary(checks, tolerance), "cross": cross, "methods": names,
+                              "anchor_units": units}}
     status = runner.finish(s, rows, round_checks, extra)
     judged = 0
     if world.rank == 0:

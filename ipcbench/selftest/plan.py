@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ipcbench.core.methods import METHODS
+from ipcbench.core.sampler import SHORT_BELOW
 from ipcbench.suites import transfer
 
 DEFAULT_SIZES = "4K,64K,1M,64M,128M,256M,384M,512M,768M,1G"
@@ -40,6 +41,17 @@ TOLERANCE = 0.02  # beyond both noises: the issue's bound, and what a user may e
 # own artifact at those sizes is of another order (a graph node vs a stream enqueue: 2x at 4 KiB).
 SMALL_TOLERANCE = 0.10
 SMALL_US = 10.0
+# An anchor is measured at PLACEMENTS places of its buffers under SHORT_BELOW (64 MiB), where a small transfer's
+# rate depends on where its buffer lies (selftest/anchor.OFFSETS); from there up, where it does not (under 0.1%
+# for SM kernels and 64 KiB copies already), at LARGE_PLACEMENTS: two moments of the sweep still, and 60% less
+# time (the anchors were 30 of a selftest's 47 s on two H100s).
+PLACEMENTS = 5
+LARGE_PLACEMENTS = 2
+
+
+def placements(nbytes: int) -> int:
+    """How many places of its buffers the anchor of a transfer of `nbytes` is measured at."""
+    return PLACEMENTS if nbytes < SHORT_BELOW else LARGE_PLACEMENTS
 
 
 @dataclass(frozen=True)
@@ -148,3 +160,12 @@ def anchor_jobs(gpu_of: list[int], node_ranks: list[int], same: list[tuple[int, 
                 keys.add((a if d == "push" else b, key))
     return sorted(keys, key=lambda j: (CHECKED_ENGINES.index(j[1].engine), j[1].style, j[1].src_gpu, j[1].dst_gpu,
                                        j[0]))
+
+
+def anchor_units(gpu_of: list[int], node_ranks: list[int], method_names: list[str], cross: str,
+                 sizes: list[int]) -> int:
+    """What the anchors of a selftest cost, in anchor measurements (one size at one place: selftest/anchor.py):
+    the dry run's cost model counts with it (run/costmodel.py)."""
+    same, across = pairs(gpu_of, cross)
+    jobs = anchor_jobs(gpu_of, node_ranks, same, across, method_names)
+    return len(jobs) * sum(placements(n) for n in sizes)
