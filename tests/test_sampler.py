@@ -320,6 +320,19 @@ def test_sm_copies_that_loop_in_one_launch_take_longer_samples():
     assert sample_factor(METHODS["sm_read"], 256 << 20, gpu, rule(50)) == 1.0  # already longer
     assert sample_factor(METHODS["sm_read"], 64 << 20, gpu, rule(5)) == 1.0
     assert sample_factor(METHODS["ce"], 256 << 20, gpu, rule(5)) == 1.0
+    # a looser target keeps the launch's fixed cost a quarter of it: --quick's 2% takes 5 ms; ±1% 10 ms; a rule of
+    # fixed samples (no target) the full 20 ms; never under --min-time
+    from ipcbench.config import DEFAULT_RULE, QUICK_RULE
+    from ipcbench.core.pair import SM_LOOP_FIXED_S, loop_sample_s
+
+    assert loop_sample_s(DEFAULT_RULE) == pytest.approx(SM_LOOP_FIXED_S * 4 / DEFAULT_RULE.noise)
+    assert loop_sample_s(DEFAULT_RULE) == SM_LOOP_MIN_SAMPLE_S
+    assert loop_sample_s(QUICK_RULE) == pytest.approx(0.005)
+    assert sample_factor(METHODS["sm_read"], 256 << 20, gpu, QUICK_RULE) == pytest.approx(0.005 / 0.002)
+    assert loop_sample_s(SamplingRule(min_time_s=0.002, noise=0.01)) == pytest.approx(0.010)
+    assert loop_sample_s(SamplingRule(min_time_s=0.002, noise=0.001)) == SM_LOOP_MIN_SAMPLE_S  # never longer
+    assert loop_sample_s(SamplingRule.fixed(5, 0.002)) == SM_LOOP_MIN_SAMPLE_S
+    assert loop_sample_s(SamplingRule(min_time_s=0.008, noise=0.05)) == 0.008
     # under 64 MiB (the floors' large band) samples last half as long: their floors are 2-8%
     assert sample_factor(METHODS["sm_read"], (64 << 20) - 4, gpu, rule(2)) == 0.5
     assert sample_factor(METHODS["ce"], 4096, gpu, rule(2)) == 0.5

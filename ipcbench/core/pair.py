@@ -124,10 +124,22 @@ def lockstep_timed(ctx, peer: int, make, sync):
 
 
 # An SM copy that loops inside one launch (core/methods.SmEngine, BulkEngine) is one launch per sample, and
-# the launch's start and tail cost a fixed ~25 us: at 5 ms samples that read 0.4-0.5% under a run of 50 ms
-# samples on an H200 pair (sm_read 374.0-374.4 vs 375.9 GB/s; 20 ms: 375.3-375.4). Those samples last at
-# least this long.
+# the launch's start and tail cost a fixed ~25 us (SM_LOOP_FIXED_S): at 5 ms samples that read 0.4-0.5% under a
+# run of 50 ms samples on an H200 pair (sm_read 374.0-374.4 vs 375.9 GB/s; 20 ms: 375.3-375.4). Under a rule that
+# asks for the median to +-0.5% (the default) those samples last at least SM_LOOP_MIN_SAMPLE_S, where the fixed
+# cost is an eighth of a percent, a quarter of the target; a looser rule keeps that proportion (loop_sample_s):
+# --quick's 2% takes 5 ms samples, whose fixed cost (0.5%) is a quarter of its target too.
+SM_LOOP_FIXED_S = 25e-6
 SM_LOOP_MIN_SAMPLE_S = 0.020
+
+
+def loop_sample_s(rule) -> float:
+    """How long a sample of an SM copy that loops in one launch lasts at least under `rule`: SM_LOOP_MIN_SAMPLE_S,
+    or, for a rule looser than +-0.5%, long enough that the launch's fixed cost is a quarter of the rule's target
+    (never shorter than --min-time). A rule of fixed samples (no target) takes SM_LOOP_MIN_SAMPLE_S."""
+    if rule.noise <= 0:
+        return SM_LOOP_MIN_SAMPLE_S
+    return min(SM_LOOP_MIN_SAMPLE_S, max(rule.min_time_s, SM_LOOP_FIXED_S * 4 / rule.noise))
 # A two-sided sample (NCCL: both gates released by an exchange) pays the two releases' skew once, which a short
 # sample spreads over few transfers: with 1 ms samples NCCL's 1 KiB one-way latency calibrated to 8-41 transfers
 # a sample and read 5.19-6.18 us on two H100s, where 3 ms samples (71-256 transfers) read 5.13-5.36 over ten runs.
@@ -144,10 +156,10 @@ def sample_seconds(rule, nbytes: int, two_sided: bool) -> float:
 
 def sample_factor(method, nbytes: int, gpu, rule) -> float:
     """How many times --min-time one sample of this measurement lasts: the rule's length for its size
-    (SamplingRule.sample_s: shorter under 64 MiB), at least SM_LOOP_MIN_SAMPLE_S for an SM copy that loops in
-    one launch, at least TWO_SIDED_MIN_SAMPLE_S (and never shortened) for a two-sided transfer."""
+    (SamplingRule.sample_s: shorter under 64 MiB), at least loop_sample_s for an SM copy that loops in one
+    launch, at least TWO_SIDED_MIN_SAMPLE_S (and never shortened) for a two-sided transfer."""
     if method.engine in KERNEL_ENGINES and nbytes >= gpu.loop_in_kernel_bytes:
-        return max(1.0, SM_LOOP_MIN_SAMPLE_S / rule.min_time_s)
+        return max(1.0, loop_sample_s(rule) / rule.min_time_s)
     return sample_seconds(rule, nbytes, method.two_sided) / rule.min_time_s
 
 
