@@ -373,8 +373,16 @@ def test_measured_then_judged_healthy_on_every_rank(fake_job, monkeypatch, tmp_p
     out = capsys.readouterr().out
     assert statuses == [0, 0], out
     assert "verdict: HEALTHY (exit 0)" in out and (tmp_path / "run" / "results.csv").exists()
-    assert json.loads((tmp_path / "run" / "meta.json").read_text())["command"][:2] == ["ipcbench", "check"]
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["command"][:2] == ["ipcbench", "check"]
     assert (tmp_path / "j.xml").exists()
+    # the plan as the cost model saw it, which the fit reads back: every direction of ce, sm_read and sm_write
+    assert [p["label"] for p in meta["plan"]] == ["ce push", "ce pull", "ce bidir", "sm_read pull", "sm_read bidir",
+                                                 "sm_write push", "sm_write bidir"]
+    from ipcbench.run import costfit
+
+    recorded = costfit.load_run(tmp_path / "run")
+    assert recorded.kind == "check" and set(recorded.plans) == {"copy", "kernel"} and recorded.anchor_units == 0
 
 
 def test_measured_then_judged_unhealthy_on_every_rank(fake_job, monkeypatch, tmp_path, capsys):  # noqa: F811

@@ -340,7 +340,7 @@ def test_unverified_in_new_is_a_regression(base_run, new_run, capsys):
 
 # ------------------------------------------------------------------------------------------ symmetry
 
-def test_swapping_mirrors_every_verdict_synthetic(base_run, tmp_path):
+def test_swapping_mirrors_every_check_synthetic(base_run, tmp_path):
     """Many kinds of change at once (faster, slower, within threshold, noisy, unverified, missing rows,
     rows without samples on one side): compare(A, B) and compare(B, A) mirror row by row."""
     a = copy_run(base_run, tmp_path / "a")

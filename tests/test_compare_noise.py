@@ -259,7 +259,7 @@ def test_several_old_base_runs_never_below_the_floor(tmp_path):
 
 # ------------------------------------------------------------------------------------------ what a pass covers
 
-def test_the_verdict_says_the_smallest_change_caught_per_kind(tmp_path, capsys):
+def test_the_check_says_the_smallest_change_caught_per_kind(tmp_path, capsys):
     """Every row states 1%: each bound is 2%. At --threshold 5% every band is at the threshold, said once per
     band; at 1% each kind says 2%. The info dict holds the same, per kind (engine x size band)."""
     base = make(tmp_path, "base")

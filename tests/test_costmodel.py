@@ -90,6 +90,26 @@ def test_without_walls_the_start_up_is_kept_and_said_so():
     assert not got.residuals[0].start_included
 
 
+def test_check_and_selftest_add_their_own_terms_and_leave_the_suites_alone():
+    """A check adds its verdict after the run (in the user's wall), a selftest its anchors (in wall_s, per anchor
+    measurement): the fit recovers both from runs that are exactly the model plus them, and neither moves a suite's
+    constants or the start-up, which come from runs of suites alone."""
+    base = [synthetic(["all"], 2, 1, TRUE, "a"), synthetic(["all", "--quick"], 2, 1, TRUE, "q")]
+    check = synthetic(["copy", "kernel"], 2, 1, TRUE, "c")
+    check = replace(check, kind="check", command="ipcbench check", user_wall_s=check.user_wall_s + 0.6)
+    test = synthetic(["copy", "kernel"], 2, 1, TRUE, "s")
+    test = replace(test, kind="selftest", command="ipcbench selftest", anchor_units=348,
+                   wall_s=test.wall_s + 348 * 0.04, user_wall_s=test.user_wall_s + 348 * 0.04)
+    alone = costfit.fit(base, COSTS, "today")
+    got = costfit.fit([*base, check, test], COSTS, "today")
+    assert got.check_s == pytest.approx(0.6, abs=1e-3) and got.anchor_s == pytest.approx(0.04, abs=1e-5)
+    assert got.suites == alone.suites and got.startup_s == alone.startup_s and got.close_s == alone.close_s
+    assert got.runs == ("a", "q", "c", "s") and got.worst_residual_pct < 0.1
+    assert costmodel.anchor_seconds(got, 100) == pytest.approx(4.0) and costmodel.check_seconds(got) == 0.6
+    kept = costfit.fit(base, replace(COSTS, check_s=0.5, anchor_s=None), "today")  # no such runs: kept
+    assert kept.check_s == 0.5 and kept.anchor_s is None and costmodel.anchor_seconds(kept, 100) == 0.0
+
+
 def test_the_fit_needs_a_run_of_one_rank_per_gpu():
     from ipcbench.errors import UsageError
 
@@ -124,10 +144,11 @@ def test_the_plan_comes_from_what_meta_json_records():
                                                                     build_config(_bench_parser().parse_args(["all"])).steps(2)]
 
 
-def test_only_runs_of_suites_are_fitted(tmp_path):
+def test_only_commands_that_measure_are_fitted(tmp_path):
     from ipcbench.errors import UsageError
 
-    for command, needle in ((["ipcbench", "selftest"], "not a run of suites"), (None, "no readable meta.json")):
+    for command, needle in ((["ipcbench", "report", "x"], "measured nothing"),
+                            (["ipcbench", "compare", "a", "b"], "measured nothing"), (None, "no readable meta.json")):
         d = tmp_path / (command[1] if command else "empty")
         d.mkdir()
         if command:

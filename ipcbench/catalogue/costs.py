@@ -11,7 +11,10 @@ for each size (SamplingRule.sample_s; 3 ms at least for a two-sided step), at le
 suite): what a suite pays once (NCCL communicators, kernels loaded). Ranks sharing GPUs multiply the measurements (not
 `once_s`) by `shared_gpu_factor`, every rank on one GPU by `one_gpu_factor`. A run adds `close_s` (meta.json's wall_s
 less its suites' walls: releasing and closing) and `startup_s` (the user's wall, mpirun to exit, less wall_s: Python,
-MPI and CUDA start, buffers).
+MPI and CUDA start, buffers). Two commands add what they do beyond their suites, each fitted to that command's runs
+against the model of its suites: `ipcbench check` `check_s` (its verdict after the run: reading the run back, judging
+it, writing its outputs; and what the suites' constants, fitted on `all`, miss for check's small plan), `ipcbench
+selftest` `anchor_s` per anchor measurement (one size at one place of its buffers, selftest/plan.anchor_units).
 
 Everything below the marker is written by `python -m ipcbench.run.costfit RUN_DIR... --walls FILE --write`: never edit
 it by hand, refit.
@@ -83,6 +86,10 @@ class CostModel:
     # every rank on one GPU (a one-GPU machine): its own factor, since no pair crosses a link and the two ranks' kernels
     # are time-sliced on every measurement; None: shared_gpu_factor
     one_gpu_factor: float | None = None
+    # ipcbench check: the user's wall less what the model says of its suites, closing and start-up; None: never fitted
+    check_s: float | None = None
+    # ipcbench selftest: seconds per anchor measurement (selftest/plan.anchor_units), in wall_s; None: never fitted
+    anchor_s: float | None = None
 
     def gpu_factor(self, ranks_per_gpu: int, gpus: int = 0) -> float:
         """What every suite's time is multiplied by: 1 with one rank per GPU; one_gpu_factor where every rank shares
@@ -106,18 +113,20 @@ COSTS = CostModel(
     samples_factor=1.0656,
     suites={
         'copy': SuiteCost(fixed_s=0.00497, once_s=0.155),
-        'kernel': SuiteCost(fixed_s=0.00461, once_s=1.3),
-        'pool': SuiteCost(fixed_s=0.00495, once_s=0.654),
-        'vmm': SuiteCost(fixed_s=0.0049, once_s=0.604),
+        'kernel': SuiteCost(fixed_s=0.01086, once_s=1.304, samples=False),
+        'pool': SuiteCost(fixed_s=0.01149, once_s=0.649, samples=False),
+        'vmm': SuiteCost(fixed_s=0.01145, once_s=0.599, samples=False),
         'staged': SuiteCost(fixed_s=0.00335, once_s=0.528),
         'nccl': SuiteCost(fixed_s=0.01037, once_s=1.711, samples=False),
         'latency': SuiteCost(fixed_s=0.00894, once_s=0.0),
         'handles': SuiteCost(fixed_s=0.00742, once_s=0.0, samples=False),
         'pipeline': SuiteCost(fixed_s=0.00875, once_s=0.0),
     },
-    default=SuiteCost(fixed_s=0.00647, once_s=0.55),
-    shared_gpu_factor=2.1431,
-    one_gpu_factor=1.5011,
+    default=SuiteCost(fixed_s=0.00862, once_s=0.55),
+    shared_gpu_factor=2.1403,
+    one_gpu_factor=1.501,
+    check_s=None,
+    anchor_s=None,
     close_s=0.503,
     startup_s=3.003,
     startup_basis='measured: mpirun to exit less wall_s, 7 run(s) of --walls',
@@ -138,11 +147,11 @@ COSTS = CostModel(
     ),
     residuals=(
         Residual('h100x2-all-1', 'ipcbench all --quiet --out results/h100x2-all-1',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 23.61, 23.08, True, 2),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 23.61, 23.07, True, 2),
         Residual('h100x2-all-2', 'ipcbench all --quiet --out results/h100x2-all-2',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 22.62, 23.08, True, 2),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 22.62, 23.07, True, 2),
         Residual('h100x2-all-3', 'ipcbench all --quiet --out results/h100x2-all-3',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 24.02, 23.08, True, 2),
+                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 24.02, 23.07, True, 2),
         Residual('h100x2-quick-1', 'ipcbench all --quick --quiet --out results/h100x2-quick-1',
                  '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.64, 11.62, True, 2),
         Residual('h100x2-quick-2', 'ipcbench all --quick --quiet --out results/h100x2-quick-2',

@@ -169,7 +169,7 @@ def measure_and_judge(opts: Options) -> int:
 
     cfg = opts.config()
     s = runner.start(cfg, plan.make_steps(opts.methods, list(cfg.sizes)),
-                     example="`mpirun -np 8 ipcbench check` (one rank per GPU) or -np 2 on one GPU")
+                     example="`mpirun -np 8 ipcbench check` (one rank per GPU) or -np 2 on one GPU", tail=check_tail)
     if isinstance(s, int):
         return s  # a dry run
     rows, checks = runner.measure(s)
@@ -187,6 +187,18 @@ def measure_and_judge(opts: Options) -> int:
     if err:
         print(f"ipcbench: error: {err}", file=sys.stderr, flush=True)
     return 1 if 1 in (status, agreed) else agreed
+
+
+def check_tail(gpu_of, node_ranks) -> tuple[float, str]:
+    """run/runner.start's tail: the verdict after the run, as the cost model expects it (catalogue/costs.py)."""
+    from ipcbench.catalogue.costs import COSTS
+    from ipcbench.run.costmodel import check_seconds
+
+    if COSTS.check_s is None:
+        return 0.0, "the verdict after the run is not in the estimate: the cost model was never fitted to a check run"
+    fitted = sum(1 for r in COSTS.residuals if r.plan_command.split()[1:2] == ["check"])
+    return check_seconds(COSTS), (f"check adds {COSTS.check_s:g} s to its suites (its verdict after the run: "
+                                  f"reading it back, judging, the outputs), fitted on {fitted} check run(s)")
 
 
 def _baseline(opts: Options, run):

@@ -1,7 +1,8 @@
 """`python -m ipcbench.run.costfit RUN_DIR... [--walls FILE] [--write]`: fit the dry run's cost model to recorded runs.
 
 For each run (results/<run>: meta.json and results.csv) the plan it walked is rebuilt from meta.json (its command
-through the bench parser and config, its ranks, its pair mode, the steps it skipped), and the model's constants
+kept as the run's cost model saw it (`plan`; runs of `ipcbench SUITE...` recorded before it was kept: rebuilt through
+the bench parser and config), less the steps it skipped), and the model's constants
 (catalogue/costs.py) are fitted to what it recorded:
 
 1. samples_factor: the samples its rows took (results.csv) over the rule's minimum, over every row of every run;
@@ -12,7 +13,11 @@ through the bench parser and config, its ranks, its pair mode, the steps it skip
    rank is on one GPU, against what the suites above predict for them;
 4. close_s: wall_s less the suites' walls, averaged;
 5. startup_s: the user's walls of --walls FILE less wall_s, averaged (without it, the table's value is kept and
-   said to be assumed).
+   said to be assumed);
+6. check's check_s: the user's walls of its runs less what the model predicts of their suites, closing and
+   start-up, averaged; selftest's anchor_s: its wall_s less what its suites and closing are predicted to take, per
+   anchor measurement (selftest/plan.anchor_units).
+   Steps 1-5 use the runs of `ipcbench SUITE...` alone; check and selftest runs are held against the result.
 
 numpy.linalg.lstsq, not scipy: numpy is already installed with pandas and each suite's fit is two unknowns, so
 scipy's bounded solvers (nnls) buy nothing a sign check does not. The fit prints per run and per suite the predicted
@@ -67,11 +72,14 @@ class RecordedRun:
     samples: int  # rows' samples, summed
     min_samples: int  # the rule's minimum, summed over the same rows
     user_wall_s: float | None = None  # from --walls
+    kind: str = "run"  # "run" (ipcbench SUITE...), "check" or "selftest": what it adds beyond its suites
+    anchor_units: int = 0  # a selftest's anchor measurements (selftest/plan.anchor_units)
 
 
 def load_run(path: Path) -> RecordedRun:
-    """A recorded run of `ipcbench SUITE...` and its plan, rebuilt from what meta.json records (its suites,
-    sizes, sampling rule, --quick, twin sizes, ranks, pair mode, skipped steps); UsageError for anything else."""
+    """A recorded run of `ipcbench SUITE...`, check or selftest and its plan: meta.json's `plan`, or for a run of
+    suites recorded before it was kept, rebuilt from what meta.json records (its suites, sizes, sampling rule,
+    --quick, twin sizes, ranks, pair mode), less its skipped steps; UsageError for anything else."""
     try:
         meta = json.loads((path / "meta.json").read_text())
     except (OSError, ValueError) as e:
@@ -79,9 +87,10 @@ def load_run(path: Path) -> RecordedRun:
     command = list(meta.get("command") or [])
     if meta.get("status") != "complete" or "suite_wall_s" not in meta or "wall_s" not in meta:
         raise UsageError(f"{path}: not a complete run (meta.json has no wall_s and suite_wall_s)")
-    if len(command) < 2 or command[1] in ("selftest", "check", "report", "compare", "info"):
-        raise UsageError(f"{path}: `{' '.join(command)}` is not a run of suites: the fit rebuilds the plans of "
-                         "`ipcbench SUITE...` only")
+    if len(command) < 2 or command[1] in ("report", "compare", "info"):
+        raise UsageError(f"{path}: `{' '.join(command)}` measured nothing: the fit rebuilds the plans of "
+                         "`ipcbench SUITE...`, check and selftest")
+    kind = command[1] if command[1] in ("check", "selftest") else "run"
     try:
         cfg = recorded_config(meta)
     except (KeyError, TypeError, ValueError) as e:
@@ -94,7 +103,16 @@ def load_run(path: Path) -> RecordedRun:
         mine = sorted((r for r in meta["ranks"] if r["host"] == host), key=lambda r: r["local_rank"])
         mode = replace(mode, gpu_of=tuple(int(r["gpu"]) for r in mine))
     skipped = {(s["suite"], s["label"]) for s in meta.get("skipped", [])}
-    steps = [s for s in cfg.steps(n_local) if (s.suite, s.label) not in skipped]
+    if "plan" in meta:  # the plan as the run's cost model saw it (run/runner.start)
+        planned = [costmodel.PlanStep.from_dict(p) for p in meta["plan"]]
+    elif kind == "run":  # recorded before meta.json kept its plan: rebuilt from its configuration
+        planned = costmodel.plan_steps(cfg.steps(n_local), mode, len(meta["gpus"][host]))
+    else:
+        raise UsageError(f"{path}: `{command[1]}` recorded before meta.json kept its plan: it cannot be rebuilt")
+    planned = [p for p in planned if (p.suite, p.label) not in skipped]
+    units = int(meta.get("selftest", {}).get("anchor_units", 0)) if kind == "selftest" else 0
+    if kind == "selftest" and not units:
+        raise UsageError(f"{path}: the selftest's meta.json does not say how many anchor measurements it took")
     gpus = meta["gpus"][host]
     samples = minimum = 0
     with open(path / "results.csv", newline="") as f:
@@ -109,8 +127,8 @@ def load_run(path: Path) -> RecordedRun:
                        ranks_per_gpu=int(meta.get("ranks_per_gpu", 1)), n_gpus=len(gpus),
                        wall_s=float(meta["wall_s"]),
                        suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
-                       plans=costmodel.suite_plans(steps, cfg.rule, mode, len(gpus)), samples=samples,
-                       min_samples=minimum)
+                       plans=costmodel.sums_of(planned, cfg.rule), samples=samples,
+                       min_samples=minimum, kind=kind, anchor_units=units)
 
 
 def recorded_config(meta: dict) -> RunConfig:
@@ -195,8 +213,11 @@ def _fit_form(points: list[tuple[SuitePlan, float]], samples_factor: float) -> S
 def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     """The constants that best explain `runs` (the module's docstring says how); `previous` gives what the runs
     cannot (the start-up without walls, the shared-GPU factor without such runs)."""
+    commands = runs
+    runs = [r for r in commands if r.kind == "run"]  # the suites' constants: from runs of suites alone
     if not any(r.ranks_per_gpu == 1 for r in runs):
-        raise UsageError("the fit needs a run of one rank per GPU (its suites' constants come from those)")
+        raise UsageError("the fit needs a run of `ipcbench SUITE...` with one rank per GPU (its suites' constants "
+                         "come from those)")
     samples = sum(r.samples for r in runs)
     minimum = sum(r.min_samples for r in runs)
     samples_factor = round(samples / minimum, 4) if minimum else previous.samples_factor
@@ -237,10 +258,17 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
         basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
             f"kept from the fit of {previous.fitted} (no --walls given)"
     model = replace(model, shared_gpu_factor=shared, one_gpu_factor=one_gpu, close_s=close, startup_s=startup,
-                    startup_basis=basis,
-                    fitted=date, machines=tuple(dict.fromkeys(r.machine for r in runs)),
-                    runs=tuple(r.name for r in runs))
-    return replace(model, residuals=tuple(residual(model, r) for r in runs))
+                    startup_basis=basis)
+    # check: its verdict after the run (in the user's wall only); selftest: its anchors (in wall_s), per measurement
+    beyond = [r.user_wall_s - startup - model.close_s - sum(predicted_suites(model, r).values())
+              for r in commands if r.kind == "check" and r.user_wall_s is not None]
+    check = round(float(np.mean(beyond)), 3) if beyond else previous.check_s
+    tests = [r for r in commands if r.kind == "selftest" and r.anchor_units]
+    anchor = round(sum(r.wall_s - model.close_s - sum(predicted_suites(model, r).values()) for r in tests)
+                   / sum(r.anchor_units for r in tests), 5) if tests else previous.anchor_s
+    model = replace(model, check_s=check, anchor_s=anchor, fitted=date,
+                    machines=tuple(dict.fromkeys(r.machine for r in commands)), runs=tuple(r.name for r in commands))
+    return replace(model, residuals=tuple(residual(model, r) for r in commands))
 
 
 def predicted_suites(model: CostModel, run: RecordedRun) -> dict[str, float]:
@@ -250,8 +278,11 @@ def predicted_suites(model: CostModel, run: RecordedRun) -> dict[str, float]:
 def residual(model: CostModel, run: RecordedRun) -> Residual:
     """The run's wall against the model's: the user's wall (start-up included) where --walls gave it, else
     meta.json's wall_s against the model less its start-up (what was measured, nothing assumed added)."""
-    predicted = sum(predicted_suites(model, run).values()) + model.close_s
+    predicted = (sum(predicted_suites(model, run).values()) + model.close_s
+                 + costmodel.anchor_seconds(model, run.anchor_units))
     if run.user_wall_s is not None:
+        if run.kind == "check":
+            predicted += costmodel.check_seconds(model)
         return Residual(Path(run.name).name, run.command, run.machine, round(run.user_wall_s, 2),
                         round(predicted + model.startup_s, 2), True, run.n_gpus)
     return Residual(Path(run.name).name, run.command, run.machine, round(run.wall_s, 2), round(predicted, 2), False,
@@ -262,7 +293,8 @@ def report(model: CostModel, runs: list[RecordedRun]) -> str:
     """Per run and per suite: predicted and measured walls, the residuals."""
     lines = [f"samples_factor {model.samples_factor:g}; shared_gpu_factor {model.shared_gpu_factor:g}; "
              f"one_gpu_factor {model.one_gpu_factor}; "
-             f"close_s {model.close_s:g}; startup_s {model.startup_s:g} ({model.startup_basis})",
+             f"close_s {model.close_s:g}; startup_s {model.startup_s:g} ({model.startup_basis}); "
+             f"check's check_s {model.check_s}; selftest's anchor_s {model.anchor_s}",
              "suite     fixed_ms  once_s"]
     lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}{'' if c.samples else '  (no sample term)'}"
               for s, c in model.suites.items()]
@@ -297,6 +329,7 @@ def render_table(model: CostModel) -> str:
     out += [f"        {name!r}: {suite(c)}," for name, c in model.suites.items()]
     out += ["    },", f"    default={suite(model.default)},", f"    shared_gpu_factor={model.shared_gpu_factor!r},",
             f"    one_gpu_factor={model.one_gpu_factor!r},",
+            f"    check_s={model.check_s!r},", f"    anchor_s={model.anchor_s!r},",
             f"    close_s={model.close_s!r},", f"    startup_s={model.startup_s!r},",
             f"    startup_basis={model.startup_basis!r},", f"    fitted={model.fitted!r},",
             "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
@@ -361,6 +394,10 @@ def suites_block(model: CostModel) -> str:
             f"measurement {model.samples_factor:g} × the rule's minimum; ranks sharing GPUs × "
             f"{model.shared_gpu_factor:g} (every rank on one GPU × {model.one_gpu_factor}); "
             f"closing {model.close_s:g} s; "
+            + (f"check beyond its suites (its verdict) {model.check_s:g} s; " if model.check_s is not None else
+               "check beyond its suites (its verdict) not fitted; ")
+            + (f"the selftest's anchors {model.anchor_s * 1e3:.1f} ms per anchor measurement; "
+               if model.anchor_s is not None else "the selftest's anchors not fitted; ") +
             f"start-up {model.startup_s:g} s "
             f"({model.startup_basis}). A measured wall marked (wall_s) is meta.json's, against the model less its "
             "start-up; the others are mpirun to exit.")
@@ -456,7 +493,8 @@ def write_docs(model: CostModel) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ipcbench.run.costfit",
                                 description="Fit the dry run's cost model (catalogue/costs.py) to recorded runs.")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="results/<run> directories of `ipcbench SUITE...` runs")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="results/<run> directories: runs of `ipcbench SUITE...`, check and selftest")
     p.add_argument("--walls", metavar="FILE", help="lines `RUN_DIR WALL_S`: each run's wall from mpirun to exit")
     p.add_argument("--write", action="store_true", help="rewrite catalogue/costs.py and the docs' time tables")
     p.add_argument("--date", help="the fit's date (default: today, UTC)")

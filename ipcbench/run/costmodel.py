@@ -7,11 +7,12 @@ terms: catalogue/costs.py; how to refit: docs/suites.md, "How long `all` takes".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ipcbench.catalogue.costs import CostModel
 from ipcbench.catalogue.methods import TWO_SIDED_ENGINES
-from ipcbench.core.pair import sample_seconds
+from ipcbench.core.methods import KERNEL_ENGINES
+from ipcbench.core.pair import loop_sample_s, sample_seconds
 from ipcbench.run.walk import groups_of
 
 
@@ -48,22 +49,71 @@ def round_checks(steps, mode) -> dict[int, int]:
     return out
 
 
+# An SM copy from 4 x the GPU's L2 up loops in one launch and samples at least core/pair.loop_sample_s
+# (core/gpu.LOOP_IN_KERNEL_L2_FACTOR); a dry run has no GPU to ask, so the model assumes an H100's 50 MiB L2 (an
+# H200's 60 MiB loops at the same sizes of every default sweep: 256 MiB and up).
+MODEL_LOOP_BYTES = 4 * (50 << 20)
+
+
+def sample_length_s(step, rule, nbytes: int) -> float:
+    """How long the model takes one sample of a step's row of `nbytes` to last (core/pair.sample_factor's rule)."""
+    loops = step.engine in KERNEL_ENGINES and nbytes >= MODEL_LOOP_BYTES
+    return max(sample_seconds(rule, nbytes, step.two_sided), step.min_sample_s, loop_sample_s(rule) if loops else 0.0)
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """What the model needs of one step of a plan, with the measurements the run walks for it: meta.json keeps a
+    run's list (`plan`), so the fit (run/costfit.py) costs any command's recorded plan as the dry run did."""
+
+    suite: str
+    label: str
+    engine: str
+    two_sided: bool
+    cost: float
+    sizes: tuple[int, ...]
+    min_sample_s: float
+    walked: int  # measurements (round checks included; 0 for a two-sided step where every rank is on one GPU)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "sizes": list(self.sizes)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PlanStep":
+        return cls(**{**d, "sizes": tuple(d["sizes"])})
+
+
+def plan_steps(steps, mode=None, gpus: int = 0) -> list[PlanStep]:
+    """The plan as the model sees it. Where every rank is on one GPU (`gpus` 1), a two-sided engine's steps (NCCL
+    refuses two ranks of one GPU: suites/nccl.py writes no row for such a pair) walk nothing."""
+    extra = round_checks(steps, mode)
+    out = []
+    for i, s in enumerate(steps):
+        two_sided = s.engine in TWO_SIDED_ENGINES or bool(set(s.needs) & set(TWO_SIDED_ENGINES))
+        n = 0 if gpus == 1 and two_sided else walked(s, mode) + extra.get(i, 0)
+        out.append(PlanStep(s.suite, s.label, s.engine or "", two_sided, float(s.cost), tuple(s.sizes),
+                            float(s.min_sample_s), n))
+    return out
+
+
 # Suites whose rows are not samples of --min-time: handle costs are timed one API call at a time (suites/handles.py),
 # so their time is per measurement alone.
 UNSAMPLED_SUITES = ("handles",)
 
 
 def suite_plans(steps, rule, mode=None, gpus: int = 0) -> dict[str, SuitePlan]:
-    """Each suite's sums, in plan order. Where every rank is on one GPU (`gpus` 1), a two-sided engine's steps (NCCL
-    refuses two ranks of one GPU: suites/nccl.py writes no row for such a pair) walk nothing."""
+    """Each suite's sums, in plan order (plan_steps, then sums_of)."""
+    return sums_of(plan_steps(steps, mode, gpus), rule)
+
+
+def sums_of(planned: list[PlanStep], rule) -> dict[str, SuitePlan]:
+    """Each suite's sums over a plan as the model sees it (a dry run's, or the one meta.json kept)."""
     out: dict[str, SuitePlan] = {}
-    extra = round_checks(steps, mode)
-    for i, s in enumerate(steps):
-        two_sided = s.engine in TWO_SIDED_ENGINES or bool(set(s.needs) & set(TWO_SIDED_ENGINES))
-        w = 0 if gpus == 1 and two_sided else (walked(s, mode) + extra.get(i, 0)) * s.cost
+    for s in planned:
+        w = s.walked * s.cost
         p = out.setdefault(s.suite, SuitePlan())
         if s.suite not in UNSAMPLED_SUITES:
-            per_size = [max(sample_seconds(rule, n, two_sided), s.min_sample_s) for n in s.sizes] or [rule.min_time_s]
+            per_size = [sample_length_s(s, rule, n) for n in s.sizes] or [rule.min_time_s]
             p.sample_s += w * rule.min_samples * sum(per_size) / len(per_size)  # shorter samples under 64 MiB
         p.weight += w
     return out
@@ -93,3 +143,15 @@ def run_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1
 def wall_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1, gpus: int = 0) -> float:
     """The user's wall, mpirun to exit: the run and its start-up."""
     return run_seconds(model, steps, rule, mode, ranks_per_gpu, gpus) + model.startup_s
+
+
+def check_seconds(model: CostModel) -> float:
+    """What `ipcbench check` adds to the model of its suites: its verdict after the run (reading it back, judging,
+    the outputs), and what the suites' constants miss for its small plan (0 where never fitted)."""
+    return model.check_s or 0.0
+
+
+def anchor_seconds(model: CostModel, units: int) -> float:
+    """What `ipcbench selftest`'s anchors add: `units` anchor measurements (selftest/plan.anchor_units; 0 where
+    never fitted)."""
+    return units * (model.anchor_s or 0.0)

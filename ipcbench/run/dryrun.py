@@ -95,8 +95,9 @@ def assumptions(gpu_source: str, link_source: str, mode, gpus: int = 0, ranks_pe
             fitted_on(), *extrapolation(gpus, ranks_per_gpu, mode)]
 
 
-def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
-    """Print the plan on world rank 0 (human-readable, or one JSON object with --json)."""
+def dry_run(world, cfg, steps, assumed_ranks: int | None = None, tail=None) -> int:
+    """Print the plan on world rank 0 (human-readable, or one JSON object with --json). `tail(gpu_of,
+    node_ranks)`: what the command adds beyond its suites (run/runner.start), in the estimate and said."""
     local = assumed_ranks or world.local_size
     info = world.comm.allgather((world.host, local, None if cfg.topology else topology.nvml_gpu_count()))
     gpus_here = info[world.rank][2] or local
@@ -108,6 +109,8 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
         return 0
+    after_s, after_what = tail([i % min(local, gpus_here) for i in range(local)], list(range(local))) if tail \
+        else (0.0, "")
     gpus = {h: (g if g is not None else n) for h, (n, g) in per_node.items()}
     plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": assumed_ranks or world.size,
             "ranks_per_node": {h: n for h, (n, _) in per_node.items()}, "gpus_per_node": gpus,
@@ -122,11 +125,14 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None) -> int:
                        else None} for s in steps],
             "measurements": sum(measured(s, mode) for s in steps),
             "estimated_s": round(estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu,
-                                                  gpus=min(local, gpus_here)), 1)}
+                                                  gpus=min(local, gpus_here)) + after_s, 1),
+            "after_suites_s": round(after_s, 1)}
     plan["cost_model"] = {"fitted": COSTS.fitted, "machines": list(COSTS.machines), "runs": list(COSTS.runs),
                           "worst_residual_pct": round(COSTS.worst_residual_pct, 1), "startup_s": COSTS.startup_s,
                           "startup_basis": COSTS.startup_basis}
     plan["assumptions"] = assumptions(plan["gpu_source"], link_source, mode, max(gpus.values()), ranks_per_gpu)
+    if after_what:
+        plan["assumptions"].append(after_what)
     if cfg.json_plan:
         print(json.dumps(plan), flush=True)
     else:

@@ -32,6 +32,7 @@ from ipcbench.errors import UsageError
 from ipcbench.evidence import take as evidence
 from ipcbench.ipc.sharers import BUFFER_KINDS, setup_buffers, setup_gpu_features, setup_libraries
 from ipcbench.results import ResultsWriter
+from ipcbench.run import costmodel
 from ipcbench.run import meta as run_meta
 from ipcbench.run.collect import RowSink
 from ipcbench.run.console import matrices, say
@@ -134,11 +135,13 @@ def run(cfg) -> int:
 
 
 @PHASES.wrap("start")
-def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
+def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", tail=None):
     """Every collective decision of a run's setup, the run directory and its meta.json: a Session, or the
     dry run's exit status. `make_steps(local_size, gpu_of)`: a command's own plan (ipcbench selftest, check;
     gpu_of is None in a dry run, which selects no GPU: one rank per GPU is assumed); the configuration's suites
-    otherwise. `example`: how to start it, for the error without mpirun."""
+    otherwise. `example`: how to start it, for the error without mpirun. `tail(gpu_of, node_ranks)`: what the
+    command does beyond its suites, as (seconds the cost model expects, what it is) for the estimate
+    (run/dryrun.py); None: nothing."""
 
     def plan(n: int, gpu_of: list[int] | None) -> list:
         return make_steps(n, gpu_of) if make_steps else cfg.steps(n)
@@ -158,9 +161,9 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
         if gpus < 2:
             raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
                              f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
-        return dry_run(world, cfg, plan(gpus, None), assumed_ranks=gpus)
+        return dry_run(world, cfg, plan(gpus, None), assumed_ranks=gpus, tail=tail)
     if cfg.dry_run:
-        return dry_run(world, cfg, plan(world.local_size, None))
+        return dry_run(world, cfg, plan(world.local_size, None), tail=tail)
 
     with PHASES.phase("gpu"):
         index, info = _select_gpu(world)
@@ -184,6 +187,8 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
         meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
     if world.rank == 0:
         meta["mps"] = mps_meta
+        # the plan as the cost model sees it: run/costfit.py costs any command's run from it
+        meta["plan"] = [p.as_dict() for p in costmodel.plan_steps(steps, mode, len(set(gpu_of)))]
     # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
     with PHASES.phase("buffers"):
@@ -198,6 +203,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`"):
     with PHASES.phase("evidence"):
         s.evidence_before = evidence.take_snapshot(world, "before")  # NVML, before any measurement
     estimated = estimate_seconds(steps, cfg.rule, mode, -(-len(gpu_of) // len(set(gpu_of))), gpus=len(set(gpu_of)))
+    estimated += tail(gpu_of, world.node_ranks)[0] if tail else 0.0
     say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
                f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(cfg.suites)}; "
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "
