@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -285,34 +286,45 @@ def test_a_refused_communicator_is_a_clear_error(fake_nccl):
 def test_the_pair_is_made_with_every_allowed_cpu_and_the_binding_comes_back():
     """NCCL's threads inherit the CPUs of the thread that makes the communicator: a rank bound to one core
     (Open MPI's default for two ranks) widens to every CPU its process may use for init and the first
-    send/receive, then goes back to its binding; a refusal or an unbound rank changes nothing."""
+    send/receive, then it and the threads that started meanwhile go back to its binding; a refusal or an
+    unbound rank changes nothing."""
     calls = []
     mask = {3}
+    tids = {100, 101}  # this rank's threads; NCCL starts 102 and 103 inside
 
     def get(pid):
         return set(mask)
 
     def put(pid, cpus):
-        calls.append(set(cpus))
-        mask.clear()
-        mask.update(c for c in cpus if c < 6)  # the kernel keeps the cgroup's CPUs 0-5
+        calls.append((pid, set(cpus)))
+        if pid == 103:
+            raise ProcessLookupError(3, "No such process")  # a thread that ended meanwhile
+        if pid == 0:
+            mask.clear()
+            mask.update(c for c in cpus if c < 6)  # the kernel keeps the cgroup's CPUs 0-5
 
-    with ncclmod.wider_cpus(get, put, lambda: 8) as got:
+    def threads():
+        return set(tids)
+
+    with ncclmod.wider_cpus(get, put, lambda: 8, threads) as got:
         assert got == (1, 6) and mask == set(range(6))
-    assert mask == {3} and calls == [set(range(8)), {3}]
+        tids.update({102, 103})
+    assert mask == {3} and calls == [(0, set(range(8))), (0, {3}), (102, {3}), (103, {3})]
 
     mask.clear(), mask.update(range(6)), calls.clear()
-    with ncclmod.wider_cpus(get, put, lambda: 8) as got:
+    with ncclmod.wider_cpus(get, put, lambda: 8, threads) as got:
         assert got == (6, 6)
-    assert calls == [set(range(8))] and mask == set(range(6))  # nothing to restore
+        tids.add(104)
+    assert calls == [(0, set(range(8)))] and mask == set(range(6))  # unbound already: nothing to restore
 
     def refuse(pid, cpus):
         raise OSError(22, "Invalid argument")
 
     mask.clear(), mask.update({3})
-    with ncclmod.wider_cpus(get, refuse, lambda: 8) as got:
+    with ncclmod.wider_cpus(get, refuse, lambda: 8, threads) as got:
         assert got == (1, 1)
     assert mask == {3}
+    assert {os.getpid()} <= ncclmod._thread_ids() or not ncclmod._thread_ids()  # the main thread's tid is the pid
 
 
 def test_init_and_first_send_receive_run_inside_the_wider_cpus_and_the_note_says_so(fake_nccl, monkeypatch):
@@ -338,7 +350,7 @@ def test_init_and_first_send_receive_run_inside_the_wider_cpus_and_the_note_says
     monkeypatch.setattr(lib, "NcclCommunicator", communicator)
     rows = [r for part in FakeNode().run(lambda ctx: suite.measure(ctx, "push", 0, 1, [4096])) for r in part]
     assert len(entered) == 2  # once per rank
-    assert "NCCL's threads started on 32 CPUs, this rank is bound to 1" in rows[0].note
+    assert "set up on 32 CPUs, then NCCL's threads back on this rank's 1" in rows[0].note
 
 
 # ---- support, plan, the run ------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ CPUs of the thread that makes the communicator. Open MPI binds each of two ranks
 there the first send/receive of a pair took 1.1-1.2 s (NCCL's threads and the rank's own sharing that core),
 against 0.17-0.19 s unbound (two H200s, 2026-11-26). So a rank bound more narrowly than its process may run
 makes its communicators with every CPU it is allowed (`wider_cpus`), which NCCL narrows to the GPU's own
-(NCCL's CPU affinity rule), and goes back to its binding before anything is timed: the rank's measuring thread
-keeps the launcher's binding; only NCCL's threads get the room.
+(NCCL's CPU affinity rule), for the pair's set-up only: once its first send/receive is done, the rank and every
+thread that started meanwhile go back to the rank's binding, before anything is timed, so the rest of the run
+(NCCL's rows, and the other ranks' cores) sees NCCL's threads where they always were.
 
 Graphs: NCCL's P2P calls can be captured into CUDA graphs (NCCL >= 2.9), but whether a call is captured
 must be the same on both ranks of the pair (NCCL's rule), and what a send or receive that was captured but
@@ -59,13 +60,15 @@ INSTALL_HINT = "pip install -e '.[nccl]' (the nvidia-nccl-cu13 wheel, which cupy
 
 
 @contextlib.contextmanager
-def wider_cpus(get=os.sched_getaffinity, put=os.sched_setaffinity, count=os.cpu_count):
+def wider_cpus(get=os.sched_getaffinity, put=os.sched_setaffinity, count=os.cpu_count, threads=None):
     """While inside: this thread may run on every CPU its process is allowed (Linux intersects the mask with
-    the cgroup's cpuset), so the threads NCCL starts inherit room beyond a one-core binding; the binding is
-    restored on the way out. Yields (CPUs bound to, CPUs while inside); both equal where nothing changed
+    the cgroup's cpuset), so the threads NCCL starts inherit room beyond a one-core binding. On the way out this
+    thread, and every thread of the process that started inside (`threads()`: the thread ids now), are bound
+    as this thread was again. Yields (CPUs bound to, CPUs while inside); both equal where nothing changed
     (already unbound, or the kernel refused)."""
+    threads = threads or _thread_ids
     bound = set(get(0))
-    wide = bound
+    wide, before = bound, threads()
     try:
         put(0, set(range(count() or 1)))
         wide = set(get(0))
@@ -76,6 +79,19 @@ def wider_cpus(get=os.sched_getaffinity, put=os.sched_setaffinity, count=os.cpu_
     finally:
         if wide != bound:
             put(0, bound)
+            for tid in threads() - before:
+                try:
+                    put(tid, bound)
+                except OSError:  # ended meanwhile
+                    pass
+
+
+def _thread_ids() -> set[int]:
+    """The Linux thread ids of this process's threads."""
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
 
 
 class NcclUnavailable(MeasureError):
@@ -148,7 +164,7 @@ class NcclPair:
         self.version = version
         self.init_ms = init_ms
         self.connect_ms = 0.0
-        self.cpus = (0, 0)  # (CPUs this rank is bound to, CPUs NCCL's threads started with): wider_cpus
+        self.cpus = (0, 0)  # (CPUs this rank is bound to, CPUs its set-up had): wider_cpus
         # Capture into graphs: decided by both ranks when the pair is made (create, capture_check), before any
         # NCCL call is captured; `direct_why` says why not.
         self.graphs = False
@@ -194,7 +210,7 @@ class NcclPair:
 
     def describe(self) -> str:
         bound, wide = self.cpus
-        room = (f"; NCCL's threads started on {wide} CPUs, this rank is bound to {bound}" if wide > bound else "")
+        room = (f"; set up on {wide} CPUs, then NCCL's threads back on this rank's {bound}" if wide > bound else "")
         return (f"NCCL {version_text(self.version)}, a 2-rank communicator per GPU pair (ncclCommInitRank "
                 f"{self.init_ms:.0f} ms, first send/receive {self.connect_ms:.0f} ms{room})")
 
