@@ -194,19 +194,36 @@ def test_the_dry_run_uses_the_table():
     slower = replace(COSTS, startup_s=COSTS.startup_s + 10)
     assert estimate_seconds(steps, cfg.rule, mode, model=slower) == pytest.approx(
         estimate_seconds(steps, cfg.rule, mode) + 10)
-    # ranks sharing GPUs slow the measurements, not the suites' one-off costs; every rank on one GPU has its factor
-    once = sum(COSTS.suite(name).once_s for name, p in costmodel.suite_plans(steps, cfg.rule, mode).items() if p.weight)
-    alone = estimate_seconds(steps, cfg.rule, mode) - COSTS.startup_s - COSTS.close_s - once
-    shared = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2) - COSTS.startup_s - COSTS.close_s - once
-    assert shared == pytest.approx(alone * COSTS.shared_gpu_factor)
+    # ranks sharing GPUs slow the measurements both ranks drive, not one rank's, nor the suites' one-off costs; every
+    # rank on one GPU has its factor
+    plans = costmodel.suite_plans(steps, cfg.rule, mode)
+    once = sum(COSTS.suite(name).once_s for name, p in plans.items() if p.weight)
+    parts = [costmodel.measurement_seconds(COSTS, n, p) for n, p in plans.items() if p.weight]
+    one_rank, both = sum(a for a, _ in parts), sum(b for _, b in parts)
+    assert one_rank > 0 and both > 0
+    assert estimate_seconds(steps, cfg.rule, mode) == pytest.approx(
+        COSTS.startup_s + COSTS.close_s + once + one_rank + both)
+    shared = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2)
+    assert shared == pytest.approx(COSTS.startup_s + COSTS.close_s + once + one_rank + both * COSTS.shared_gpu_factor)
     assert COSTS.one_gpu_factor is not None and COSTS.one_gpu_factor != COSTS.shared_gpu_factor
-    nccl = sum(COSTS.suite("nccl").once_s for _ in [0])  # NCCL walks nothing where every rank is on one GPU
+    nccl = COSTS.suite("nccl").once_s  # NCCL walks nothing where every rank is on one GPU
     one = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2, gpus=1) - COSTS.startup_s - COSTS.close_s
     plans_one = costmodel.suite_plans(steps, cfg.rule, mode, gpus=1)
     assert plans_one["nccl"].weight == 0 and costmodel.suite_seconds(COSTS, "nccl", plans_one["nccl"], 2, 1) == 0.0
-    once_one = once - nccl
-    per = sum(costmodel.suite_seconds(COSTS, n, p) - COSTS.suite(n).once_s for n, p in plans_one.items() if p.weight)
-    assert one == pytest.approx(once_one + per * COSTS.one_gpu_factor)
+    parts = [costmodel.measurement_seconds(COSTS, n, p) for n, p in plans_one.items() if p.weight]
+    one_rank, both = sum(a for a, _ in parts), sum(b for _, b in parts)
+    assert one == pytest.approx(once - nccl + one_rank + both * COSTS.one_gpu_factor)
+
+
+def test_only_steps_both_ranks_drive_pay_for_sharing_a_gpu():
+    """A one-way copy or kernel has one rank driving; bidirectional, two-sided, ping-pong, pipeline and staged steps
+    have both (their work is time-sliced where they share a GPU)."""
+    cfg = build_config(_bench_parser().parse_args(["all"]))
+    both = {(p.suite, p.label): p.both_drive for p in costmodel.plan_steps(cfg.steps(2))}
+    assert not both[("copy", "ce push")] and not both[("kernel", "sm_read pull")]
+    assert both[("copy", "ce bidir")] and both[("kernel", "sm_write bidir")]
+    assert all(v for (suite, _), v in both.items() if suite in ("latency", "pipeline", "staged", "nccl"))
+    assert not any(v for (suite, _), v in both.items() if suite == "handles")
 
 
 def test_rounds_cost_one_measurement_and_the_round_check_is_paid():
@@ -237,3 +254,13 @@ def test_the_8_gpu_plan_states_its_assumptions_and_what_was_fitted():
     assert "8 GPUs where at most 2 were measured" in text and "a round of disjoint pairs measured at once" in text
     assert plan["cost_model"]["runs"] == list(COSTS.runs)
     assert plan["estimated_s"] == pytest.approx(costfit.estimate(COSTS, 8), abs=0.06)
+
+
+def test_a_shared_gpu_plan_names_the_machines_its_factor_was_fitted_on():
+    from ipcbench.run.dryrun import extrapolation
+
+    (one,) = extrapolation(1, 2, None)
+    assert one.startswith("every rank on one GPU (fitted on 1 x ") and f"x {COSTS.one_gpu_factor:g}" in one
+    (shared,) = extrapolation(2, 2, None)
+    assert shared.startswith("ranks sharing GPUs (fitted on 2 x ") and ", 4 ranks)" in shared
+    assert "both ranks of a pair drive" in shared

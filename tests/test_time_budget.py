@@ -1,7 +1,8 @@
 """The time budget of `ipcbench all` on an NVSwitch node, as the dry run estimates it (run/dryrun.py: the cost model of
 run/costmodel.py under the constants catalogue/costs.py holds, fitted to recorded runs by run/costfit.py): 4 GPUs
-within 55 s, 8 within 110 s, `--quick` on 8 within 30 s (120, 265 and 56 s until the host's work around the samples
-was cut, 2026-11-25: docs/suites.md, "Where a run's time goes"). A test of the planner and estimator arithmetic (what
+within 50 s, 8 within 105 s, `--quick` on 8 within 25 s (120, 265 and 56 s until the host's work around the samples
+was cut, 2026-11-25; 55, 110 and 30 s until NCCL's set-up and --quick's loop samples were cut, 2026-11-26:
+docs/suites.md, "Where a run's time goes"). A test of the planner and estimator arithmetic (what
 `mpirun -np N ipcbench all --dry-run` prints on such a node), not a timing: a suite or step that breaks it must be
 paid for elsewhere, or the budget changed on purpose. And every time table the docs quote is the model's
 (run/costfit.GENERATED): a refit that did not rewrite them (`python -m ipcbench.run.costfit ... --write`) fails here."""
@@ -18,7 +19,7 @@ from ipcbench.run.dryrun import estimate_seconds
 # Twin steps (pool, vmm, cuda.core: the same engines on memory shared another way) take every other size of
 # the default sweep (suites/registry.TWIN_STRIDE); at every size they alone would put 4 GPUs at ~57 s and 8
 # at ~118 s.
-BUDGET_S = [(4, (), 55.0), (8, (), 110.0), (8, ("--quick",), 30.0)]
+BUDGET_S = [(4, (), 50.0), (8, (), 105.0), (8, ("--quick",), 25.0)]
 BUDGET = {(n, args): b for n, args, b in BUDGET_S}
 
 
@@ -56,13 +57,20 @@ def test_twins_at_every_size_would_not_fit():
 
 
 def test_the_model_meets_the_runs_it_was_fitted_to():
-    """Every run the table was fitted to is within 10% of the model (the issue's target), and the table says so:
-    its residuals are the model's against those runs, not numbers typed in."""
+    """Every command's wall on each machine it was fitted on (the mean of its runs) is within 10% of the model (the
+    issue's target), every single run within 15% (runs of one command on one machine spread on their own: three
+    checks 3.09-3.59 s), and the table says so: its residuals are the model's against those runs, not numbers
+    typed in."""
     from ipcbench.catalogue.costs import COSTS
 
     assert COSTS.runs and len(COSTS.residuals) == len(COSTS.runs)
-    worst = max(COSTS.residuals, key=lambda r: abs(r.pct))
-    assert abs(worst.pct) <= 10.0, worst
+    commands = COSTS.command_residuals()
+    assert {c for c, _, _, _, _ in commands} >= {"ipcbench all", "ipcbench all --quick", "ipcbench check",
+                                                  "ipcbench selftest"}
+    worst = max(commands, key=lambda c: abs(c[4] / c[3] - 1))
+    assert COSTS.worst_command_pct <= 10.0, worst
+    run = max(COSTS.residuals, key=lambda r: abs(r.pct))
+    assert abs(run.pct) <= 15.0, run
 
 
 def test_the_table_is_a_fit_of_the_runs_it_names():

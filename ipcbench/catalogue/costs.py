@@ -8,8 +8,9 @@ The model, per suite of a plan (docs/suites.md, "How long `all` takes"):
 for each size (SamplingRule.sample_s; 3 ms at least for a two-sided step), at least the step's min_sample_s;
 `samples_factor`: samples a measurement takes, as a multiple of the rule's minimum (counted in results.csv); `fixed_s`
 (per suite): the work around the samples (calibration, fill, verify, barriers, the row's bookkeeping); `once_s` (per
-suite): what a suite pays once (NCCL communicators, kernels loaded). Ranks sharing GPUs multiply the measurements (not
-`once_s`) by `shared_gpu_factor`, every rank on one GPU by `one_gpu_factor`. A run adds `close_s` (meta.json's wall_s
+suite): what a suite pays once (NCCL communicators, kernels loaded). Ranks sharing GPUs multiply the measurements both
+ranks of a pair drive (run/costmodel.PlanStep.both_drive; not one rank's, nor `once_s`) by `shared_gpu_factor`,
+every rank on one GPU by `one_gpu_factor`. A run adds `close_s` (meta.json's wall_s
 less its suites' walls: releasing and closing) and `startup_s` (the user's wall, mpirun to exit, less wall_s: Python,
 MPI and CUDA start, buffers). Two commands add what they do beyond their suites, each fitted to that command's runs
 against the model of its suites: `ipcbench check` `check_s` (its verdict after the run: reading the run back, judging
@@ -75,7 +76,7 @@ class CostModel:
     samples_factor: float  # samples per measurement / the rule's min_samples
     suites: dict[str, SuiteCost]
     default: SuiteCost  # a suite the fit never saw: the mean of the fitted ones
-    shared_gpu_factor: float  # ranks sharing GPUs of a node of several: every suite's time x this
+    shared_gpu_factor: float  # ranks sharing GPUs of a node of several: the measurements both ranks drive x this
     close_s: float  # meta.json wall_s - sum(suite_wall_s)
     startup_s: float  # the user's wall - wall_s
     startup_basis: str  # how startup_s was had: "measured (--walls, N runs)" or "assumed: ..."
@@ -107,58 +108,103 @@ class CostModel:
     def worst_residual_pct(self) -> float:
         return max((abs(r.pct) for r in self.residuals), default=0.0)
 
+    def command_residuals(self) -> list[tuple[str, str, int, float, float]]:
+        """Per command and machine, in the order first fitted: (command, machine, runs, their mean measured wall,
+        the model's). What the estimate is held to: the wall a command takes there, where its single runs spread
+        on their own (three `check`s on one machine: 3.09-3.59 s)."""
+        groups: dict[tuple[str, str], list[Residual]] = {}
+        for r in self.residuals:
+            groups.setdefault((r.plan_command, r.machine), []).append(r)
+        return [(cmd, machine, len(rs), sum(r.measured_s for r in rs) / len(rs), rs[0].predicted_s)
+                for (cmd, machine), rs in groups.items()]
+
+    @property
+    def worst_command_pct(self) -> float:
+        """The largest |residual| of a command's mean wall on a machine (command_residuals)."""
+        return max((abs(p / m - 1) * 100 for _, _, _, m, p in self.command_residuals()), default=0.0)
+
 
 # --- fitted table (written by python -m ipcbench.run.costfit --write) ---
 COSTS = CostModel(
-    samples_factor=1.0656,
+    samples_factor=1.081,
     suites={
-        'copy': SuiteCost(fixed_s=0.00497, once_s=0.155),
-        'kernel': SuiteCost(fixed_s=0.01086, once_s=1.304, samples=False),
-        'pool': SuiteCost(fixed_s=0.01149, once_s=0.649, samples=False),
-        'vmm': SuiteCost(fixed_s=0.01145, once_s=0.599, samples=False),
-        'staged': SuiteCost(fixed_s=0.00335, once_s=0.528),
-        'nccl': SuiteCost(fixed_s=0.01037, once_s=1.711, samples=False),
-        'latency': SuiteCost(fixed_s=0.00894, once_s=0.0),
-        'handles': SuiteCost(fixed_s=0.00742, once_s=0.0, samples=False),
-        'pipeline': SuiteCost(fixed_s=0.00875, once_s=0.0),
+        'copy': SuiteCost(fixed_s=0.00383, once_s=0.067),
+        'kernel': SuiteCost(fixed_s=0.00151, once_s=0.129),
+        'pool': SuiteCost(fixed_s=0.00246, once_s=0.078),
+        'vmm': SuiteCost(fixed_s=0.00157, once_s=0.079),
+        'staged': SuiteCost(fixed_s=0.02431, once_s=0.236, samples=False),
+        'nccl': SuiteCost(fixed_s=0.00207, once_s=0.297),
+        'latency': SuiteCost(fixed_s=0.00578, once_s=0.0),
+        'handles': SuiteCost(fixed_s=0.00477, once_s=0.1, samples=False),
+        'pipeline': SuiteCost(fixed_s=0.00735, once_s=0.0),
     },
-    default=SuiteCost(fixed_s=0.00862, once_s=0.55),
-    shared_gpu_factor=2.1403,
-    one_gpu_factor=1.501,
-    check_s=None,
-    anchor_s=None,
-    close_s=0.503,
-    startup_s=3.003,
-    startup_basis='measured: mpirun to exit less wall_s, 7 run(s) of --walls',
-    fitted='2026-11-25',
+    default=SuiteCost(fixed_s=0.00596, once_s=0.11),
+    shared_gpu_factor=1.9524,
+    one_gpu_factor=2.2245,
+    check_s=-0.168,
+    anchor_s=0.04921,
+    close_s=0.328,
+    startup_s=2.423,
+    startup_basis='measured: mpirun to exit less wall_s, 9 run(s) of --walls',
+    fitted='2026-11-26',
     machines=(
-        '2 x NVIDIA H100 80GB HBM3, 2 ranks',
-        '2 x NVIDIA H100 80GB HBM3, 4 ranks',
         '1 x NVIDIA H100 80GB HBM3, 2 ranks',
+        '2 x NVIDIA H200, 2 ranks',
+        '2 x NVIDIA H200, 4 ranks',
     ),
     runs=(
-        'results/h100x2-all-1',
-        'results/h100x2-all-2',
-        'results/h100x2-all-3',
-        'results/h100x2-quick-1',
-        'results/h100x2-quick-2',
-        'results/h100x2-np4-quick',
         'results/h100x1-all-1',
+        'results/h100x1-all-2',
+        'results/h100x1-check-1',
+        'results/h100x1-check-2',
+        'results/h100x1-quick-1',
+        'results/h100x1-selftest-1',
+        'results/h200x2-all-1',
+        'results/h200x2-all-2',
+        'results/h200x2-all-3',
+        'results/h200x2-check-1',
+        'results/h200x2-check-2',
+        'results/h200x2-check-3',
+        'results/h200x2-np4-quick',
+        'results/h200x2-quick-1',
+        'results/h200x2-quick-2',
+        'results/h200x2-selftest-1',
+        'results/h200x2-selftest-2',
     ),
     residuals=(
-        Residual('h100x2-all-1', 'ipcbench all --quiet --out results/h100x2-all-1',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 23.61, 23.07, True, 2),
-        Residual('h100x2-all-2', 'ipcbench all --quiet --out results/h100x2-all-2',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 22.62, 23.07, True, 2),
-        Residual('h100x2-all-3', 'ipcbench all --quiet --out results/h100x2-all-3',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 24.02, 23.07, True, 2),
-        Residual('h100x2-quick-1', 'ipcbench all --quick --quiet --out results/h100x2-quick-1',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 11.64, 11.62, True, 2),
-        Residual('h100x2-quick-2', 'ipcbench all --quick --quiet --out results/h100x2-quick-2',
-                 '2 x NVIDIA H100 80GB HBM3, 2 ranks', 12.01, 11.62, True, 2),
-        Residual('h100x2-np4-quick', 'ipcbench all --quick --quiet --out results/h100x2-np4-quick',
-                 '2 x NVIDIA H100 80GB HBM3, 4 ranks', 23.54, 22.89, True, 2),
         Residual('h100x1-all-1', 'ipcbench all --quiet --out results/h100x1-all-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 26.73, 27.3, True, 1),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 29.48, 28.38, True, 1),
+        Residual('h100x1-all-2', 'ipcbench all --quiet --out results/h100x1-all-2',
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 27.43, 28.38, True, 1),
+        Residual('h100x1-check-1', 'ipcbench check --quiet --out results/h100x1-check-1',
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 3.17, 3.33, True, 1),
+        Residual('h100x1-check-2', 'ipcbench check --quiet --out results/h100x1-check-2',
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 2.95, 3.33, True, 1),
+        Residual('h100x1-quick-1', 'ipcbench all --quick --quiet --out results/h100x1-quick-1',
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 6.21, 6.71, True, 1),
+        Residual('h100x1-selftest-1', 'ipcbench selftest --quiet --out results/h100x1-selftest-1',
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 16.66, 17.38, True, 1),
+        Residual('h200x2-all-1', 'ipcbench all --quiet --out results/h200x2-all-1',
+                 '2 x NVIDIA H200, 2 ranks', 20.3, 19.46, True, 2),
+        Residual('h200x2-all-2', 'ipcbench all --quiet --out results/h200x2-all-2',
+                 '2 x NVIDIA H200, 2 ranks', 19.45, 19.46, True, 2),
+        Residual('h200x2-all-3', 'ipcbench all --quiet --out results/h200x2-all-3',
+                 '2 x NVIDIA H200, 2 ranks', 20.64, 19.46, True, 2),
+        Residual('h200x2-check-1', 'ipcbench check --quiet --out results/h200x2-check-1',
+                 '2 x NVIDIA H200, 2 ranks', 3.59, 3.13, True, 2),
+        Residual('h200x2-check-2', 'ipcbench check --quiet --out results/h200x2-check-2',
+                 '2 x NVIDIA H200, 2 ranks', 3.25, 3.13, True, 2),
+        Residual('h200x2-check-3', 'ipcbench check --quiet --out results/h200x2-check-3',
+                 '2 x NVIDIA H200, 2 ranks', 3.09, 3.13, True, 2),
+        Residual('h200x2-np4-quick', 'ipcbench all --quick --quiet --out results/h200x2-np4-quick',
+                 '2 x NVIDIA H200, 4 ranks', 15.45, 14.94, True, 2),
+        Residual('h200x2-quick-1', 'ipcbench all --quick --quiet --out results/h200x2-quick-1',
+                 '2 x NVIDIA H200, 2 ranks', 6.62, 6.79, True, 2),
+        Residual('h200x2-quick-2', 'ipcbench all --quick --quiet --out results/h200x2-quick-2',
+                 '2 x NVIDIA H200, 2 ranks', 6.36, 6.79, True, 2),
+        Residual('h200x2-selftest-1', 'ipcbench selftest --quiet --out results/h200x2-selftest-1',
+                 '2 x NVIDIA H200, 2 ranks', 32.0, 31.65, True, 2),
+        Residual('h200x2-selftest-2', 'ipcbench selftest --quiet --out results/h200x2-selftest-2',
+                 '2 x NVIDIA H200, 2 ranks', 31.47, 31.65, True, 2),
     ),
 )

@@ -234,12 +234,14 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     close = round(float(np.mean([r.wall_s - sum(r.suite_wall_s.values()) for r in runs])), 3)
     # the shared-GPU factor on the runs' walls, relative: what the targets judge (a run's wall, not a suite's)
     def factor(kind: list, kept: float | None) -> float | None:
-        """The factor on the measurements (the suites' one-off costs stay) that best fits the runs' walls."""
+        """The factor on the measurements both ranks drive (one rank's and the suites' one-off costs stay) that
+        best fits the runs' walls."""
         pairs = []
-        for r in kind:
+        for r in kind:  # wall_s - close - once - what one rank drives = factor x what both drive
             once = sum(model.suite(s).once_s for s, p in r.plans.items() if p.weight > 0)
-            pairs.append((sum(costmodel.suite_seconds(model, s, p) for s, p in r.plans.items()) - once,
-                          r.wall_s - close - once, r.wall_s - close))
+            parts = [costmodel.measurement_seconds(model, s, p) for s, p in r.plans.items() if p.weight > 0]
+            alone, both = sum(a for a, _ in parts), sum(b for _, b in parts)
+            pairs.append((both, r.wall_s - close - once - alone, r.wall_s - close))
         if not pairs:
             return kept
         p, y, w = np.array(pairs).T
@@ -314,7 +316,11 @@ def report(model: CostModel, runs: list[RecordedRun]) -> str:
     for (cmd, machine, s), vals in groups.items():
         m, p = np.mean([v[0] for v in vals]), np.mean([v[1] for v in vals])
         lines.append(f"{cmd[:48]:48s} {machine:36s} {s:9s} {m:9.2f} {p:9.2f} {(p / m - 1) * 100:+6.1f}%")
-    lines.append(f"\nworst run residual: {model.worst_residual_pct:.1f}%")
+    lines += ["", "per command and machine (the mean of its runs):"]
+    lines += [f"{cmd[:48]:48s} {machine:36s} {n:2d} runs {m:9.2f} {p:9.2f} {(p / m - 1) * 100:+6.1f}%"
+              for cmd, machine, n, m, p in model.command_residuals()]
+    lines.append(f"\nworst run residual: {model.worst_residual_pct:.1f}%; "
+                 f"worst command: {model.worst_command_pct:.1f}%")
     return "\n".join(lines)
 
 
@@ -414,6 +420,10 @@ def suites_block(model: CostModel) -> str:
         what = "s" if r.start_included else "s (wall_s)"
         out.append(f"| {r.run} | `{r.plan_command}` | {r.machine} | {r.measured_s:.1f} {what} | "
                    f"{r.predicted_s:.1f} s | {r.pct:+.1f}% |")
+    out += ["", "| command | machine | runs | mean measured | model | residual |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    out += [f"| `{cmd}` | {machine} | {n} | {m:.1f} s | {p:.1f} s | {(p / m - 1) * 100:+.1f}% |"
+            for cmd, machine, n, m, p in model.command_residuals()]
     return "\n".join(out) + "\n"
 
 

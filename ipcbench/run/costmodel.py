@@ -22,6 +22,10 @@ class SuitePlan:
 
     sample_s: float = 0.0  # sum of walked x cost x min_samples x sample_s: times samples_factor
     weight: float = 0.0  # sum of walked x cost: times the suite's fixed_s
+    # the part of both sums from steps whose two ranks both drive (PlanStep.both_drive): what ranks sharing a GPU
+    # slow down (CostModel.gpu_factor)
+    both_sample_s: float = 0.0
+    both_weight: float = 0.0
 
 
 def walked(step, mode) -> int:
@@ -75,6 +79,13 @@ class PlanStep:
     min_sample_s: float
     walked: int  # measurements (round checks included; 0 for a two-sided step where every rank is on one GPU)
 
+    @property
+    def both_drive(self) -> bool:
+        """Both ranks of a pair drive the step's transfers (bidirectional, two-sided, ping-pongs, the pipeline's
+        ring, the host-staged paths' two halves): where they share a GPU, their work is time-sliced. A one-way
+        copy or kernel (one rank drives, the other waits) is not."""
+        return (self.two_sided or self.label.endswith("bidir") or self.suite in ("latency", "pipeline", "staged"))
+
     def as_dict(self) -> dict:
         return {**asdict(self), "sizes": list(self.sizes)}
 
@@ -112,10 +123,15 @@ def sums_of(planned: list[PlanStep], rule) -> dict[str, SuitePlan]:
     for s in planned:
         w = s.walked * s.cost
         p = out.setdefault(s.suite, SuitePlan())
+        sample_s = 0.0
         if s.suite not in UNSAMPLED_SUITES:
             per_size = [sample_length_s(s, rule, n) for n in s.sizes] or [rule.min_time_s]
-            p.sample_s += w * rule.min_samples * sum(per_size) / len(per_size)  # shorter samples under 64 MiB
+            sample_s = w * rule.min_samples * sum(per_size) / len(per_size)  # shorter samples under 64 MiB
+        p.sample_s += sample_s
         p.weight += w
+        if s.both_drive:
+            p.both_sample_s += sample_s
+            p.both_weight += w
     return out
 
 
@@ -124,9 +140,20 @@ def suite_seconds(model: CostModel, suite: str, plan: SuitePlan, ranks_per_gpu: 
     pairs on one GPU) pays nothing, not even its one-off cost."""
     if plan.weight <= 0:
         return 0.0
+    alone, both = measurement_seconds(model, suite, plan)
+    # sharing a GPU slows the measurements both ranks drive, not one rank's, nor the set-up
+    return model.suite(suite).once_s + alone + both * model.gpu_factor(ranks_per_gpu, gpus)
+
+
+def measurement_seconds(model: CostModel, suite: str, plan: SuitePlan) -> tuple[float, float]:
+    """A suite's measurements with one rank per GPU: (those one rank drives, those both ranks drive)."""
     c = model.suite(suite)
-    per_measurement = (model.samples_factor * plan.sample_s if c.samples else 0.0) + c.fixed_s * plan.weight
-    return c.once_s + per_measurement * model.gpu_factor(ranks_per_gpu, gpus)  # sharing slows measurements, not set-up
+
+    def cost(sample_s: float, weight: float) -> float:
+        return (model.samples_factor * sample_s if c.samples else 0.0) + c.fixed_s * weight
+
+    both = cost(plan.both_sample_s, plan.both_weight)
+    return cost(plan.sample_s, plan.weight) - both, both
 
 
 def walk_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1, gpus: int = 0) -> dict[str, float]:
