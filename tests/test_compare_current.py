@@ -84,9 +84,9 @@ def test_a_3_percent_slower_large_copy_fails_naming_exactly_those_rows(tmp_path)
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 CUT = DATA / "h100x2-cut"
-CUT_SETS = {"machine of results/": [RESULTS / f"h100x2-all-{i}" for i in (1, 2, 3)],
+CUT_SETS = {"call 4": [CUT / f"call4-all-{i}" for i in (1, 2, 3)],
             "another machine": [CUT / "call3-all-1", CUT / "call3-all-2"]}
-BEFORE = {"machine of results/": CUT / "before-4465724", "another machine": CUT / "call3-before-4465724"}
+BEFORE = {"call 4": CUT / "before-4465724", "another machine": CUT / "call3-before-4465724"}
 
 
 def short_nccl_samples(c: compare.Comparison, *runs) -> set:
@@ -130,6 +130,26 @@ def test_the_cut_changed_no_number(machine, new):
 
 def test_the_shortened_nccl_samples_are_what_failed():
     """The defect the recorded runs show, named: NCCL one-way latency at 1 KiB with 8-41 transfers a sample."""
-    c = judge(BEFORE["machine of results/"], CUT_SETS["machine of results/"][2])
+    c = judge(BEFORE["call 4"], CUT_SETS["call 4"][2])
     assert regressions(c) == {("nccl", "nccl", "oneway", 1024)}
-    assert ("nccl", "nccl", "oneway", 1024) in short_nccl_samples(c, CUT_SETS["machine of results/"][2])
+    assert ("nccl", "nccl", "oneway", 1024) in short_nccl_samples(c, CUT_SETS["call 4"][2])
+
+
+# The code of 2026-11-26 (NCCL's set-up on every CPU, 3 ms NCCL samples, 5 ms loop samples under --quick) against
+# 4465724 on one machine of two H200s: results/h200x2-all-1..3 and tests/data/h200x2-cut/all-4, all-5 ran right
+# after tests/data/h200x2-cut/before-4465724.
+H200 = DATA / "h200x2-cut"
+H200_AFTER = [RESULTS / f"h200x2-all-{i}" for i in (1, 2, 3)] + [H200 / "all-4", H200 / "all-5"]
+EVENT_PINGPONG = ("latency", "event_pingpong", "oneway", 0)
+
+
+@pytest.mark.parametrize("new", range(5))
+def test_the_code_of_today_changed_no_number_but_the_event_pingpong_mode(new):
+    """`ipcbench compare BEFORE AFTER` on one machine: 917 rows, and nothing regresses but, in all-5, the
+    cross-process event ping-pong, which read 10.75 us where it reads 6.15 in most runs. That row takes levels on
+    this machine with the code before as well: `ipcbench latency --quick` of 4465724 read 6.15 in 8 runs of 10 and
+    8.09 and 8.45 in two (of today's code: 5 of 10 above 6.2, once 10.76); its between-runs floor (60%) was fitted
+    on H100s, where it read 6.15-6.73 in every run. Pinned here as what it is: not a pass."""
+    c = judge(H200 / "before-4465724", H200_AFTER[new])
+    assert len(c.table) == 917
+    assert regressions(c) == ({EVENT_PINGPONG} if new == 4 else set()), changed(c).to_string()
