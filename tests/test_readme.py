@@ -156,7 +156,7 @@ def _summary(run_dir: Path):
 
 
 def test_what_it_has_measured_is_what_the_runs_say():
-    """The README's H100-pair numbers are the three `all` runs under results/ (each range: the runs' lowest and
+    """The README's GPU-pair numbers are the three `all` runs under results/ (each range: the runs' lowest and
     highest median at 256 MiB, rounded to whole GB/s)."""
     import math
 
@@ -164,7 +164,7 @@ def test_what_it_has_measured_is_what_the_runs_say():
 
     from ipcbench.record.run import load_run
 
-    runs = sorted((REPO / "results").glob("h100x2-all-*/results.csv"))
+    runs = sorted((REPO / "results").glob("h200x2-all-*/results.csv"))
     assert len(runs) == 3
     f = pd.concat([load_run(p).frame for p in runs])
     f = f[(f["bytes"] == 256 << 20) & (f["kind"] == "bandwidth")]

@@ -654,17 +654,22 @@ def test_real_run_report(run_dir, tmp_path, capsys):
     assert "\x00" not in md + html + out  # older runs' MPI version strings end in a NUL
     assert out.index("At a glance") < out.index(f"Run {run_dir.name}")
     assert "How it was measured" in out
+    suites = json.loads((work / "meta.json").read_text())["suites"]  # check and selftest runs measure a few
     if not has_cross_gpu_pairs(work):  # ranks sharing one GPU (a one-GPU machine): the same-GPU table
         assert check_summary_numbers(work, md, same_gpu=True) > 0
         assert "**Same GPU**" in md and "Summary (cross-GPU pairs)" not in md
         # its curves are drawn over the same-GPU pairs (a one-GPU machine's report has them too)
         assert "bw-vs-size.png" in md and "median over same-GPU pairs" in md
-        assert ("latency.png" in md) == ("latency" in json.loads((work / "meta.json").read_text())["suites"])
+        # the small-message figure: the latency suite's rows, or time per transfer of a method at two sizes ≤ 64K
+        rows = pd.read_csv(work / "results.csv")
+        small = rows[(rows["bytes"] <= 64 << 10) & rows["direction"].isin(["push", "pull", "bidir"])]
+        curves = not small.empty and small.groupby(["suite", "method", "direction"])["bytes"].nunique().max() > 1
+        assert ("latency.png" in md) == ("latency" in suites or curves)
         return
     assert check_summary_numbers(work, md) > 0
     check_speedup_numbers(work, md)
     assert check_headline_numbers(work, md) > 0
-    assert "What IPC buys" in out and "P2P latency" in out
+    assert "What IPC buys" in out and ("P2P latency" in out) == ("latency" in suites)
 
 
 @pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")
