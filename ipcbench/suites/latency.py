@@ -171,7 +171,7 @@ def _event_chain(ctx, src, dst, rounds: int, check: bool):
         stop.record(s)
         gpu.release(ticket)
     # Sleep from the first miss while the chain runs (as a timed batch's wait does: core/timing.py): polling it
-    # in a tight loop, a rank bound to one core read the one-way time 2.3 or 4.6 us slower in 10-17 of 36 runs on
+    # in a tight loop, a rank bound to one core read the one-way time 2.3 or 4.6 us slower in 13-17 of 36 runs on
     # two H200s (6.15 us otherwise; 3 of 36 with the sleeping poll of 4465724)
     gpu.wait(what="the event ping-pong chain", timeout=30, spin=False)
     if initiator and gpu.gate_timed_out(ticket):
