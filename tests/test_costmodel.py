@@ -251,6 +251,7 @@ def test_the_8_gpu_plan_states_its_assumptions_and_what_was_fitted():
     assert f"fitted on {COSTS.fitted} to {len(COSTS.runs)} runs" in text
     assert all(m in text for m in COSTS.machines)
     assert f"worst residual {COSTS.worst_residual_pct:.1f}%" in text
+    assert f"(of a command's mean on a machine: {COSTS.worst_command_pct:.1f}%)" in text
     assert "8 GPUs where at most 2 were measured" in text and "a round of disjoint pairs measured at once" in text
     assert plan["cost_model"]["runs"] == list(COSTS.runs)
     assert plan["estimated_s"] == pytest.approx(costfit.estimate(COSTS, 8), abs=0.06)

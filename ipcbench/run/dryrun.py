@@ -39,7 +39,8 @@ def fitted_on(model: CostModel = COSTS) -> str:
     basis = "the user's wall" if any(r.start_included for r in model.residuals) else "meta.json's wall_s"
     return (f"the cost model (catalogue/costs.py) was fitted on {model.fitted} to {len(model.runs)} runs of "
             f"{len(commands)} commands on {kinds}: worst residual "
-            f"{model.worst_residual_pct:.1f}% of {basis}; start-up {model.startup_s:g} s ({model.startup_basis})")
+            f"{model.worst_residual_pct:.1f}% of {basis} (of a command's mean on a machine: "
+            f"{model.worst_command_pct:.1f}%); start-up {model.startup_s:g} s ({model.startup_basis})")
 
 
 def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS) -> list[str]:
