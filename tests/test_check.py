@@ -18,6 +18,7 @@ from conftest import REPO, launcher_free_env
 from ipcbench.check import expect, judge, plan
 from ipcbench.errors import UsageError
 from ipcbench.status import Status
+from ipcbench.catalogue.costs import COSTS
 from test_run_on_fakes import FAST, fake_job  # noqa: F401 - fake_job is a fixture
 
 DATA = REPO / "tests" / "data"
@@ -339,7 +340,42 @@ def test_the_check_fits_a_health_check_on_an_8_gpu_nvswitch_node():
     cfg = opts.config()
     mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * 56, 8, cfg.serial_pairs, cfg.quick)
     est = estimate_seconds(plan.make_steps(opts.methods, list(cfg.sizes))(8, None), cfg.rule, mode)
-    assert mode.concurrent and est <= 30.0, est
+    from ipcbench.check.command import check_tail
+    from ipcbench.run.costmodel import check_seconds
+
+    after, said = check_tail(list(range(8)), list(range(8)))  # what the dry run adds: check's own term
+    assert after == check_seconds(COSTS) and f"{COSTS.check_s:+g} s" in said
+    assert mode.concurrent and est + after <= 30.0, est + after
+
+
+def test_a_dry_run_of_check_counts_its_own_term_on_fakes(fake_job, monkeypatch, tmp_path, capsys):  # noqa: F811
+    """`mpirun -np 2 ipcbench check --dry-run --json`: the estimate is the model's for its plan plus check's own term
+    (catalogue/costs.py check_s), which the plan names (logic only: nothing is measured)."""
+    from types import SimpleNamespace
+
+    from ipcbench.check import command
+    from ipcbench.core import topology
+
+    monkeypatch.setattr(topology, "nvml_gpu_count", lambda: 2)
+    ns = SimpleNamespace(from_run=None, thresholds=None, no_defaults=False, baseline=None, other_baseline=False,
+                         threshold="10%", no_peers=False, peer_drop="20%", methods=None, sizes=plan.SIZES,
+                         json=True, junit=None, prometheus=None, verbose=False, any_host=False, out=None,
+                         timeout=30.0, dry_run=True, topology="nvswitch", quiet=True)
+    opts = command.Options(ns, [])
+    statuses, _ = fake_job(opts.config(), entry=lambda c: command.run(opts))
+    assert statuses == [0, 0]
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert got["after_suites_s"] == round(COSTS.check_s, 1)
+    assert any(a.startswith(f"check's own term, {COSTS.check_s:+g} s") for a in got["assumptions"])
+    import dataclasses
+
+    from ipcbench.catalogue import costs
+
+    monkeypatch.setattr(costs, "COSTS", dataclasses.replace(COSTS, check_s=100.0))  # the term is in the estimate
+    fake_job(opts.config(), entry=lambda c: command.run(opts))
+    more = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert more["after_suites_s"] == 100.0
+    assert more["estimated_s"] == pytest.approx(got["estimated_s"] + 100.0 - COSTS.check_s, abs=0.11)
 
 
 # ---- measuring, then judging, on fakes --------------------------------------------------------------------

@@ -215,6 +215,17 @@ def test_the_dry_run_uses_the_table():
     assert one == pytest.approx(once - nccl + one_rank + both * COSTS.one_gpu_factor)
 
 
+def test_a_recorded_plan_reads_back_and_a_bad_one_is_one_line():
+    step = costmodel.plan_steps(build_config(_bench_parser().parse_args(["copy"])).steps(2))[0]
+    assert costmodel.PlanStep.from_dict(step.as_dict()) == step
+    assert costmodel.PlanStep.from_dict({**step.as_dict(), "added_later": 1}) == step  # a later key: not used
+    old = {k: v for k, v in step.as_dict().items() if k != "all_ranks"}
+    assert not costmodel.PlanStep.from_dict(old).all_ranks  # the plans before the key
+    assert costmodel.PlanStep.from_dict({**old, "label": "ce all-to-all"}).all_ranks
+    with pytest.raises(ValueError, match="a step of meta.json's plan is not one"):
+        costmodel.PlanStep.from_dict({"suite": "copy"})
+
+
 def test_only_steps_both_ranks_drive_pay_for_sharing_a_gpu():
     """A one-way copy or kernel has one rank driving; bidirectional, two-sided, ping-pong, pipeline and staged steps
     have both (their work is time-sliced where they share a GPU)."""
@@ -224,6 +235,9 @@ def test_only_steps_both_ranks_drive_pay_for_sharing_a_gpu():
     assert both[("copy", "ce bidir")] and both[("kernel", "sm_write bidir")]
     assert all(v for (suite, _), v in both.items() if suite in ("latency", "pipeline", "staged", "nccl"))
     assert not any(v for (suite, _), v in both.items() if suite == "handles")
+    four = {p.label: p.both_drive for p in costmodel.plan_steps(build_config(_bench_parser().parse_args(
+        ["all", "--quick"])).steps(4))}
+    assert four["ce all-to-all"]  # every rank at once
 
 
 def test_rounds_cost_one_measurement_and_the_round_check_is_paid():
@@ -263,5 +277,6 @@ def test_a_shared_gpu_plan_names_the_machines_its_factor_was_fitted_on():
     (one,) = extrapolation(1, 2, None)
     assert one.startswith("every rank on one GPU (fitted on 1 x ") and f"x {COSTS.one_gpu_factor:g}" in one
     (shared,) = extrapolation(2, 2, None)
-    assert shared.startswith("ranks sharing GPUs (fitted on 2 x ") and ", 4 ranks)" in shared
+    fitted = sorted({r.machine for r in COSTS.residuals if r.gpus > 1 and r.machine.endswith(", 4 ranks")})
+    assert fitted and shared.startswith(f"ranks sharing GPUs (fitted on {'; '.join(fitted)}): ")
     assert "both ranks of a pair drive" in shared

@@ -324,6 +324,17 @@ def test_the_pair_is_made_with_every_allowed_cpu_and_the_binding_comes_back():
     with ncclmod.wider_cpus(get, refuse, lambda: 8, threads) as got:
         assert got == (1, 1)
     assert mask == {3}
+
+    calls.clear()  # an init that fails: the binding comes back all the same
+    with pytest.raises(RuntimeError), ncclmod.wider_cpus(get, put, lambda: 8, threads):
+        assert mask == set(range(6))
+        raise RuntimeError("ncclCommInitRank failed")
+    assert mask == {3} and calls[1] == (0, {3})
+
+    mask.clear(), mask.update({9}), calls.clear()  # a CPU past cpu_count (ids with gaps): never left out
+    with ncclmod.wider_cpus(get, put, lambda: 8, threads):
+        pass
+    assert calls[0] == (0, set(range(8)) | {9})
     assert {os.getpid()} <= ncclmod._thread_ids() or not ncclmod._thread_ids()  # the main thread's tid is the pid
 
 

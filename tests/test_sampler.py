@@ -333,6 +333,8 @@ def test_sm_copies_that_loop_in_one_launch_take_longer_samples():
     assert loop_sample_s(SamplingRule(min_time_s=0.002, noise=0.001)) == SM_LOOP_MIN_SAMPLE_S  # never longer
     assert loop_sample_s(SamplingRule.fixed(5, 0.002)) == SM_LOOP_MIN_SAMPLE_S
     assert loop_sample_s(SamplingRule(min_time_s=0.008, noise=0.05)) == 0.008
+    assert loop_sample_s(SamplingRule(min_time_s=0.05)) == 0.05  # a --min-time past 20 ms is every sample's
+    assert loop_sample_s(SamplingRule.fixed(5, 0.05)) == 0.05
     # under 64 MiB (the floors' large band) samples last half as long: their floors are 2-8%
     assert sample_factor(METHODS["sm_read"], (64 << 20) - 4, gpu, rule(2)) == 0.5
     assert sample_factor(METHODS["ce"], 4096, gpu, rule(2)) == 0.5

@@ -358,3 +358,28 @@ def test_on_fakes_each_sizes_placements_are_measured_apart_over_the_sweep(fake_j
     for sweep in range(0, len(order), 2 * anchor.PLACEMENTS):  # one anchor job: PLACEMENTS passes over the sizes
         one = order[sweep:sweep + 2 * anchor.PLACEMENTS]
         assert one == one[:2] * anchor.PLACEMENTS and sorted(one[:2]) == sizes
+
+
+def test_on_fakes_a_dry_run_of_two_ranks_on_one_gpu_plans_their_one_pair_and_its_anchors(  # noqa: F811
+        fake_job, monkeypatch, tmp_path, capsys):  # noqa: F811
+    """`mpirun -np 2 ipcbench selftest --dry-run` where NVML sees one GPU: the rows of the one same-GPU pair (not
+    two cross-GPU pairs that are not there) and that pair's anchors, counted into the estimate (logic only: nothing
+    is measured)."""
+    import dataclasses
+
+    from ipcbench.catalogue.costs import COSTS
+    from ipcbench.core import topology
+    from ipcbench.run import costmodel
+
+    monkeypatch.setattr(topology, "nvml_gpu_count", lambda: 1)
+    monkeypatch.setattr(topology, "nvml_link_kinds", lambda: None)
+    cfg, names, tol = command.build(ns(sizes="4K,256M", methods="ce,sm_read", dry_run=True), [])
+    cfg = dataclasses.replace(cfg, json_plan=True)
+    statuses, _ = fake_job(cfg, entry=lambda c: command.run(c, names, tol, "ring"))
+    assert statuses == [0, 0]
+    plan_ = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {tuple(map(tuple, s["pairs"])) for s in plan_["steps"]} == {((0, 1),)}
+    units = plan.anchor_units([0, 0], [0, 1], names, "ring", [4096, 256 << 20])
+    assert units == 3 * (5 + 2)  # ce by both ranks' processes, sm_read pull by the reader's; 4K at 5 places, 256M at 2
+    assert plan_["after_suites_s"] == round(costmodel.anchor_seconds(COSTS, units), 1) > 0
+    assert any(f"{units} anchor measurements" in a for a in plan_["assumptions"])

@@ -136,10 +136,10 @@ SM_LOOP_MIN_SAMPLE_S = 0.020
 def loop_sample_s(rule) -> float:
     """How long a sample of an SM copy that loops in one launch lasts at least under `rule`: SM_LOOP_MIN_SAMPLE_S,
     or, for a rule looser than +-0.5%, long enough that the launch's fixed cost is a quarter of the rule's target
-    (never shorter than --min-time). A rule of fixed samples (no target) takes SM_LOOP_MIN_SAMPLE_S."""
+    (never shorter than --min-time). A rule of fixed samples (no target) takes SM_LOOP_MIN_SAMPLE_S at least."""
     if rule.noise <= 0:
-        return SM_LOOP_MIN_SAMPLE_S
-    return min(SM_LOOP_MIN_SAMPLE_S, max(rule.min_time_s, SM_LOOP_FIXED_S * 4 / rule.noise))
+        return max(rule.min_time_s, SM_LOOP_MIN_SAMPLE_S)
+    return max(rule.min_time_s, min(SM_LOOP_MIN_SAMPLE_S, SM_LOOP_FIXED_S * 4 / rule.noise))
 # A two-sided sample (NCCL: both gates released by an exchange) pays the two releases' skew once, which a short
 # sample spreads over few transfers: with 1 ms samples NCCL's 1 KiB one-way latency calibrated to 8-41 transfers
 # a sample and read 5.19-6.18 us on two H100s, where 3 ms samples (71-256 transfers) read 5.13-5.36 over ten runs.

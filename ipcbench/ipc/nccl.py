@@ -21,8 +21,9 @@ Threads: NCCL's set-up runs through helper threads (the proxy service and progre
 CPUs of the thread that makes the communicator. Open MPI binds each of two ranks to one core by default, and
 there the first send/receive of a pair took 1.1-1.2 s (NCCL's threads and the rank's own sharing that core),
 against 0.17-0.19 s unbound (two H200s, 2026-11-26). So a rank bound more narrowly than its process may run
-makes its communicators with every CPU it is allowed (`wider_cpus`), which NCCL narrows to the GPU's own
-(NCCL's CPU affinity rule), for the pair's set-up only: once its first send/receive is done, the rank and every
+makes its communicators with every CPU it is allowed (`wider_cpus`: its cgroup's, whatever bound it: mpirun,
+Slurm, taskset or numactl), which NCCL narrows to the GPU's own (NCCL's CPU affinity rule), for the pair's set-up
+only: once its first send/receive is done, the rank and every
 thread that started meanwhile go back to the rank's binding, before anything is timed, so the rest of the run
 (NCCL's rows, and the other ranks' cores) sees NCCL's threads where they always were.
 
@@ -70,7 +71,7 @@ def wider_cpus(get=os.sched_getaffinity, put=os.sched_setaffinity, count=os.cpu_
     bound = set(get(0))
     wide, before = bound, threads()
     try:
-        put(0, set(range(count() or 1)))
+        put(0, bound | set(range(count() or 1)))  # never without the CPUs it had
         wide = set(get(0))
     except OSError:
         pass
@@ -79,11 +80,14 @@ def wider_cpus(get=os.sched_getaffinity, put=os.sched_setaffinity, count=os.cpu_
     finally:
         if wide != bound:
             put(0, bound)
-            for tid in threads() - before:
-                try:
-                    put(tid, bound)
-                except OSError:  # ended meanwhile
-                    pass
+            done: set[int] = set()
+            while new := threads() - before - done:  # again: a thread re-bound may have started another
+                for tid in new:
+                    try:  # where NCCL placed it within the binding (its GPU's CPUs), else the binding
+                        put(tid, (set(get(tid)) & bound) or bound)
+                    except OSError:  # ended meanwhile
+                        pass
+                done |= new
 
 
 def _thread_ids() -> set[int]:

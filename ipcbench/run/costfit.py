@@ -104,15 +104,18 @@ def load_run(path: Path) -> RecordedRun:
         mode = replace(mode, gpu_of=tuple(int(r["gpu"]) for r in mine))
     skipped = {(s["suite"], s["label"]) for s in meta.get("skipped", [])}
     if "plan" in meta:  # the plan as the run's cost model saw it (run/runner.start)
-        planned = [costmodel.PlanStep.from_dict(p) for p in meta["plan"]]
+        try:
+            planned = [costmodel.PlanStep.from_dict(p) for p in meta["plan"]]
+        except (ValueError, TypeError, AttributeError) as e:
+            raise UsageError(f"{path}: meta.json's plan cannot be read ({e})") from None
     elif kind == "run":  # recorded before meta.json kept its plan: rebuilt from its configuration
         planned = costmodel.plan_steps(cfg.steps(n_local), mode, len(meta["gpus"][host]))
     else:
         raise UsageError(f"{path}: `{command[1]}` recorded before meta.json kept its plan: it cannot be rebuilt")
     planned = [p for p in planned if (p.suite, p.label) not in skipped]
-    units = int(meta.get("selftest", {}).get("anchor_units", 0)) if kind == "selftest" else 0
-    if kind == "selftest" and not units:
+    if kind == "selftest" and "anchor_units" not in meta.get("selftest", {}):
         raise UsageError(f"{path}: the selftest's meta.json does not say how many anchor measurements it took")
+    units = int(meta["selftest"]["anchor_units"]) if kind == "selftest" else 0
     gpus = meta["gpus"][host]
     samples = minimum = 0
     with open(path / "results.csv", newline="") as f:
@@ -266,8 +269,8 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
               for r in commands if r.kind == "check" and r.user_wall_s is not None]
     check = round(float(np.mean(beyond)), 3) if beyond else previous.check_s
     tests = [r for r in commands if r.kind == "selftest" and r.anchor_units]
-    anchor = round(sum(r.wall_s - model.close_s - sum(predicted_suites(model, r).values()) for r in tests)
-                   / sum(r.anchor_units for r in tests), 5) if tests else previous.anchor_s
+    anchor = round(max(0.0, sum(r.wall_s - model.close_s - sum(predicted_suites(model, r).values()) for r in tests)
+                       / sum(r.anchor_units for r in tests)), 5) if tests else previous.anchor_s  # never negative
     model = replace(model, check_s=check, anchor_s=anchor, fitted=date,
                     machines=tuple(dict.fromkeys(r.machine for r in commands)), runs=tuple(r.name for r in commands))
     return replace(model, residuals=tuple(residual(model, r) for r in commands))

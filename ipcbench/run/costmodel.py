@@ -7,7 +7,7 @@ terms: catalogue/costs.py; how to refit: docs/suites.md, "How long `all` takes".
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from ipcbench.catalogue.costs import CostModel
 from ipcbench.catalogue.methods import TWO_SIDED_ENGINES
@@ -78,20 +78,31 @@ class PlanStep:
     sizes: tuple[int, ...]
     min_sample_s: float
     walked: int  # measurements (round checks included; 0 for a two-sided step where every rank is on one GPU)
+    all_ranks: bool = False  # every rank of the node at once (the all-to-all): every rank drives
 
     @property
     def both_drive(self) -> bool:
         """Both ranks of a pair drive the step's transfers (bidirectional, two-sided, ping-pongs, the pipeline's
         ring, the host-staged paths' two halves): where they share a GPU, their work is time-sliced. A one-way
         copy or kernel (one rank drives, the other waits) is not."""
-        return (self.two_sided or self.label.endswith("bidir") or self.suite in ("latency", "pipeline", "staged"))
+        return (self.two_sided or self.all_ranks or self.label.endswith("bidir")
+                or self.suite in ("latency", "pipeline", "staged"))
 
     def as_dict(self) -> dict:
         return {**asdict(self), "sizes": list(self.sizes)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "PlanStep":
-        return cls(**{**d, "sizes": tuple(d["sizes"])})
+        """A step as meta.json keeps it; a key a later version adds is not used, one this version added later
+        takes its default (ValueError where a key it needs is missing or not a number)."""
+        known = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in d.items() if k in known}
+        if "all_ranks" not in d and isinstance(d.get("label"), str):  # the plans of 2026-11-26 before the key:
+            kept["all_ranks"] = d["label"].endswith("all-to-all")  # the all-to-all is their one step of every rank
+        try:
+            return cls(**{**kept, "sizes": tuple(int(n) for n in d["sizes"])})
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"a step of meta.json's plan is not one ({type(e).__name__}: {e})") from None
 
 
 def plan_steps(steps, mode=None, gpus: int = 0) -> list[PlanStep]:
@@ -103,7 +114,7 @@ def plan_steps(steps, mode=None, gpus: int = 0) -> list[PlanStep]:
         two_sided = s.engine in TWO_SIDED_ENGINES or bool(set(s.needs) & set(TWO_SIDED_ENGINES))
         n = 0 if gpus == 1 and two_sided else walked(s, mode) + extra.get(i, 0)
         out.append(PlanStep(s.suite, s.label, s.engine or "", two_sided, float(s.cost), tuple(s.sizes),
-                            float(s.min_sample_s), n))
+                            float(s.min_sample_s), n, bool(s.all_ranks)))
     return out
 
 

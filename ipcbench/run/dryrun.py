@@ -104,22 +104,24 @@ def assumptions(gpu_source: str, link_source: str, mode, gpus: int = 0, ranks_pe
             fitted_on(), *extrapolation(gpus, ranks_per_gpu, mode)]
 
 
-def dry_run(world, cfg, steps, assumed_ranks: int | None = None, tail=None) -> int:
-    """Print the plan on world rank 0 (human-readable, or one JSON object with --json). `tail(gpu_of,
-    node_ranks)`: what the command adds beyond its suites (run/runner.start), in the estimate and said."""
+def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) -> int:
+    """Print the plan on world rank 0 (human-readable, or one JSON object with --json). `make_plan(local_size,
+    gpu_of)`: the steps, for the GPUs the plan assumes (rank i on GPU i mod G); `tail(gpu_of, node_ranks)`: what the
+    command adds beyond its suites (run/runner.start), for the same GPUs, in the estimate and said."""
     local = assumed_ranks or world.local_size
     info = world.comm.allgather((world.host, local, None if cfg.topology else topology.nvml_gpu_count()))
     gpus_here = info[world.rank][2] or local
     kinds = [cfg.topology] * (local * (local - 1)) if cfg.topology else topology.nvml_link_kinds()
     link_source = f"--topology {cfg.topology}" if cfg.topology else "NVML" if kinds else "unknown"
     ranks_per_gpu = -(-local // min(local, gpus_here))
+    gpu_of = [i % min(local, gpus_here) for i in range(local)]  # rank i: GPU i mod G
+    steps = make_plan(local, gpu_of)
     mode = agree_pair_mode(world, cfg.pairs, ranks_per_gpu, kinds, local, cfg.serial_pairs, cfg.quick)
-    mode = per_gpu_pair(mode, cfg.gpu_pairs, [i % min(local, gpus_here) for i in range(local)])  # rank i: GPU i mod G
+    mode = per_gpu_pair(mode, cfg.gpu_pairs, gpu_of)
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
         return 0
-    after_s, after_what = tail([i % min(local, gpus_here) for i in range(local)], list(range(local))) if tail \
-        else (0.0, "")
+    after_s, after_what = tail(gpu_of, list(range(local))) if tail else (0.0, "")
     gpus = {h: (g if g is not None else n) for h, (n, g) in per_node.items()}
     plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": assumed_ranks or world.size,
             "ranks_per_node": {h: n for h, (n, _) in per_node.items()}, "gpus_per_node": gpus,
@@ -137,7 +139,8 @@ def dry_run(world, cfg, steps, assumed_ranks: int | None = None, tail=None) -> i
                                                   gpus=min(local, gpus_here)) + after_s, 1),
             "after_suites_s": round(after_s, 1)}
     plan["cost_model"] = {"fitted": COSTS.fitted, "machines": list(COSTS.machines), "runs": list(COSTS.runs),
-                          "worst_residual_pct": round(COSTS.worst_residual_pct, 1), "startup_s": COSTS.startup_s,
+                          "worst_residual_pct": round(COSTS.worst_residual_pct, 1),
+                          "worst_command_pct": round(COSTS.worst_command_pct, 1), "startup_s": COSTS.startup_s,
                           "startup_basis": COSTS.startup_basis}
     plan["assumptions"] = assumptions(plan["gpu_source"], link_source, mode, max(gpus.values()), ranks_per_gpu)
     if after_what:

@@ -138,10 +138,10 @@ def run(cfg) -> int:
 def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", tail=None):
     """Every collective decision of a run's setup, the run directory and its meta.json: a Session, or the
     dry run's exit status. `make_steps(local_size, gpu_of)`: a command's own plan (ipcbench selftest, check;
-    gpu_of is None in a dry run, which selects no GPU: one rank per GPU is assumed); the configuration's suites
-    otherwise. `example`: how to start it, for the error without mpirun. `tail(gpu_of, node_ranks)`: what the
-    command does beyond its suites, as (seconds the cost model expects, what it is) for the estimate
-    (run/dryrun.py); None: nothing."""
+    in a dry run, which selects no GPU, gpu_of is what it assumes: rank i on GPU i mod the GPUs NVML sees, one per
+    rank without NVML); the configuration's suites otherwise. `example`: how to start it, for the error without
+    mpirun. `tail(gpu_of, node_ranks)`: what the command does beyond its suites, as (seconds the cost model
+    expects, what it is) for the estimate (run/dryrun.py); None: nothing."""
 
     def plan(n: int, gpu_of: list[int] | None) -> list:
         return make_steps(n, gpu_of) if make_steps else cfg.steps(n)
@@ -161,9 +161,9 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         if gpus < 2:
             raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
                              f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
-        return dry_run(world, cfg, plan(gpus, None), assumed_ranks=gpus, tail=tail)
+        return dry_run(world, cfg, plan, assumed_ranks=gpus, tail=tail)
     if cfg.dry_run:
-        return dry_run(world, cfg, plan(world.local_size, None), tail=tail)
+        return dry_run(world, cfg, plan, tail=tail)
 
     with PHASES.phase("gpu"):
         index, info = _select_gpu(world)
