@@ -147,20 +147,19 @@ def loop_sample_s(rule) -> float:
 TWO_SIDED_MIN_SAMPLE_S = 0.003
 
 
-def sample_seconds(rule, nbytes: int, two_sided: bool) -> float:
-    """How long one sample of a row of `nbytes` lasts at least: the rule's length for its size (SamplingRule.sample_s:
-    shorter under 64 MiB), or for a two-sided transfer --min-time and TWO_SIDED_MIN_SAMPLE_S at least (the dry run's
-    cost model counts with it too: run/costmodel.py)."""
+def sample_seconds(rule, nbytes: int, engine: str, two_sided: bool, loop_bytes: float) -> float:
+    """How long one sample of a row of `nbytes` lasts at least: loop_sample_s for an SM copy that loops in one launch
+    (a kernel engine from `loop_bytes` up: gpu.loop_in_kernel_bytes), --min-time and TWO_SIDED_MIN_SAMPLE_S at least
+    for a two-sided transfer (never shortened), else the rule's length for its size (SamplingRule.sample_s: shorter
+    under 64 MiB). The one rule of the run (sample_factor) and of the dry run's cost model (run/costmodel.py)."""
+    if engine in KERNEL_ENGINES and nbytes >= loop_bytes:
+        return loop_sample_s(rule)
     return max(rule.min_time_s, TWO_SIDED_MIN_SAMPLE_S) if two_sided else rule.sample_s(nbytes)
 
 
 def sample_factor(method, nbytes: int, gpu, rule) -> float:
-    """How many times --min-time one sample of this measurement lasts: the rule's length for its size
-    (SamplingRule.sample_s: shorter under 64 MiB), at least loop_sample_s for an SM copy that loops in one
-    launch, at least TWO_SIDED_MIN_SAMPLE_S (and never shortened) for a two-sided transfer."""
-    if method.engine in KERNEL_ENGINES and nbytes >= gpu.loop_in_kernel_bytes:
-        return max(1.0, loop_sample_s(rule) / rule.min_time_s)
-    return sample_seconds(rule, nbytes, method.two_sided) / rule.min_time_s
+    """How many times --min-time one sample of this measurement lasts (sample_seconds)."""
+    return sample_seconds(rule, nbytes, method.engine, method.two_sided, gpu.loop_in_kernel_bytes) / rule.min_time_s
 
 
 def per_transfer_us(direction: str, one_clock: bool, mine, theirs, n: int) -> float:

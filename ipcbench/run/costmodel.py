@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, fields
 
 from ipcbench.catalogue.costs import CostModel
 from ipcbench.catalogue.methods import TWO_SIDED_ENGINES
-from ipcbench.core.methods import KERNEL_ENGINES
-from ipcbench.core.pair import loop_sample_s, sample_seconds
+from ipcbench.core.pair import sample_seconds
 from ipcbench.run.walk import groups_of
 
 
@@ -53,16 +52,16 @@ def round_checks(steps, mode) -> dict[int, int]:
     return out
 
 
-# An SM copy from 4 x the GPU's L2 up loops in one launch and samples at least core/pair.loop_sample_s
+# An SM copy from 4 x the GPU's L2 up loops in one launch and samples core/pair.loop_sample_s
 # (core/gpu.LOOP_IN_KERNEL_L2_FACTOR); a dry run has no GPU to ask, so the model assumes an H100's 50 MiB L2 (an
 # H200's 60 MiB loops at the same sizes of every default sweep: 256 MiB and up).
 MODEL_LOOP_BYTES = 4 * (50 << 20)
 
 
 def sample_length_s(step, rule, nbytes: int) -> float:
-    """How long the model takes one sample of a step's row of `nbytes` to last (core/pair.sample_factor's rule)."""
-    loops = step.engine in KERNEL_ENGINES and nbytes >= MODEL_LOOP_BYTES
-    return max(sample_seconds(rule, nbytes, step.two_sided), step.min_sample_s, loop_sample_s(rule) if loops else 0.0)
+    """How long the model takes one sample of a step's row of `nbytes` to last: the run's rule (core/pair.
+    sample_seconds) on an assumed GPU, at least the step's own shortest sample."""
+    return max(sample_seconds(rule, nbytes, step.engine, step.two_sided, MODEL_LOOP_BYTES), step.min_sample_s)
 
 
 @dataclass(frozen=True)
