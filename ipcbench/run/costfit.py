@@ -74,6 +74,7 @@ class RecordedRun:
     user_wall_s: float | None = None  # from --walls
     kind: str = "run"  # "run" (ipcbench SUITE...), "check" or "selftest": what it adds beyond its suites
     anchor_units: int = 0  # a selftest's anchor measurements (selftest/plan.anchor_units)
+    n_ranks: int = 0  # on its (first) node
 
 
 def load_run(path: Path) -> RecordedRun:
@@ -131,7 +132,7 @@ def load_run(path: Path) -> RecordedRun:
                        wall_s=float(meta["wall_s"]),
                        suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
                        plans=costmodel.sums_of(planned, cfg.rule), samples=samples,
-                       min_samples=minimum, kind=kind, anchor_units=units)
+                       min_samples=minimum, kind=kind, anchor_units=units, n_ranks=n_local)
 
 
 def recorded_config(meta: dict) -> RunConfig:
@@ -289,9 +290,9 @@ def residual(model: CostModel, run: RecordedRun) -> Residual:
         if run.kind == "check":
             predicted += costmodel.check_seconds(model)
         return Residual(Path(run.name).name, run.command, run.machine, round(run.user_wall_s, 2),
-                        round(predicted + model.startup_s, 2), True, run.n_gpus)
+                        round(predicted + model.startup_s, 2), True, run.n_gpus, run.n_ranks)
     return Residual(Path(run.name).name, run.command, run.machine, round(run.wall_s, 2), round(predicted, 2), False,
-                    run.n_gpus)
+                    run.n_gpus, run.n_ranks)
 
 
 def report(model: CostModel, runs: list[RecordedRun]) -> str:
@@ -344,7 +345,7 @@ def render_table(model: CostModel) -> str:
             "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
             "    runs=(", *[f"        {r!r}," for r in model.runs], "    ),", "    residuals=("]
     out += [f"        Residual({r.run!r}, {r.command!r},\n                 {r.machine!r}, {r.measured_s!r}, "
-            f"{r.predicted_s!r}, {r.start_included!r}, {r.gpus!r}),"
+            f"{r.predicted_s!r}, {r.start_included!r}, {r.gpus!r}, {r.ranks!r}),"
             for r in model.residuals]
     out += ["    ),", ")", ""]
     return "\n".join(out)

@@ -55,17 +55,11 @@ def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS)
     if ranks_per_gpu > 1:
         factor = model.gpu_factor(ranks_per_gpu, gpus)
         one = gpus == 1 and model.one_gpu_factor is not None
-        fitted = sorted({r.machine for r in model.residuals if (r.gpus == 1) == one and _ranks(r.machine) > r.gpus})
+        fitted = sorted({r.machine for r in model.residuals if (r.gpus == 1) == one and r.ranks > r.gpus})
         where = "every rank on one GPU" if one else "ranks sharing GPUs"
         out.append(f"{where} (fitted on {'; '.join(fitted) or 'no such run'}): the measurements both ranks of a pair "
                    f"drive x {factor:g}, one rank's and the one-off costs as they are")
     return out
-
-
-def _ranks(machine: str) -> int:
-    """The ranks of a fitted run's machine as costfit names it ("2 x NVIDIA H200, 4 ranks": 4; 0 if not said)."""
-    words = machine.rsplit(", ", 1)[-1].split()
-    return int(words[0]) if len(words) == 2 and words[0].isdigit() and words[1] == "ranks" else 0
 
 
 def describe(plan: dict) -> str:
