@@ -82,27 +82,24 @@ MIRROR = {"regression": "improvement", "improvement": "regression", "missing": "
           "unchanged": "unchanged", "not judged": "not judged"}
 
 
-def run_report(capsys, *argv) -> tuple[int, str, str]:
-    """`ipcbench report ARGV` in-process: (exit status, stdout, stderr)."""
+def _in_process(module: str, capsys, argv) -> tuple[int, str, str]:
+    """`ipcbench COMMAND ARGV` of the command in ipcbench.report.<module>, in-process: (exit status, stdout, stderr)."""
     import argparse
+    import importlib
 
-    from ipcbench.report import command as report
-
+    command = importlib.import_module(f"ipcbench.report.{module}")
     parser = argparse.ArgumentParser()
-    report.add_arguments(parser)
-    rc = report.run(parser.parse_args([str(a) for a in argv]))
+    command.add_arguments(parser)
+    rc = command.run(parser.parse_args([str(a) for a in argv]))
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def run_report(capsys, *argv) -> tuple[int, str, str]:
+    """`ipcbench report ARGV` in-process: (exit status, stdout, stderr)."""
+    return _in_process("command", capsys, argv)
 
 
 def run_compare(capsys, *argv) -> tuple[int, str, str]:
     """`ipcbench compare ARGV` in-process: (exit status, stdout, stderr)."""
-    import argparse
-
-    from ipcbench.report import compare
-
-    parser = argparse.ArgumentParser()
-    compare.add_arguments(parser)
-    rc = compare.run(parser.parse_args([str(a) for a in argv]))
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return _in_process("compare", capsys, argv)
