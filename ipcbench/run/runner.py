@@ -143,7 +143,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     mpirun. `tail(gpu_of, node_ranks)`: what the command does beyond its suites, as (seconds the cost model
     expects, what it is) for the estimate (run/dryrun.py); None: nothing."""
 
-    def plan(n: int, gpu_of: list[int] | None) -> list:
+    def plan(n: int, gpu_of: list[int]) -> list:
         return make_steps(n, gpu_of) if make_steps else cfg.steps(n)
 
     launch_s = process_age_s()  # Python, imports and the launcher, before the run's first phase

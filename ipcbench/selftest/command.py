@@ -79,8 +79,8 @@ def build(ns, argv: list[str]):
 def make_steps(names: list[str], sizes: list[int], cross: str):
     """make_steps(local_size, gpu_of) for run/runner.start: one step per method and one-way direction over
     the selftest's pairs (plan.pairs), each pair measured alone."""
-    def steps(n: int, gpu_of: list[int] | None):
-        same, across = plan.pairs(gpu_of if gpu_of is not None else list(range(n)), cross)
+    def steps(n: int, gpu_of: list[int]):
+        same, across = plan.pairs(gpu_of, cross)
         out = []
         for name in names:
             m = METHODS[name]
