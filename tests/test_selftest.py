@@ -104,6 +104,30 @@ def test_anchor_units_count_each_jobs_sizes_at_their_places():
     assert plan.anchor_units([0, 1], [0, 1], ["ce"], "ring", [4096]) == 4 * 5
 
 
+def test_an_anchor_is_the_median_of_reps_repetitions_after_one_probe_none_dropped(monkeypatch):
+    """measure_one: a warm-up transfer, one latched one-transfer probe that sets the count, then exactly REPS
+    latched repetitions of that count, every one in the median (the first is not dropped: the warm-up and the
+    probe already woke the path). Logic only: a fake GPU and a fake latch that hands out times."""
+    from types import SimpleNamespace
+
+    latched = []
+    reps = [9.0] + [2.0] * (anchor.REPS // 2) + [3.0] * (anchor.REPS - 1 - anchor.REPS // 2)
+
+    def fake_latched(gpu, engine, stream, src, dst, nbytes, n):
+        latched.append(n)
+        return 0.5 if len(latched) == 1 else reps[len(latched) - 2] * n
+
+    monkeypatch.setattr(anchor, "_latched_ms", fake_latched)
+    monkeypatch.setattr(anchor, "_enqueue", lambda *a: None)
+    gpu = SimpleNamespace(fill=lambda *a: None, wait=lambda *a, **k: None, verify=lambda *a: 0)
+    got = anchor.measure_one(gpu, "ce", "s", 0, 1, 1 << 20, seed=1)
+    n = round(anchor.TARGET_MS / 0.5)
+    assert latched == [1] + [n] * anchor.REPS and got.reps == anchor.REPS and got.transfers == n
+    per = sorted(reps)  # ms per transfer; the median counts the slow first repetition, which moves it up a place
+    assert got.gbps == pytest.approx((1 << 20) / (per[anchor.REPS // 2] * 1e-3) / 1e9)
+    assert per[anchor.REPS // 2] == 3.0  # with the first dropped, the median would be 2.5
+
+
 def test_anchors_from_64_mib_up_take_two_places_each_a_moment_of_the_sweep(monkeypatch):
     """Where a buffer lies moves small transfers only: five places under 64 MiB, two from there up, still
     one place per pass over the sweep (logic only: a fake GPU that hands out addresses)."""

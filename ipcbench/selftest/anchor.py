@@ -4,8 +4,8 @@ ipcbench's measuring machinery in between.
 One process, buffers it allocated itself (cudaMalloc; on another GPU through peer access: no IPC), the
 transfers enqueued call by call on a stream between two events behind a spin kernel (nvbandwidth's
 spinKernel: the host finishes enqueuing before the GPU starts), a fixed number of transfers per repetition
-(about 5 ms, longer than ipcbench's samples), the median of REPS repetitions after one, at placements(size)
-places of its buffers measured at moments spread over the sweep (combine). None of
+(about 5 ms), the median of REPS repetitions after a warm-up transfer and a one-transfer probe, at
+placements(size) places of its buffers measured at moments spread over the sweep (combine). None of
 core/methods (batches), core/timing, core/sampler (calibration, stopping rule), core/pair (the protocol of
 two processes) or ipc/ (sharing memory) is used; only the Gpu's primitives that enqueue one transfer
 (cudaMemcpyAsync, the copy kernels), the gate kernel as the spin kernel, and fill/verify.
@@ -25,8 +25,12 @@ from ipcbench.selftest.plan import PLACEMENTS, AnchorKey, placements
 from ipcbench.selftest.verdict import Anchor, combine
 
 REPS = 7
-# 5 ms a repetition (10 ms until 2026-11-25): still longer than ipcbench's samples (2 ms, 1 ms under 64 MiB), and
-# the anchors were 45 of a selftest's 62 s on two H100s.
+# Every repetition counts: the warm-up transfer and the latched probe before them already load the kernels and
+# wake the copy path. Until 2026-11-26 one more was run first and dropped; on two H200s, over 294 anchors (CE, SM
+# and bulk copies, 4 KiB to 1 GiB, local, push and pull), that first repetition lay within -0.52..+0.61% of the
+# others' median, and the median of the first 7 within -0.13..+0.33% of the median of the last 7.
+# 5 ms a repetition (10 ms until 2026-11-25): longer than ipcbench's shortest samples (2 ms), and the anchors were
+# 45 of a selftest's 62 s on two H100s.
 TARGET_MS = 5.0
 MAX_TRANSFERS = 512  # behind one spin kernel, as ipcbench's own segments (core/methods.MAX_QUEUED)
 # Each anchor is measured with its buffers at plan.placements(size) places of a larger allocation (OFFSETS: a new
@@ -74,7 +78,7 @@ def measure_one(gpu, engine: str, stream, src: int, dst: int, nbytes: int, seed:
     gpu.fill(src, nbytes, seed)
     gpu.fill(dst, nbytes, seed ^ 0x5A5A5A5A)
     gpu.wait(what="an anchor's fill")
-    times = [_latched_ms(gpu, engine, stream, src, dst, nbytes, n) for _ in range(REPS + 1)][1:]
+    times = [_latched_ms(gpu, engine, stream, src, dst, nbytes, n) for _ in range(REPS)]
     bad = gpu.verify(dst, nbytes, seed)
     per = [t / n for t in times]
     return Anchor(gbps=nbytes / (statistics.median(per) * 1e-3) / 1e9, noise=median_noise(per), reps=REPS,
