@@ -104,6 +104,35 @@ def test_anchor_units_count_each_jobs_sizes_at_their_places():
     assert plan.anchor_units([0, 1], [0, 1], ["ce"], "ring", [4096]) == 4 * 5
 
 
+def test_an_anchor_enqueues_as_an_application_does(monkeypatch):
+    """Copy engine: n cudaMemcpyAsync; an SM or bulk copy of at least loop_in_kernel_bytes: one launch of n passes;
+    a smaller one: n launches of one kernel prepared once (logic only: a fake GPU that logs)."""
+    from types import SimpleNamespace
+
+    log = []
+
+    def copier(kind):
+        def make(src, dst, nbytes, loops, stream):
+            log.append((f"{kind} prepared", nbytes, loops))
+            return lambda: log.append((f"{kind} launched", nbytes, loops))
+        return make
+
+    gpu = SimpleNamespace(loop_in_kernel_bytes=1 << 20, copier=copier("sm"), bulk_copier=copier("bulk"),
+                          copy_async=lambda dst, src, nbytes, stream: log.append(("ce", nbytes, 1)),
+                          launch_copy=lambda src, dst, nbytes, loops, stream: log.append(("sm loop", nbytes, loops)),
+                          launch_bulk_copy=lambda src, dst, nbytes, loops, stream: log.append(("bulk loop", nbytes,
+                                                                                              loops)))
+    for engine, nbytes in (("ce", 4096), ("sm", 4096), ("sm_bulk", 4096), ("sm", 1 << 20), ("sm_bulk", 1 << 20)):
+        log.clear()
+        anchor._enqueue(gpu, engine, "s", 0, 1, nbytes, 3)
+        want = {("ce", 4096): [("ce", 4096, 1)] * 3,
+                ("sm", 4096): [("sm prepared", 4096, 1)] + [("sm launched", 4096, 1)] * 3,
+                ("sm_bulk", 4096): [("bulk prepared", 4096, 1)] + [("bulk launched", 4096, 1)] * 3,
+                ("sm", 1 << 20): [("sm loop", 1 << 20, 3)],
+                ("sm_bulk", 1 << 20): [("bulk loop", 1 << 20, 3)]}[(engine, nbytes)]
+        assert log == want, engine
+
+
 def test_an_anchor_is_the_median_of_reps_repetitions_after_one_probe_none_dropped(monkeypatch):
     """measure_one: a warm-up transfer, one latched one-transfer probe that sets the count, then exactly REPS
     latched repetitions of that count, every one in the median (the first is not dropped: the warm-up and the
