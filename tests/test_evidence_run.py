@@ -100,3 +100,62 @@ def test_selftest_records_its_node_after_the_anchors(fake_job, nvml, monkeypatch
     assert statuses == [0, 0]
     assert nvml[0] == "nvml" and nvml[-1] == "nvml" and nvml.index("anchor") < len(nvml) - 1
     recorded(tmp_path / "st")
+
+
+def test_the_snapshots_are_read_while_the_run_sets_up_and_releases_never_while_it_measures(fake_job, nvml,  # noqa: F811
+                                                                                         monkeypatch, tmp_path):
+    """The before snapshot is read on a helper thread while the ranks set up their buffers, and done before the
+    first walk; the after one while they release what they hold, started after the last walk. The fake setup (and
+    the fake release) goes on only once NVML has been read beside it: read one after the other, after the setup,
+    it would wait in vain (logic only: fake GPUs and a fake NVML)."""
+    import threading
+
+    from ipcbench.core.context import Ctx
+
+    read_now = {"before": threading.Event(), "after": threading.Event()}
+    real_setup, real_clean_up, real_session = runner._setup_buffers, Ctx.clean_up, read._nvml
+
+    def setup(*a, **k):
+        assert read_now["before"].wait(timeout=10), "the before snapshot was not read beside the setup"
+        nvml.append("setup")
+        return real_setup(*a, **k)
+
+    def clean_up(self):
+        assert read_now["after"].wait(timeout=10), "the after snapshot was not read beside the release"
+        nvml.append("release")
+        return real_clean_up(self)
+
+    def session():
+        when = "after" if "walk" in nvml else "before"
+        nv = real_session()
+        read_now[when].set()
+        return nv
+
+    monkeypatch.setattr(runner, "_setup_buffers", setup)
+    monkeypatch.setattr(Ctx, "clean_up", clean_up)
+    monkeypatch.setattr(read, "_nvml", session)
+    statuses, _ = fake_job(cfg(tmp_path / "run", suites=("copy",), argv=("copy",)))
+    assert statuses == [0, 0]
+    assert nvml == ["nvml", "setup", "setup", "walk", "walk", "nvml", "release", "release"]
+    recorded(tmp_path / "run")
+
+
+def test_a_process_the_setup_started_is_the_runs_own_in_the_evidence(fake_job, nvml, monkeypatch,  # noqa: F811
+                                                                     tmp_path):
+    """A prelude's process (Step.prelude; the handles suite's exporting child) may hold a context while NVML reads
+    the node: its pid is among the run's own, not another job's (logic only: fake GPUs, a fake NVML)."""
+    from dataclasses import replace
+
+    from ipcbench.config import RunConfig
+
+    def prelude(ctx, pairs):
+        ctx.helper_pids.append(4343)
+        return lambda: None
+
+    real_steps = RunConfig.steps
+    monkeypatch.setattr(RunConfig, "steps", lambda self, n: [replace(s, prelude=prelude)
+                                                             for s in real_steps(self, n)][:1])
+    statuses, _ = fake_job(cfg(tmp_path / "run", suites=("copy",), argv=("copy",)))
+    assert statuses == [0, 0]
+    ev = read_meta(tmp_path / "run").evidence
+    assert ev.before("fakehost").own_pids == ev.after("fakehost").own_pids == sorted([os.getpid(), 4343])

@@ -198,3 +198,36 @@ def test_expect_error_and_short():
     assert handles._short("a,  b\n c") == "a; b c"
     assert handles._short("x" * 200, 20) == "x" * 17 + "..."
     assert handles._us(1000, 3500) == 2.5
+
+
+def test_the_exited_owner_runs_at_the_setup_and_the_step_opens_its_handle(monkeypatch):
+    """start_exited_owners (the error step's prelude) starts one child per error pair on the rank that opens its
+    handle, for the source's GPU; wait() keeps what the child gave, and measure_errors opens that, starting no
+    child of its own (logic only: fake GPUs, and a child that could not start)."""
+    node, drv = node_with(monkeypatch)
+    started = []
+
+    def start(gpu_index):
+        started.append(gpu_index)
+        return None, "no child on a fake GPU"
+
+    def no_child_in_the_step(gpu_index):
+        raise AssertionError("the step started a child of its own")
+
+    monkeypatch.setattr(handles, "_start_child", start)
+    monkeypatch.setattr(handles, "_exited_owner_handle", no_child_in_the_step)
+
+    def rank(ctx):
+        handles.start_exited_owners(ctx, handles.error_pairs(2))()
+        return handles.measure_errors(ctx, 0, 1, [2 << 20])
+
+    rows, other = node.run(rank)
+    assert started == [0] and other == []  # rank 1 opens rank 0's handles; rank 0's GPU is GPU 0
+    r = {r.method: r for r in rows}["err_open_exited_owner_handle"]
+    assert r.note == "NOT a clear error: no child on a fake GPU"
+
+
+def test_the_error_step_has_its_child_started_at_the_setup():
+    step = [s for s in handles.steps(2, [4096, 1 << 20]) if s.label == "error paths"][0]
+    assert step.prelude is handles.start_exited_owners and step.pairs == [(0, 1)]
+    assert step.cost < 40  # its 0.3 s child is no longer in the step (the dry run's cost model)

@@ -213,7 +213,7 @@ COLLECTIVE = {
     "ipc/sharers.py": ["node_has", "setup_gpu_features", "setup_libraries", "setup_buffers", "destroy_buffers"],
     "ipc/shm.py": ["agree", "malloc_agreed", "open_pair_segment"],
     "core/methods.py": ["Method.bind", "PairEngine.bind"],
-    "evidence/take.py": ["take_snapshot", "record"],
+    "evidence/take.py": ["start_snapshot", "Reading.done", "record"],
 }
 
 

@@ -266,3 +266,35 @@ def test_interprocess_events_are_released_with_the_context(monkeypatch):
 
     node.run(rank)
     assert len(drv.events) == 2 and all(getattr(e, "destroyed", False) for e in drv.events.values())
+
+
+def test_a_steps_prelude_runs_beside_the_setup_and_ends_before_the_first_measurement(fake_job, tmp_path,
+                                                                                    monkeypatch):
+    """Step.prelude: started on every rank once its GPU and context exist, before the buffers are set up; its
+    wait() returns before either rank walks (logic only: fake GPUs, a prelude that logs)."""
+    from dataclasses import replace
+
+    events, lock = [], threading.Lock()
+
+    def log(what):
+        with lock:
+            events.append(what)
+
+    def prelude(ctx, pairs):
+        log(f"start {ctx.world.local_rank} {pairs}")
+        return lambda: log(f"wait {ctx.world.local_rank}")
+
+    real_setup, real_walk, real_steps = runner._setup_buffers, runner.walk, RunConfig.steps
+    monkeypatch.setattr(runner, "_setup_buffers", lambda ctx, *a: (log(f"setup {ctx.world.local_rank}"),
+                                                                   real_setup(ctx, *a))[1])
+    monkeypatch.setattr(runner, "walk", lambda *a, **k: (log("walk"), real_walk(*a, **k))[1])
+    monkeypatch.setattr(RunConfig, "steps", lambda self, n: [replace(s, prelude=prelude) if i == 0 else s
+                                                             for i, s in enumerate(real_steps(self, n))])
+    statuses, _ = fake_job(cfg(tmp_path / "run", suites=("copy",), argv=("copy",)))
+    assert statuses == [0, 0]
+    first_walk = events.index("walk")
+    assert sorted(events[:first_walk]) == ["setup 0", "setup 1", "start 0 [(0, 1), (1, 0)]",
+                                           "start 1 [(0, 1), (1, 0)]", "wait 0", "wait 1"]
+    for r in (0, 1):
+        assert events.index(f"start {r} [(0, 1), (1, 0)]") < events.index(f"setup {r}") < events.index(f"wait {r}")
+    assert events.count("walk") == 2 and all(e == "walk" for e in events[first_walk:])

@@ -28,6 +28,9 @@ class Ctx:
     features: set[str] = field(default_factory=set)  # GPU features every rank's GPU has (ipc/sharers.GPU_FEATURES)
     mps: bool = False  # the ranks' contexts run under MPS (same-GPU kernels can run concurrently)
     state: dict = field(default_factory=dict)  # per-run caches a suite keeps between pairs (streams, events)
+    # processes the run started itself beside its ranks (Step.prelude: suites/handles.py's exporting child): the
+    # run's own in its node evidence (evidence/take.start_snapshot)
+    helper_pids: list[int] = field(default_factory=list)
     hints: dict = field(default_factory=dict)  # calibration: (label, src, dst) -> (bytes, ms per transfer)
     # Test hook (IPCBENCH_FAULT_CORRUPT=<method>): the receiver overwrites a few words of what it received
     # before the check, so a GPU test can prove that a bad destination gives verified=false and exit 1.

@@ -122,6 +122,7 @@ class Session:
     t0: float = field(default_factory=time.monotonic)
     timings: dict = field(default_factory=dict)
     evidence_before: Any = None  # this node's evidence before the first measurement (local rank 0's; evidence/take.py)
+    evidence_after: Any = None  # its after snapshot being read (evidence/take.Reading), started by release
 
 
 def run(cfg) -> int:
@@ -178,6 +179,9 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
               gpu_of=gpu_of, node_ranks=world.node_ranks, mps=mps_on,
               corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
+    preludes = [step.prelude(ctx, step.pairs) for step in steps if step.prelude]  # beside the setup (Step.prelude)
+    with PHASES.phase("evidence"):  # every rank has its GPU: NVML reads the node while the run sets up
+        before = evidence.start_snapshot(world, "before", ctx.helper_pids)
     with PHASES.phase("topology"):
         topo = _node_topology() if world.local_rank == 0 else None
         world.node_barrier("the topology of this node")
@@ -200,8 +204,12 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         writer = ResultsWriter(run_dir)
     world.barrier(world.comm, "the run directory")
     s = Session(cfg, world, steps, run_dir, gpu, ctx, mode, meta, writer, RowSink(world, writer, str(run_dir)))
+    with PHASES.phase("prelude"):
+        for wait in preludes:
+            wait()
+        world.node_barrier("the processes the setup started (Step.prelude) to end")
     with PHASES.phase("evidence"):
-        s.evidence_before = evidence.take_snapshot(world, "before")  # NVML, before any measurement
+        s.evidence_before = before.done(world)  # before any measurement
     estimated = estimate_seconds(steps, cfg.rule, mode, -(-len(gpu_of) // len(set(gpu_of))), gpus=len(set(gpu_of)))
     estimated += tail(gpu_of, world.node_ranks)[0] if tail else 0.0
     say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
@@ -228,9 +236,12 @@ def measure(s: Session):
 
 
 @PHASES.wrap("release")
-def release(s: Session) -> None:
+def release(s: Session, more_to_measure: bool = False) -> None:
     """Free what the setup and the suites hold (collective): the context's releases, the last added first
-    (core/context.Ctx.clean_up): interprocess events and NCCL communicators before the shared buffers."""
+    (core/context.Ctx.clean_up): interprocess events and NCCL communicators before the shared buffers. Unless
+    the command measures more after it (selftest's anchors), the node's after evidence is read meanwhile."""
+    if not more_to_measure:
+        s.evidence_after = evidence.start_snapshot(s.world, "after", s.ctx.helper_pids)
     s.ctx.clean_up()
 
 
@@ -240,7 +251,7 @@ def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:
     world, cfg, meta, writer = s.world, s.cfg, s.meta, s.writer
     status = 0
     with PHASES.phase("evidence"):
-        node_evidence = evidence.record(world, s.evidence_before)  # after the last measurement (anchors included)
+        node_evidence = evidence.record(world, s.evidence_before, s.evidence_after)  # after the last measurement
     breakdown = world.world_gather(PHASES.snapshot(), "where every rank's time went")
     if world.rank == 0:
         meta["time_breakdown_s"] = {f"rank {i}": b for i, b in enumerate(breakdown)}

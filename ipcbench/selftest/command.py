@@ -148,7 +148,7 @@ def run(cfg, names: list[str], tolerance: plan.Tolerance, cross: str) -> int:
         return s  # a dry run
     rows, round_checks = runner.measure(s)
     measured = measurable(s.ctx, names)
-    runner.release(s)  # the anchors need the memory the shared buffers held
+    runner.release(s, more_to_measure=True)  # the anchors need the memory the shared buffers held
     anchors = measure_anchors(s, measured, cross)
     world = s.world
     checks, extra = [], {}

@@ -43,6 +43,10 @@ class Step:
     # GPU-to-GPU transfers: host paths share the host's memory and CPUs, handle costs the driver's locks.
     rounds_ok: bool = False
     min_sample_s: float = 0.0  # its samples last at least this long whatever --min-time says (the estimate)
+    # Work it needs done before anything is measured, started at the run's setup so that it runs beside it:
+    # prelude(ctx, pairs) -> wait(), which the runner calls once the setup is done, before the first measurement
+    # (suites/handles.py: the child process whose handle is the exited owner's).
+    prelude: Callable | None = None
     # Its sizes under --quick, for a step whose sizes do not follow --sizes (latency's small messages):
     # quick is a fleet check, and fewer of them keep it short.
     quick_sizes: list[int] | None = None
