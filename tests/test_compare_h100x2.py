@@ -94,7 +94,11 @@ def test_a_pass_says_what_it_covers(capsys):
         twice = 2 * noise.floor_for(GPU, engine, "gated", nbytes).fraction
         assert twice <= caught[kind] < twice * 1.03, kind
         assert f"{kind}: {compare._pct(caught[kind])}" in line
-    assert max(caught, key=caught.get) in ("sm <= 256K", "shm 256K-64M", "shm >= 64M")
+    # all-2's meta.json names no GPU model: its rows take the largest floors known, the H200's event ping-pong's (40%)
+    # among them, so that kind is caught only beyond 0.06 + 0.40 and more
+    assert caught["event <= 256K"] >= 0.46
+    assert max((k for k in caught if k != "event <= 256K"), key=caught.get) in ("sm <= 256K", "shm 256K-64M",
+                                                                                "shm >= 64M")
     t = c.table[c.table["rule"] != ""]
     sm = t[(t["bytes"] <= 256 << 10) & t["method"].isin(["sm_read", "sm_write"])]
     assert np.median(np.fmax(sm["bound"], 0.02)) == pytest.approx(caught["sm <= 256K"], rel=1e-3)

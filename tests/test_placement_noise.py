@@ -102,7 +102,13 @@ def test_floors_by_gpu_family_kind_and_size_band():
     borrowed = noise.floor_for("NVIDIA H200", "api", "host", 4096)  # never measured on H200: the largest known
     assert borrowed.fraction == noise.FLOORS["H100"][("api", "host")][0] and "largest" in borrowed.basis
     other = noise.floor_for("NVIDIA B200", "ce", "gated", 64 << 20)
-    assert other.fraction == max(t[("ce", "gated")][2] for t in noise.FLOORS.values()) and "B200" in other.basis
+    assert other.fraction == max(t[("ce", "gated")][2] for t in noise.FLOORS.values() if ("ce", "gated") in t)
+    assert "B200" in other.basis
+    # the H200's own floor of the cross-process event ping-pong, measured there; a GPU never measured takes it
+    h200_event = noise.floor_for("NVIDIA H200", "event", "handoff", 0)
+    assert h200_event.fraction == 0.40 and "measured on H200" in h200_event.basis
+    assert noise.floor_for("NVIDIA B200", "event", "handoff", 0).fraction == 0.40
+    assert noise.floor_for(h100, "event", "handoff", 0).fraction == 0.06
     assert noise.floor_for(h100, "warp", "gated", 4096).basis == noise.UNKNOWN_KIND
 
 
