@@ -207,7 +207,8 @@ def test_the_dry_run_uses_the_table():
     assert shared == pytest.approx(COSTS.startup_s + COSTS.close_s + once + one_rank + both * COSTS.shared_gpu_factor)
     assert COSTS.one_gpu_factor is not None and COSTS.one_gpu_factor != COSTS.shared_gpu_factor
     nccl = COSTS.suite("nccl").once_s  # NCCL walks nothing where every rank is on one GPU
-    one = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2, gpus=1) - COSTS.startup_s - COSTS.close_s
+    assert COSTS.one_gpu_startup_s is not None and COSTS.startup_for(1) == COSTS.one_gpu_startup_s
+    one = estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu=2, gpus=1) - COSTS.one_gpu_startup_s - COSTS.close_s
     plans_one = costmodel.suite_plans(steps, cfg.rule, mode, gpus=1)
     assert plans_one["nccl"].weight == 0 and costmodel.suite_seconds(COSTS, "nccl", plans_one["nccl"], 2, 1) == 0.0
     parts = [costmodel.measurement_seconds(COSTS, n, p) for n, p in plans_one.items() if p.weight]
@@ -280,3 +281,29 @@ def test_a_shared_gpu_plan_names_the_machines_its_factor_was_fitted_on():
     fitted = sorted({r.machine for r in COSTS.residuals if r.gpus > 1 and r.machine.endswith(", 4 ranks")})
     assert fitted and shared.startswith(f"ranks sharing GPUs (fitted on {'; '.join(fitted)}): ")
     assert "both ranks of a pair drive" in shared
+
+
+def test_a_one_gpu_node_has_its_own_start_up_and_anchor_cost():
+    """Two ranks on one GPU start in 2.0 s where two GPUs take 2.9 (one context's GPU, one GPU's NVML and buffers),
+    and their selftest's anchors are copies within the GPU: the fit keeps both apart when it has runs of each, and
+    the model uses them for a node of one GPU alone; without one-GPU runs there is nothing apart."""
+    two = [replace(r, user_wall_s=r.wall_s + 2.9) for r in (synthetic(["all"], 2, 1, TRUE, "a"),
+                                                            synthetic(["all", "--quick"], 2, 1, TRUE, "q"))]
+    one = synthetic(["copy", "kernel", "latency"], 2, 2, TRUE, "one")
+    one = replace(one, user_wall_s=one.wall_s + 2.0)
+    test2 = synthetic(["copy", "kernel"], 2, 1, TRUE, "s2")
+    test2 = replace(test2, kind="selftest", command="ipcbench selftest", anchor_units=348,
+                    wall_s=test2.wall_s + 348 * 0.04, user_wall_s=test2.wall_s + 348 * 0.04 + 2.9)
+    test1 = synthetic(["copy", "kernel"], 2, 2, TRUE, "s1")
+    test1 = replace(test1, kind="selftest", command="ipcbench selftest", anchor_units=174,
+                    wall_s=test1.wall_s + 174 * 0.03, user_wall_s=test1.wall_s + 174 * 0.03 + 2.0)
+    got = costfit.fit([*two, one, test2, test1], COSTS, "today")
+    assert got.startup_s == pytest.approx(2.9) and got.one_gpu_startup_s == pytest.approx(2.0)
+    assert got.startup_for(2) == got.startup_for(8) == got.startup_for(0) == pytest.approx(2.9)
+    assert got.startup_for(1) == pytest.approx(2.0)
+    assert got.anchor_s == pytest.approx(0.04, abs=1e-5) and got.one_gpu_anchor_s == pytest.approx(0.03, abs=1e-5)
+    assert costmodel.anchor_seconds(got, 100, gpus=1) == pytest.approx(3.0)
+    assert costmodel.anchor_seconds(got, 100, gpus=2) == pytest.approx(4.0)
+    assert max(abs(r.pct) for r in got.residuals) < 0.1  # each run against its own node's start-up and anchors
+    apart = costfit.fit(two, COSTS, "today")  # runs on one kind of node only: one start-up, none apart
+    assert apart.one_gpu_startup_s is None and apart.startup_for(1) == apart.startup_s == pytest.approx(2.9)

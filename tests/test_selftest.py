@@ -434,5 +434,5 @@ def test_on_fakes_a_dry_run_of_two_ranks_on_one_gpu_plans_their_one_pair_and_its
     assert {tuple(map(tuple, s["pairs"])) for s in plan_["steps"]} == {((0, 1),)}
     units = plan.anchor_units([0, 0], [0, 1], names, "ring", [4096, 256 << 20])
     assert units == 3 * (5 + 2)  # ce by both ranks' processes, sm_read pull by the reader's; 4K at 5 places, 256M at 2
-    assert plan_["after_suites_s"] == round(costmodel.anchor_seconds(COSTS, units), 1) > 0
+    assert plan_["after_suites_s"] == round(costmodel.anchor_seconds(COSTS, units, gpus=1), 1) > 0
     assert any(f"{units} anchor measurements" in a for a in plan_["assumptions"])

@@ -10,12 +10,13 @@ for each size (SamplingRule.sample_s; 3 ms at least for a two-sided step), at le
 (per suite): the work around the samples (calibration, fill, verify, barriers, the row's bookkeeping); `once_s` (per
 suite): what a suite pays once (NCCL communicators, kernels loaded). Ranks sharing GPUs multiply the measurements both
 ranks of a pair drive (run/costmodel.PlanStep.both_drive; not one rank's, nor `once_s`) by `shared_gpu_factor`,
-every rank on one GPU by `one_gpu_factor`. A run adds `close_s` (meta.json's wall_s
-less its suites' walls: releasing and closing) and `startup_s` (the user's wall, mpirun to exit, less wall_s: Python,
-MPI and CUDA start, buffers). Two commands add what they do beyond their suites, each fitted to that command's runs
-against the model of its suites: `ipcbench check` `check_s` (its verdict after the run: reading the run back, judging
-it, writing its outputs; and what the suites' constants, fitted on `all`, miss for check's small plan), `ipcbench
-selftest` `anchor_s` per anchor measurement (one size at one place of its buffers, selftest/plan.anchor_units).
+every rank on one GPU by `one_gpu_factor`. A run adds `close_s` (meta.json's wall_s less its suites' walls:
+releasing and closing) and `startup_s` (the user's wall, mpirun to exit, less wall_s: Python, MPI and CUDA start,
+buffers; a one-GPU node's its own, `one_gpu_startup_s`). Two commands add what they do beyond their suites, each
+fitted to that command's runs against the model of its suites: `ipcbench check` `check_s` (its verdict after the
+run: reading the run back, judging it, writing its outputs; and what the suites' constants, fitted on `all`, miss
+for check's small plan), `ipcbench selftest` `anchor_s` per anchor measurement (one size at one place of its
+buffers, selftest/plan.anchor_units; a one-GPU node's, copies within the GPU, its own: `one_gpu_anchor_s`).
 
 Everything below the marker is written by `python -m ipcbench.run.costfit RUN_DIR... --walls FILE --write`: never edit
 it by hand, refit.
@@ -92,6 +93,19 @@ class CostModel:
     check_s: float | None = None
     # ipcbench selftest: seconds per anchor measurement (selftest/plan.anchor_units), in wall_s; None: never fitted
     anchor_s: float | None = None
+    # a one-GPU node (every rank on one GPU), fitted on its own runs: its start-up (one GPU's context, NVML and
+    # buffers; 2.0 s against 2.9 on two GPUs) and its selftest anchors (copies within the GPU, whose 512-transfer
+    # repetitions of small sizes are shorter than a link's); None: startup_s, anchor_s
+    one_gpu_startup_s: float | None = None
+    one_gpu_anchor_s: float | None = None
+
+    def startup_for(self, gpus: int) -> float:
+        """The start-up of a node of `gpus` GPUs (0: not known, a node of several)."""
+        return self.one_gpu_startup_s if gpus == 1 and self.one_gpu_startup_s is not None else self.startup_s
+
+    def anchor_for(self, gpus: int) -> float | None:
+        """Seconds per selftest anchor measurement on a node of `gpus` GPUs (0: not known, a node of several)."""
+        return self.one_gpu_anchor_s if gpus == 1 and self.one_gpu_anchor_s is not None else self.anchor_s
 
     def gpu_factor(self, ranks_per_gpu: int, gpus: int = 0) -> float:
         """What every suite's time is multiplied by: 1 with one rank per GPU; one_gpu_factor where every rank shares
@@ -127,26 +141,28 @@ class CostModel:
 
 # --- fitted table (written by python -m ipcbench.run.costfit --write) ---
 COSTS = CostModel(
-    samples_factor=1.081,
+    samples_factor=1.053,
     suites={
-        'copy': SuiteCost(fixed_s=0.00383, once_s=0.067),
-        'kernel': SuiteCost(fixed_s=0.00151, once_s=0.129),
-        'pool': SuiteCost(fixed_s=0.00246, once_s=0.078),
-        'vmm': SuiteCost(fixed_s=0.00157, once_s=0.079),
-        'staged': SuiteCost(fixed_s=0.02431, once_s=0.236, samples=False),
-        'nccl': SuiteCost(fixed_s=0.00207, once_s=0.297),
-        'latency': SuiteCost(fixed_s=0.00578, once_s=0.0),
-        'handles': SuiteCost(fixed_s=0.00477, once_s=0.1, samples=False),
-        'pipeline': SuiteCost(fixed_s=0.00735, once_s=0.0),
+        'copy': SuiteCost(fixed_s=0.00279, once_s=0.087),
+        'kernel': SuiteCost(fixed_s=0.00149, once_s=0.163),
+        'pool': SuiteCost(fixed_s=0.00189, once_s=0.138),
+        'vmm': SuiteCost(fixed_s=0.0015, once_s=0.098),
+        'staged': SuiteCost(fixed_s=0.02332, once_s=0.3, samples=False),
+        'nccl': SuiteCost(fixed_s=0.00043, once_s=0.395),
+        'latency': SuiteCost(fixed_s=0.00609, once_s=0.0),
+        'handles': SuiteCost(fixed_s=0.00346, once_s=0.079, samples=False),
+        'pipeline': SuiteCost(fixed_s=0.00789, once_s=0.0),
     },
-    default=SuiteCost(fixed_s=0.00596, once_s=0.11),
-    shared_gpu_factor=1.9425,
-    one_gpu_factor=2.2245,
-    check_s=-0.168,
-    anchor_s=0.04921,
-    close_s=0.328,
-    startup_s=2.423,
-    startup_basis='measured: mpirun to exit less wall_s, 9 run(s) of --walls',
+    default=SuiteCost(fixed_s=0.00543, once_s=0.14),
+    shared_gpu_factor=2.0941,
+    one_gpu_factor=1.9553,
+    check_s=0.01,
+    anchor_s=0.04225,
+    one_gpu_anchor_s=0.03409,
+    close_s=0.241,
+    startup_s=2.527,
+    one_gpu_startup_s=2.038,
+    startup_basis='measured: mpirun to exit less wall_s, 18 run(s) of --walls',
     fitted='2026-11-26',
     machines=(
         '1 x NVIDIA H100 80GB HBM3, 2 ranks',
@@ -169,43 +185,70 @@ COSTS = CostModel(
         'results/h200x2-np4-quick',
         'results/h200x2-quick-1',
         'results/h200x2-quick-2',
+        'results/h200x2-quick-3',
         'results/h200x2-selftest-1',
         'results/h200x2-selftest-2',
+        'tests/data/h200x2-0126/all-1',
+        'tests/data/h200x2-0126/all-2',
+        'tests/data/h200x2-0126/all-3',
+        'tests/data/h200x2-0126/all-4',
+        'tests/data/h200x2-0126/all-5',
+        'tests/data/h200x2-0126/quick-1',
+        'tests/data/h200x2-0126/quick-2',
+        'tests/data/h200x2-0126/quick-3',
     ),
     residuals=(
         Residual('h100x1-all-1', 'ipcbench all --quiet --out results/h100x1-all-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 29.48, 28.38, True, 1, 2),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 24.57, 24.71, True, 1, 2),
         Residual('h100x1-all-2', 'ipcbench all --quiet --out results/h100x1-all-2',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 27.43, 28.38, True, 1, 2),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 23.92, 24.71, True, 1, 2),
         Residual('h100x1-check-1', 'ipcbench check --quiet --out results/h100x1-check-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 3.17, 3.33, True, 1, 2),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 2.92, 3.02, True, 1, 2),
         Residual('h100x1-check-2', 'ipcbench check --quiet --out results/h100x1-check-2',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 2.95, 3.33, True, 1, 2),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 2.63, 3.02, True, 1, 2),
         Residual('h100x1-quick-1', 'ipcbench all --quick --quiet --out results/h100x1-quick-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 6.21, 6.71, True, 1, 2),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 6.05, 5.83, True, 1, 2),
         Residual('h100x1-selftest-1', 'ipcbench selftest --quiet --out results/h100x1-selftest-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 16.66, 17.38, True, 1, 2),
+                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 13.89, 14.21, True, 1, 2),
         Residual('h200x2-all-1', 'ipcbench all --quiet --out results/h200x2-all-1',
-                 '2 x NVIDIA H200, 2 ranks', 20.3, 19.46, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 21.7, 18.83, True, 2, 2),
         Residual('h200x2-all-2', 'ipcbench all --quiet --out results/h200x2-all-2',
-                 '2 x NVIDIA H200, 2 ranks', 19.45, 19.46, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 21.19, 18.83, True, 2, 2),
         Residual('h200x2-all-3', 'ipcbench all --quiet --out results/h200x2-all-3',
-                 '2 x NVIDIA H200, 2 ranks', 20.64, 19.46, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 20.86, 18.83, True, 2, 2),
         Residual('h200x2-check-1', 'ipcbench check --quiet --out results/h200x2-check-1',
-                 '2 x NVIDIA H200, 2 ranks', 3.59, 3.13, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 4.13, 3.36, True, 2, 2),
         Residual('h200x2-check-2', 'ipcbench check --quiet --out results/h200x2-check-2',
-                 '2 x NVIDIA H200, 2 ranks', 3.25, 3.13, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 3.28, 3.36, True, 2, 2),
         Residual('h200x2-check-3', 'ipcbench check --quiet --out results/h200x2-check-3',
-                 '2 x NVIDIA H200, 2 ranks', 3.09, 3.13, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 3.16, 3.36, True, 2, 2),
         Residual('h200x2-np4-quick', 'ipcbench all --quick --quiet --out results/h200x2-np4-quick',
-                 '2 x NVIDIA H200, 4 ranks', 15.45, 14.94, True, 2, 4),
+                 '2 x NVIDIA H200, 4 ranks', 16.21, 15.32, True, 2, 4),
         Residual('h200x2-quick-1', 'ipcbench all --quick --quiet --out results/h200x2-quick-1',
-                 '2 x NVIDIA H200, 2 ranks', 6.62, 6.79, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 7.2, 6.77, True, 2, 2),
         Residual('h200x2-quick-2', 'ipcbench all --quick --quiet --out results/h200x2-quick-2',
-                 '2 x NVIDIA H200, 2 ranks', 6.36, 6.79, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 7.5, 6.77, True, 2, 2),
+        Residual('h200x2-quick-3', 'ipcbench all --quick --quiet --out results/h200x2-quick-3',
+                 '2 x NVIDIA H200, 2 ranks', 7.41, 6.77, True, 2, 2),
         Residual('h200x2-selftest-1', 'ipcbench selftest --quiet --out results/h200x2-selftest-1',
-                 '2 x NVIDIA H200, 2 ranks', 32.0, 31.65, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 28.59, 28.98, True, 2, 2),
         Residual('h200x2-selftest-2', 'ipcbench selftest --quiet --out results/h200x2-selftest-2',
-                 '2 x NVIDIA H200, 2 ranks', 31.47, 31.65, True, 2, 2),
+                 '2 x NVIDIA H200, 2 ranks', 29.11, 28.98, True, 2, 2),
+        Residual('all-1', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-1',
+                 '2 x NVIDIA H200, 2 ranks', 18.99, 18.83, True, 2, 2),
+        Residual('all-2', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-2',
+                 '2 x NVIDIA H200, 2 ranks', 17.71, 18.83, True, 2, 2),
+        Residual('all-3', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-3',
+                 '2 x NVIDIA H200, 2 ranks', 18.03, 18.83, True, 2, 2),
+        Residual('all-4', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-4',
+                 '2 x NVIDIA H200, 2 ranks', 17.77, 18.83, True, 2, 2),
+        Residual('all-5', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-5',
+                 '2 x NVIDIA H200, 2 ranks', 17.51, 18.83, True, 2, 2),
+        Residual('quick-1', 'ipcbench all --quick --quiet --out tests/data/h200x2-0126/quick-1',
+                 '2 x NVIDIA H200, 2 ranks', 6.26, 6.77, True, 2, 2),
+        Residual('quick-2', 'ipcbench all --quick --quiet --out tests/data/h200x2-0126/quick-2',
+                 '2 x NVIDIA H200, 2 ranks', 6.33, 6.77, True, 2, 2),
+        Residual('quick-3', 'ipcbench all --quick --quiet --out tests/data/h200x2-0126/quick-3',
+                 '2 x NVIDIA H200, 2 ranks', 6.29, 6.77, True, 2, 2),
     ),
 )

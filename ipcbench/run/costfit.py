@@ -12,11 +12,12 @@ the bench parser and config), less the steps it skipped), and the model's consta
 3. shared_gpu_factor and one_gpu_factor: the runs where ranks share GPUs of a node of several, and where every
    rank is on one GPU, against what the suites above predict for them;
 4. close_s: wall_s less the suites' walls, averaged;
-5. startup_s: the user's walls of --walls FILE less wall_s, averaged (without it, the table's value is kept and
+5. startup_s: the user's walls of --walls FILE less wall_s, averaged over the runs on nodes of several GPUs, and
+   one_gpu_startup_s over those on one GPU where both were given (without walls, the table's values are kept and
    said to be assumed);
 6. check's check_s: the user's walls of its runs less what the model predicts of their suites, closing and
    start-up, averaged; selftest's anchor_s: its wall_s less what its suites and closing are predicted to take, per
-   anchor measurement (selftest/plan.anchor_units).
+   anchor measurement (selftest/plan.anchor_units), and one_gpu_anchor_s the same over its runs on one GPU.
    Steps 1-5 use the runs of `ipcbench SUITE...` alone; check and selftest runs are held against the result.
 
 numpy.linalg.lstsq, not scipy: numpy is already installed with pandas and each suite's fit is two unknowns, so
@@ -255,24 +256,36 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     # time-slices every pair; 4 ranks on 2 GPUs mix links and shared GPUs)
     shared = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus > 1], None) or previous.shared_gpu_factor
     one_gpu = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus == 1], previous.one_gpu_factor)
+    # start-up: the user's wall less wall_s, on a node of several GPUs and on a one-GPU node apart (one context's
+    # GPU, one GPU's NVML and buffers: 2.0 s against 2.9 on two H200s, 2026-11-26)
     walled = [r for r in runs if r.user_wall_s is not None]
+    several = [r.user_wall_s - r.wall_s for r in walled if r.n_gpus != 1]  # type: ignore[operator]
+    one = [r.user_wall_s - r.wall_s for r in walled if r.n_gpus == 1]  # type: ignore[operator]
     if walled:
-        startup = round(float(np.mean([r.user_wall_s - r.wall_s for r in walled])), 3)  # type: ignore[operator]
+        startup = round(float(np.mean(several or one)), 3)
+        one_startup = round(float(np.mean(one)), 3) if one and several else None
         basis = f"measured: mpirun to exit less wall_s, {len(walled)} run(s) of --walls"
     else:
-        startup = previous.startup_s
+        startup, one_startup = previous.startup_s, previous.one_gpu_startup_s
         basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
             f"kept from the fit of {previous.fitted} (no --walls given)"
     model = replace(model, shared_gpu_factor=shared, one_gpu_factor=one_gpu, close_s=close, startup_s=startup,
-                    startup_basis=basis)
-    # check: its verdict after the run (in the user's wall only); selftest: its anchors (in wall_s), per measurement
-    beyond = [r.user_wall_s - startup - model.close_s - sum(predicted_suites(model, r).values())
+                    one_gpu_startup_s=one_startup, startup_basis=basis)
+    # check: its verdict after the run (in the user's wall only); selftest: its anchors (in wall_s), per measurement,
+    # on nodes of several GPUs and on one GPU apart (copies within a GPU are not a link's)
+    beyond = [r.user_wall_s - model.startup_for(r.n_gpus) - model.close_s - sum(predicted_suites(model, r).values())
               for r in commands if r.kind == "check" and r.user_wall_s is not None]
     check = round(float(np.mean(beyond)), 3) if beyond else previous.check_s
+
+    def per_anchor(tests: list[RecordedRun]) -> float:
+        return round(max(0.0, sum(r.wall_s - model.close_s - sum(predicted_suites(model, r).values())
+                                  for r in tests) / sum(r.anchor_units for r in tests)), 5)  # never negative
+
     tests = [r for r in commands if r.kind == "selftest" and r.anchor_units]
-    anchor = round(max(0.0, sum(r.wall_s - model.close_s - sum(predicted_suites(model, r).values()) for r in tests)
-                       / sum(r.anchor_units for r in tests)), 5) if tests else previous.anchor_s  # never negative
-    model = replace(model, check_s=check, anchor_s=anchor, fitted=date,
+    on_several, on_one = [r for r in tests if r.n_gpus != 1], [r for r in tests if r.n_gpus == 1]
+    anchor = per_anchor(on_several or on_one) if tests else previous.anchor_s
+    one_anchor = per_anchor(on_one) if on_one and on_several else (None if tests else previous.one_gpu_anchor_s)
+    model = replace(model, check_s=check, anchor_s=anchor, one_gpu_anchor_s=one_anchor, fitted=date,
                     machines=tuple(dict.fromkeys(r.machine for r in commands)), runs=tuple(r.name for r in commands))
     return replace(model, residuals=tuple(residual(model, r) for r in commands))
 
@@ -285,12 +298,12 @@ def residual(model: CostModel, run: RecordedRun) -> Residual:
     """The run's wall against the model's: the user's wall (start-up included) where --walls gave it, else
     meta.json's wall_s against the model less its start-up (what was measured, nothing assumed added)."""
     predicted = (sum(predicted_suites(model, run).values()) + model.close_s
-                 + costmodel.anchor_seconds(model, run.anchor_units))
+                 + costmodel.anchor_seconds(model, run.anchor_units, run.n_gpus))
     if run.user_wall_s is not None:
         if run.kind == "check":
             predicted += costmodel.check_seconds(model)
         return Residual(Path(run.name).name, run.command, run.machine, round(run.user_wall_s, 2),
-                        round(predicted + model.startup_s, 2), True, run.n_gpus, run.n_ranks)
+                        round(predicted + model.startup_for(run.n_gpus), 2), True, run.n_gpus, run.n_ranks)
     return Residual(Path(run.name).name, run.command, run.machine, round(run.wall_s, 2), round(predicted, 2), False,
                     run.n_gpus, run.n_ranks)
 
@@ -299,8 +312,9 @@ def report(model: CostModel, runs: list[RecordedRun]) -> str:
     """Per run and per suite: predicted and measured walls, the residuals."""
     lines = [f"samples_factor {model.samples_factor:g}; shared_gpu_factor {model.shared_gpu_factor:g}; "
              f"one_gpu_factor {model.one_gpu_factor}; "
-             f"close_s {model.close_s:g}; startup_s {model.startup_s:g} ({model.startup_basis}); "
-             f"check's check_s {model.check_s}; selftest's anchor_s {model.anchor_s}",
+             f"close_s {model.close_s:g}; startup_s {model.startup_s:g}, one_gpu_startup_s {model.one_gpu_startup_s} "
+             f"({model.startup_basis}); check's check_s {model.check_s}; selftest's anchor_s {model.anchor_s}, "
+             f"one_gpu_anchor_s {model.one_gpu_anchor_s}",
              "suite     fixed_ms  once_s"]
     lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}{'' if c.samples else '  (no sample term)'}"
               for s, c in model.suites.items()]
@@ -340,7 +354,9 @@ def render_table(model: CostModel) -> str:
     out += ["    },", f"    default={suite(model.default)},", f"    shared_gpu_factor={model.shared_gpu_factor!r},",
             f"    one_gpu_factor={model.one_gpu_factor!r},",
             f"    check_s={model.check_s!r},", f"    anchor_s={model.anchor_s!r},",
+            f"    one_gpu_anchor_s={model.one_gpu_anchor_s!r},",
             f"    close_s={model.close_s!r},", f"    startup_s={model.startup_s!r},",
+            f"    one_gpu_startup_s={model.one_gpu_startup_s!r},",
             f"    startup_basis={model.startup_basis!r},", f"    fitted={model.fitted!r},",
             "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
             "    runs=(", *[f"        {r!r}," for r in model.runs], "    ),", "    residuals=("]
@@ -406,9 +422,12 @@ def suites_block(model: CostModel) -> str:
             f"closing {model.close_s:g} s; "
             + (f"check beyond its suites (its verdict) {model.check_s:g} s; " if model.check_s is not None else
                "check beyond its suites (its verdict) not fitted; ")
-            + (f"the selftest's anchors {model.anchor_s * 1e3:.1f} ms per anchor measurement; "
+            + (f"the selftest's anchors {model.anchor_s * 1e3:.1f} ms per anchor measurement"
+               + (f" ({model.one_gpu_anchor_s * 1e3:.1f} ms on one GPU: copies within it); "
+                  if model.one_gpu_anchor_s is not None else "; ")
                if model.anchor_s is not None else "the selftest's anchors not fitted; ") +
             f"start-up {model.startup_s:g} s "
+            + (f"({model.one_gpu_startup_s:g} s on one GPU) " if model.one_gpu_startup_s is not None else "") +
             f"({model.startup_basis}). A measured wall marked (wall_s) is meta.json's, against the model less its "
             "start-up; the others are mpirun to exit.")
     every = [round(estimate(model, n, serial_pairs="all")) for n in (4, 8)]

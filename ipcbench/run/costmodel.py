@@ -179,7 +179,7 @@ def run_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1
 
 def wall_seconds(model: CostModel, steps, rule, mode=None, ranks_per_gpu: int = 1, gpus: int = 0) -> float:
     """The user's wall, mpirun to exit: the run and its start-up."""
-    return run_seconds(model, steps, rule, mode, ranks_per_gpu, gpus) + model.startup_s
+    return run_seconds(model, steps, rule, mode, ranks_per_gpu, gpus) + model.startup_for(gpus)
 
 
 def check_seconds(model: CostModel) -> float:
@@ -188,7 +188,7 @@ def check_seconds(model: CostModel) -> float:
     return model.check_s or 0.0
 
 
-def anchor_seconds(model: CostModel, units: int) -> float:
-    """What `ipcbench selftest`'s anchors add: `units` anchor measurements (selftest/plan.anchor_units; 0 where
-    never fitted)."""
-    return units * (model.anchor_s or 0.0)
+def anchor_seconds(model: CostModel, units: int, gpus: int = 0) -> float:
+    """What `ipcbench selftest`'s anchors add on a node of `gpus` GPUs: `units` anchor measurements
+    (selftest/plan.anchor_units; 0 where never fitted)."""
+    return units * (model.anchor_for(gpus) or 0.0)

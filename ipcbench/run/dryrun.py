@@ -40,7 +40,9 @@ def fitted_on(model: CostModel = COSTS) -> str:
     return (f"the cost model (catalogue/costs.py) was fitted on {model.fitted} to {len(model.runs)} runs of "
             f"{len(commands)} commands on {kinds}: worst residual "
             f"{model.worst_residual_pct:.1f}% of {basis} (of a command's mean on a machine: "
-            f"{model.worst_command_pct:.1f}%); start-up {model.startup_s:g} s ({model.startup_basis})")
+            f"{model.worst_command_pct:.1f}%); start-up {model.startup_s:g} s"
+            + (f", {model.one_gpu_startup_s:g} s on one GPU" if model.one_gpu_startup_s is not None else "")
+            + f" ({model.startup_basis})")
 
 
 def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS) -> list[str]:
@@ -135,7 +137,7 @@ def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) 
     plan["cost_model"] = {"fitted": COSTS.fitted, "machines": list(COSTS.machines), "runs": list(COSTS.runs),
                           "worst_residual_pct": round(COSTS.worst_residual_pct, 1),
                           "worst_command_pct": round(COSTS.worst_command_pct, 1), "startup_s": COSTS.startup_s,
-                          "startup_basis": COSTS.startup_basis}
+                          "one_gpu_startup_s": COSTS.one_gpu_startup_s, "startup_basis": COSTS.startup_basis}
     plan["assumptions"] = assumptions(plan["gpu_source"], link_source, mode, max(gpus.values()), ranks_per_gpu)
     if after_what:
         plan["assumptions"].append(after_what)

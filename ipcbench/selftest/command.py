@@ -126,12 +126,13 @@ def anchors_tail(names: list[str], sizes: list[int], cross: str):
         from ipcbench.catalogue.costs import COSTS
         from ipcbench.run.costmodel import anchor_seconds
 
-        units = plan.anchor_units(gpu_of, node_ranks, names, cross, sizes)
-        if COSTS.anchor_s is None:
+        units, gpus = plan.anchor_units(gpu_of, node_ranks, names, cross, sizes), len(set(gpu_of))
+        per = COSTS.anchor_for(gpus)
+        if per is None:
             return 0.0, (f"the anchors after the rows ({units} anchor measurements) are not in the estimate: the "
                          "cost model was never fitted to a selftest")
-        return anchor_seconds(COSTS, units), (f"the anchors after the rows: {units} anchor measurements (a size at "
-                                              f"a place of its buffers) x {COSTS.anchor_s * 1e3:.1f} ms")
+        return anchor_seconds(COSTS, units, gpus), (f"the anchors after the rows: {units} anchor measurements (a size "
+                                                    f"at a place of its buffers) x {per * 1e3:.1f} ms")
 
     return tail
 
