@@ -199,3 +199,42 @@ def test_the_same_gpu_floors_are_what_the_pairs_need(monkeypatch):
     old[("ce", "gated")] = (h100[("ce", "gated")][0], 0.07, h100[("ce", "gated")][2])
     monkeypatch.setitem(noise.SAME_GPU_FLOORS, "H100", old)
     assert regressions(judge(a2, a1)) == {("vmm", "vmm_ce", "push", 4 << 20)}
+
+
+def test_the_same_gpu_floors_are_the_rule_applied_to_the_recorded_sets():
+    """catalogue/noise.SAME_GPU_FLOORS["H100"] is the file's rule over the five recorded sets of one H100 (tests/data/
+    h100x1 one-1..5, and the four pairs of tests/data/h100x1-0126): per engine, timing and band the largest
+    half-spread of a row's medians across a set (sqrt(max/min) - 1) x 1.25, rounded up (0.5% steps, 0.1% under 2%),
+    the bands under 64 MiB pooled over the engines of a timing. Time-sliced hand-offs and host-timed rows have
+    levels of their own."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from ipcbench.catalogue import noise
+    from ipcbench.record.run import load_run
+
+    sets = [[DATA / "h100x1" / f"one-{i}" for i in range(1, 6)]] + [list(p) for p in ONE_GPU_PAIRS[:4]]
+    key = ["suite", "method", "direction", "src_rank", "dst_rank", "bytes", "engine", "timing"]
+    spread: dict[tuple[str, str, int], float] = {}
+    for runs in sets:
+        f = pd.concat([load_run(r / "results.csv").frame.assign(run=str(r)) for r in runs])
+        f = f[f["same_gpu"].astype(bool) & (f["kind"] != "error") & ~f["timing"].isin(["host", "handoff"])]
+        g = f.groupby(key)["time_us_median"].agg(["min", "max", "count"]).reset_index()
+        g = g[g["count"] == len(runs)]
+        for r in g.itertuples():
+            k = (r.engine, r.timing, noise.BANDS.index(noise.band(int(r.bytes))))
+            spread[k] = max(spread.get(k, 0.0), math.sqrt(r.max / r.min) - 1)
+
+    def up(x: float) -> float:
+        return math.ceil(x * 1000 - 1e-9) / 1000 if x < 0.02 else math.ceil(x * 200 - 1e-9) / 200
+
+    floors = noise.SAME_GPU_FLOORS["H100"]
+    for (engine, timing), got in floors.items():
+        for band in range(3):
+            if band < 2:  # pooled over the engines of the timing
+                want = up(1.25 * max(v for (e, t, b), v in spread.items() if t == timing and b == band))
+            else:
+                want = up(1.25 * spread[(engine, timing, band)])
+            assert got[band] == pytest.approx(want), (engine, timing, noise.BANDS[band], np.round(want, 4))

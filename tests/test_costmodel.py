@@ -285,8 +285,8 @@ def test_a_shared_gpu_plan_names_the_machines_its_factor_was_fitted_on():
 
 def test_a_one_gpu_node_has_its_own_start_up_and_anchor_cost():
     """Two ranks on one GPU start in 2.0 s where two GPUs take 2.9 (one context's GPU, one GPU's NVML and buffers),
-    and their selftest's anchors are copies within the GPU: the fit keeps both apart when it has runs of each, and
-    the model uses them for a node of one GPU alone; without one-GPU runs there is nothing apart."""
+    and their selftest's anchors are copies within the GPU: the fit keeps both apart, each from its own runs, and
+    the model uses them for a node of one GPU alone; a kind of node without runs keeps the table's values."""
     two = [replace(r, user_wall_s=r.wall_s + 2.9) for r in (synthetic(["all"], 2, 1, TRUE, "a"),
                                                             synthetic(["all", "--quick"], 2, 1, TRUE, "q"))]
     one = synthetic(["copy", "kernel", "latency"], 2, 2, TRUE, "one")
@@ -305,5 +305,11 @@ def test_a_one_gpu_node_has_its_own_start_up_and_anchor_cost():
     assert costmodel.anchor_seconds(got, 100, gpus=1) == pytest.approx(3.0)
     assert costmodel.anchor_seconds(got, 100, gpus=2) == pytest.approx(4.0)
     assert max(abs(r.pct) for r in got.residuals) < 0.1  # each run against its own node's start-up and anchors
-    apart = costfit.fit(two, COSTS, "today")  # runs on one kind of node only: one start-up, none apart
-    assert apart.one_gpu_startup_s is None and apart.startup_for(1) == apart.startup_s == pytest.approx(2.9)
+    # runs on one kind of node only: the other kind keeps the table's values, and the basis says so
+    several = costfit.fit(two, COSTS, "today")
+    assert several.startup_s == pytest.approx(2.9) and several.one_gpu_startup_s == COSTS.one_gpu_startup_s
+    assert several.one_gpu_anchor_s == COSTS.one_gpu_anchor_s and "one GPU: kept" in several.startup_basis
+    walls_of_one = costfit.fit([*[replace(r, user_wall_s=None) for r in two], one, test1], COSTS, "today")
+    assert walls_of_one.one_gpu_startup_s == pytest.approx(2.0) and walls_of_one.startup_s == COSTS.startup_s
+    assert walls_of_one.one_gpu_anchor_s == pytest.approx(0.03, abs=1e-5) and walls_of_one.anchor_s == COSTS.anchor_s
+    assert "several GPUs: kept" in walls_of_one.startup_basis

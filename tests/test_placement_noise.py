@@ -109,6 +109,8 @@ def test_floors_by_gpu_family_kind_and_size_band():
     assert h200_event.fraction == 0.40 and "measured on H200" in h200_event.basis
     assert noise.floor_for("NVIDIA B200", "event", "handoff", 0).fraction == 0.40
     assert noise.floor_for(h100, "event", "handoff", 0).fraction == 0.06
+    assert noise.family("NVIDIA H200") == "H200" and noise.family("NVIDIA GH200 480GB") is None
+    assert noise.family("NVIDIA H100 80GB HBM3") == "H100" and noise.family("NVIDIA H100 NVL") == "H100"
     assert noise.floor_for(h100, "warp", "gated", 4096).basis == noise.UNKNOWN_KIND
 
 

@@ -24,6 +24,7 @@ largest floor of any measured GPU for its kind (and says so: `basis`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 NOISE_BASIS = "between-runs"  # meta.json's noise_basis of runs whose noise holds the floors below
@@ -111,9 +112,10 @@ class Floor:
 
 
 def family(gpu_model: str) -> str | None:
-    """'NVIDIA H100 80GB HBM3' -> 'H100' (the families FLOORS knows), None for any other GPU."""
+    """'NVIDIA H100 80GB HBM3' -> 'H100' (the families FLOORS knows, as a word: a GH200 is none of them), None for
+    any other GPU."""
     for f in FLOORS:
-        if f in str(gpu_model):
+        if re.search(rf"\b{f}\b", str(gpu_model)):
             return f
     return None
 

@@ -13,11 +13,11 @@ the bench parser and config), less the steps it skipped), and the model's consta
    rank is on one GPU, against what the suites above predict for them;
 4. close_s: wall_s less the suites' walls, averaged;
 5. startup_s: the user's walls of --walls FILE less wall_s, averaged over the runs on nodes of several GPUs, and
-   one_gpu_startup_s over those on one GPU where both were given (without walls, the table's values are kept and
-   said to be assumed);
+   one_gpu_startup_s over those on one GPU (a kind of node without runs keeps the table's value, and says so);
 6. check's check_s: the user's walls of its runs less what the model predicts of their suites, closing and
    start-up, averaged; selftest's anchor_s: its wall_s less what its suites and closing are predicted to take, per
-   anchor measurement (selftest/plan.anchor_units), and one_gpu_anchor_s the same over its runs on one GPU.
+   anchor measurement (selftest/plan.anchor_units), and one_gpu_anchor_s the same over its runs on one GPU (each
+   kept from the table without such runs).
    Steps 1-5 use the runs of `ipcbench SUITE...` alone; check and selftest runs are held against the result.
 
 numpy.linalg.lstsq, not scipy: numpy is already installed with pandas and each suite's fit is two unknowns, so
@@ -257,16 +257,18 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     shared = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus > 1], None) or previous.shared_gpu_factor
     one_gpu = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus == 1], previous.one_gpu_factor)
     # start-up: the user's wall less wall_s, on a node of several GPUs and on a one-GPU node apart (one context's
-    # GPU, one GPU's NVML and buffers: 2.0 s against 2.9 on two H200s, 2026-11-26)
+    # GPU, one GPU's NVML and buffers: 2.0 s on one H100 against 2.2 and 2.9 on two machines of two H200s, 2026-11-26)
     walled = [r for r in runs if r.user_wall_s is not None]
     several = [r.user_wall_s - r.wall_s for r in walled if r.n_gpus != 1]  # type: ignore[operator]
     one = [r.user_wall_s - r.wall_s for r in walled if r.n_gpus == 1]  # type: ignore[operator]
+    # each kind of node from its own runs, else what the table had (as one_gpu_factor)
+    startup = round(float(np.mean(several)), 3) if several else previous.startup_s
+    one_startup = round(float(np.mean(one)), 3) if one else previous.one_gpu_startup_s
     if walled:
-        startup = round(float(np.mean(several or one)), 3)
-        one_startup = round(float(np.mean(one)), 3) if one and several else None
         basis = f"measured: mpirun to exit less wall_s, {len(walled)} run(s) of --walls"
+        if not several or not one:
+            basis += f"; {'several GPUs' if not several else 'one GPU'}: kept from the fit of {previous.fitted}"
     else:
-        startup, one_startup = previous.startup_s, previous.one_gpu_startup_s
         basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
             f"kept from the fit of {previous.fitted} (no --walls given)"
     model = replace(model, shared_gpu_factor=shared, one_gpu_factor=one_gpu, close_s=close, startup_s=startup,
@@ -283,8 +285,8 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
 
     tests = [r for r in commands if r.kind == "selftest" and r.anchor_units]
     on_several, on_one = [r for r in tests if r.n_gpus != 1], [r for r in tests if r.n_gpus == 1]
-    anchor = per_anchor(on_several or on_one) if tests else previous.anchor_s
-    one_anchor = per_anchor(on_one) if on_one and on_several else (None if tests else previous.one_gpu_anchor_s)
+    anchor = per_anchor(on_several) if on_several else previous.anchor_s
+    one_anchor = per_anchor(on_one) if on_one else previous.one_gpu_anchor_s
     model = replace(model, check_s=check, anchor_s=anchor, one_gpu_anchor_s=one_anchor, fitted=date,
                     machines=tuple(dict.fromkeys(r.machine for r in commands)), runs=tuple(r.name for r in commands))
     return replace(model, residuals=tuple(residual(model, r) for r in commands))
