@@ -159,3 +159,12 @@ def test_a_process_the_setup_started_is_the_runs_own_in_the_evidence(fake_job, n
     assert statuses == [0, 0]
     ev = read_meta(tmp_path / "run").evidence
     assert ev.before("fakehost").own_pids == ev.after("fakehost").own_pids == sorted([os.getpid(), 4343])
+    # where the after snapshot is taken at the close (selftest's: its anchors follow the release), the same pids
+    from ipcbench.run import runner as runner_mod
+
+    real_release = runner_mod.release
+    monkeypatch.setattr(runner_mod, "release", lambda s, more_to_measure=False: real_release(s, True))
+    statuses, _ = fake_job(cfg(tmp_path / "late", suites=("copy",), argv=("copy",)))
+    assert statuses == [0, 0]
+    ev = read_meta(tmp_path / "late").evidence
+    assert ev.before("fakehost").own_pids == ev.after("fakehost").own_pids == sorted([os.getpid(), 4343])

@@ -69,11 +69,12 @@ def start_snapshot(world, when: str, helpers: list[int] | tuple[int, ...] = ()) 
     return Reading(future)
 
 
-def record(world, before: Snapshot | None, after_reading: Reading | None = None) -> dict | None:
+def record(world, before: Snapshot | None, after_reading: Reading | None = None,
+           helpers: list[int] | tuple[int, ...] = ()) -> dict | None:
     """Collective over the world: the after snapshot (`after_reading`, started once the last measurement was done;
-    taken now without one), and both of every node gathered on world rank 0 as meta.json's "evidence"
-    (Evidence.as_json); None on every other rank."""
-    after = (after_reading or start_snapshot(world, "after")).done(world)
+    taken now without one, with the `helpers` this rank started among the run's own), and both of every node
+    gathered on world rank 0 as meta.json's "evidence" (Evidence.as_json); None on every other rank."""
+    after = (after_reading or start_snapshot(world, "after", helpers)).done(world)
     mine = [s.as_json() for s in (before, after) if s is not None]
     gathered = world.world_gather(mine, "the node evidence of every node")
     if world.rank != 0:

@@ -251,7 +251,8 @@ def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:
     world, cfg, meta, writer = s.world, s.cfg, s.meta, s.writer
     status = 0
     with PHASES.phase("evidence"):
-        node_evidence = evidence.record(world, s.evidence_before, s.evidence_after)  # after the last measurement
+        # after the last measurement; the run's own pids as the before snapshot had them
+        node_evidence = evidence.record(world, s.evidence_before, s.evidence_after, s.ctx.helper_pids)
     breakdown = world.world_gather(PHASES.snapshot(), "where every rank's time went")
     if world.rank == 0:
         meta["time_breakdown_s"] = {f"rank {i}": b for i, b in enumerate(breakdown)}
