@@ -231,3 +231,26 @@ def test_the_error_step_has_its_child_started_at_the_setup():
     step = [s for s in handles.steps(2, [4096, 1 << 20]) if s.label == "error paths"][0]
     assert step.prelude is handles.start_exited_owners and step.pairs == [(0, 1)]
     assert step.cost < 40  # its 0.3 s child is no longer in the step (the dry run's cost model)
+
+
+def test_the_exited_owners_child_is_the_runs_own_process(monkeypatch):
+    """The child started at the setup holds a CUDA context while NVML may read the node: its pid goes to
+    ctx.helper_pids on the rank that started it (the evidence counts it as the run's own), on no other rank; its
+    output is read once it has exited (logic only: fake GPUs and a fake child)."""
+    from types import SimpleNamespace
+
+    node, drv = node_with(monkeypatch)
+    handle = bytes(range(64))
+
+    def start(gpu_index):
+        return SimpleNamespace(pid=4242, returncode=0,
+                               communicate=lambda timeout=None: (handle.hex() + "\n", "")), ""
+
+    monkeypatch.setattr(handles, "_start_child", start)
+
+    def rank(ctx):
+        handles.start_exited_owners(ctx, handles.error_pairs(2))()
+        return ctx.helper_pids, ctx.state[handles.EXITED_OWNERS]
+
+    got = node.run(rank)
+    assert list(got) == [([], {}), ([4242], {0: (handle, "")})]
