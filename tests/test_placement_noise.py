@@ -163,15 +163,19 @@ def test_the_floors_cover_the_recorded_h100_runs():
 
 
 def test_rows_of_two_ranks_on_one_gpu_take_their_own_floors():
-    """Measured on one H100 (five runs of two ranks): a same-GPU copy moves up to 12% between runs, a pair's 1-2%."""
+    """Measured on one H100 (five sets of two ranks) and one H200 (one set of six): a same-GPU copy moves up to 12%
+    between runs, a pair's 1-2%; a GPU measured on neither takes the largest."""
     h100 = "NVIDIA H100 80GB HBM3"
     same = noise.floor_for(h100, "ce", "gated", 4096, same_gpu=True)
     assert same.fraction == noise.SAME_GPU_FLOORS["H100"][("ce", "gated")][0] > noise.floor_for(
         h100, "ce", "gated", 4096).fraction
     assert noise.floor_for(h100, "sm", "window", 4096, same_gpu=True).fraction == \
         noise.SAME_GPU_FLOORS["H100"][("sm", "window")][0]
-    h200 = noise.floor_for("NVIDIA H200", "ce", "gated", 4096, same_gpu=True)  # never measured: the largest known
-    assert h200.fraction == same.fraction and "largest" in h200.basis
+    h200 = noise.floor_for("NVIDIA H200", "ce", "gated", 4096, same_gpu=True)  # its own set (tests/data/h200x1-0126)
+    assert h200.fraction == noise.SAME_GPU_FLOORS["H200"][("ce", "gated")][0] > same.fraction
+    assert h200.basis == "measured on one H200 (two ranks)"
+    other = noise.floor_for("NVIDIA B200", "ce", "gated", 4096, same_gpu=True)  # never measured: the largest known
+    assert other.fraction == h200.fraction and "largest" in other.basis
     assert noise.floor_for(h100, "event", "handoff", 0, same_gpu=True) == noise.floor_for(h100, "event", "handoff", 0)
 
 
