@@ -69,8 +69,8 @@ def test_each_rows_bound_is_the_catalogues_floor_of_its_gpu_engine_timing_and_si
     assert t["bound"].to_numpy() == pytest.approx(2 * floors_of(t, model), rel=1e-12)
     assert set(t["verdict"]) == {"unchanged"}
     # the GPU model matters: the H200 has a floor of its own for the cross-process event ping-pong, the largest
-    # known, which a GPU never measured takes too; every other kind of theirs takes the largest known, today the
-    # H100's (too few H200 processes measured)
+    # known, which a GPU never measured takes too; every other kind of a pair's rows takes the largest known, today
+    # the H100's (too few H200 processes measured across GPUs; these runs have no same-GPU rows)
     h100 = floors_of(t, "NVIDIA H100 80GB HBM3")
     event = (t["engine"] == "event").to_numpy()
     assert event.any() and (h100[event] == 0.06).all()

@@ -95,10 +95,11 @@ SAME_GPU_FLOORS: dict[str, dict[tuple[str, str], tuple[float, float, float]]] = 
         ("sm_bulk", "window"): (0.085, 0.08, 0.04),
     },
     # One H200 (2026-11-26, tests/data/h200x1-0126): six back-to-back `mpirun -np 2 ipcbench all`. Its same-GPU
-    # rows take levels by process that the H100's floors could not hold: the copy engine's one-way latency read
-    # 1.47-1.53 us in five processes and 1.75 us in one (9.2% half-spread: all-3 -> all-4 failed on five sizes of it
-    # under the H100's 9%), a 4 KiB SM copy 1.67-2.03 us. The same rule over that set, but one set of one machine:
-    # where its fit is under the H100's (the mid bands, 4.9-6.3%; a bulk copy's window from 64 MiB), the H100's
+    # rows take levels by process that the H100's floors could not hold: all-4 read small rows slow, and every run
+    # against it failed under them (the copy engine's one-way latency from rank 1 to rank 0, 4-256 B, 1.47-1.53 us in
+    # the five other runs and 1.75 us in all-4: a 9.2% half-spread against the H100's 9%; 4 KiB SM copies and SM
+    # latencies, 1.66-2.03 us). The same rule over that set, but one set of one machine: where its fit is under the
+    # H100's (the gated mid band 6.5% against 9%, a bulk copy's window from 64 MiB 0.8% against 4%), the H100's
     # stays, as each new H100 set raised some floor that one set had fitted lower.
     "H200": {
         ("ce", "gated"): (0.12, 0.09, 0.012),
