@@ -72,8 +72,10 @@ def _bench_parser() -> argparse.ArgumentParser:
                    help=f"stop sampling one measurement after S seconds of samples "
                         f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)")
     p.add_argument("--pairs", choices=PAIRS_MODES, default="auto",
-                   help="measure pairs one at a time (sequential), or disjoint pairs at once (concurrent); auto: "
-                        "concurrent only where pairs cannot share a link (default auto)")
+                   help="measure pairs one at a time (sequential), disjoint pairs at once (concurrent), or also every "
+                        "one-way row in permutation rounds, each GPU sending once and receiving once (permutation); "
+                        "auto: concurrent only where pairs cannot share a link, permutation rounds where measured to "
+                        "hold (default auto)")
     p.add_argument("--serial-pairs", choices=SERIAL_PAIRS, default="auto",
                    help="which pairs the steps that run one pair at a time (host-staged paths, handle costs, "
                         "ping-pongs, pipeline) measure: all ordered pairs, or a ring (each GPU once as sender "

@@ -25,7 +25,7 @@ DEFAULT_SIZES = "4K:256M"
 # (core/schedule.decide_serial_pairs), a looser stopping rule: 8 GPUs in under 30 s (run/dryrun.py).
 QUICK_SIZES = "4K,256M"
 MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
-PAIRS_MODES = ("auto", "sequential", "concurrent")
+PAIRS_MODES = ("auto", "sequential", "concurrent", "permutation")
 TOPOLOGIES = ("nvswitch", "nvlink", "pcie")  # --topology: how every GPU pair is linked on the node a dry run plans for
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
 # copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; at least 5 samples, so that a

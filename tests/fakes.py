@@ -301,6 +301,38 @@ class FakeGpu:
         """core/gpu.Gpu.copier: a prepared launch of launch_copy."""
         return lambda: self.launch_copy(src, dst, nbytes, loops, stream)
 
+    def table(self, values: list[int]) -> int:
+        """core/gpu.Gpu.table: 64-bit words in fake device memory."""
+        ptr = self.memory.alloc(8 * max(1, len(values)))
+        self.memory.view(ptr, 8 * len(values))[:] = np.asarray(values, dtype=np.uint64).view(np.uint8)
+        return ptr
+
+    def a2a_writer(self, src: int, dsts: int, npeers: int, nbytes: int, loops: int = 1, stream=None):
+        """core/gpu.Gpu.a2a_writer: one launch copies src to every destination of the table, `loops` times; its
+        cost is one transfer per pass (the peers' shares of the grid run side by side)."""
+        targets = [int(x) for x in self.memory.view(dsts, 8 * npeers).view(np.uint64)]
+
+        def run():
+            self.launches.append((nbytes, loops))
+            for _ in range(loops):
+                for d in targets:
+                    self._copy(d, src, nbytes)
+
+        return lambda: (stream or self.stream).submit(loops * self.transfer_ns(nbytes), run, "a2a kernel")
+
+    def a2a_barrier(self, post: int, npeers: int, mine: int, n: int, me: int, seq: int, status: int, stream=None):
+        """core/gpu.Gpu.a2a_barrier on a fake: the device barrier cannot be modelled by threads that run their work at
+        enqueue; it counts its launches (`barriers`) and costs nothing."""
+        def run():
+            self.barriers += 1
+
+        return lambda: (stream or self.stream).submit(0.0, run, "a2a barrier")
+
+    barriers = 0  # a2a_barrier launches run
+
+    def read_word(self, ptr: int) -> int:
+        return int(self.memory.view(ptr, 4).view(np.uint32)[0])
+
     def bulk_copier(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None):
         """core/gpu.Gpu.bulk_copier: a prepared launch of launch_bulk_copy."""
         return lambda: self.launch_bulk_copy(src, dst, nbytes, loops, stream)

@@ -59,14 +59,14 @@ def test_resolve_all_and_unknown():
 
 def test_plan_pairs_and_counts():
     sizes = parse_sizes("4K:256M")
-    steps = plan(["copy", "kernel"], 4, sizes)
+    steps = plan(["copy", "kernel", "alltoall"], 4, sizes)
     by_label = {s.label: s for s in steps}
     assert len(by_label["ce push"].pairs) == 12 and len(by_label["ce bidir"].pairs) == 6
     assert by_label["ce push"].measurements == 12 * 17
     assert by_label["ce all-to-all"].all_ranks and min(by_label["ce all-to-all"].sizes) >= 4 << 20
     assert "sm_read pull" in by_label and "sm_write push" in by_label
     # two ranks: no all-to-all step (it would be the bidirectional pair again)
-    assert not any(s.all_ranks for s in plan(["copy"], 2, sizes))
+    assert not any(s.all_ranks for s in plan(["copy", "alltoall"], 2, sizes))
     assert set(SUITE_ORDER) >= {"copy", "kernel", "pool", "latency"}
 
 

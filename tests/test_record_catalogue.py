@@ -20,15 +20,16 @@ def test_the_measuring_methods_are_the_catalogues_facts():
 
 def test_every_row_name_the_suites_write_is_declared():
     """The handle costs and the all-to-all name their rows in the measuring code: each name is the catalogue's."""
-    from ipcbench.suites.alltoall import alltoall_name
+    from ipcbench.suites.alltoall import NEEDS, SCHEDULES
     from ipcbench.suites.handles_core import CORE_COSTS
     from ipcbench.suites.handles_pool import POOL_COSTS
     from ipcbench.suites.handles_vmm import VMM_COSTS
 
     for c in (POOL_COSTS, CORE_COSTS, VMM_COSTS):
         assert set(c.exporter_rows + c.importer_rows) == set(suites.HANDLE_CALLS[c.label])
-    for m in suites.ALLTOALL_METHODS:
-        assert alltoall_name(METHODS[m]) in suites.ROWS["copy"]
+    assert set(SCHEDULES) == set(NEEDS) == set(suites.ALLTOALL_ROWS) == set(suites.ROWS["alltoall"])
+    for name, method in suites.ALLTOALL_ROWS.items():  # an all-to-all's engine is its yardstick method's
+        assert SCHEDULES[name].engine == METHODS[method].engine == suites.ROWS["alltoall"][name].engine
     for suite, names in suites.SUITE_METHODS.items():
         assert all(methods.suite_of(n) == suite for n in names)
 

@@ -167,7 +167,7 @@ def test_dry_run_without_mpirun_plans_one_rank_per_gpu(fake_job, tmp_path, monke
     from ipcbench.core import topology
 
     monkeypatch.setattr(topology, "nvml_gpu_count", lambda: 4)
-    statuses, _ = fake_job(cfg(tmp_path / "run", dry_run=True, suites=("copy",)), n=1)
+    statuses, _ = fake_job(cfg(tmp_path / "run", dry_run=True, suites=("copy", "alltoall")), n=1)
     assert statuses == [0]
     text = capsys.readouterr().out
     assert "planning `mpirun -np 4`" in text and "ce all-to-all" in text  # planned for 4 ranks

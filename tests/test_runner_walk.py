@@ -162,7 +162,8 @@ def test_rounds_of_disjoint_pairs_and_their_check(guard_bw, ok, capsys):
     err = capsys.readouterr().err
     assert ("may share a link or a node limit here" in err) is (not ok)
     if not ok:  # the warning names the step and the worst pair
-        assert "measured copy/fake push at 4000 up to 25.0%" in err and "worst: ranks " in err and "80 alone" in err
+        assert "disjoint round of 2 pairs measured copy/fake push at 4000 up to 25.0%" in err
+        assert "worst: ranks " in err and "80 alone; allowed 1.0%" in err
 
 
 def test_every_engine_walked_in_rounds_is_checked_once(capsys):

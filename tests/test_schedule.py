@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import launcher_free_env, mpiexec_or_skip
 
-from ipcbench.core.schedule import (ModeError, circle_order, decide_mode, decide_serial_pairs, pair_rounds,
-                                    ring_pairs)
+from ipcbench.core.schedule import (ModeError, circle_order, decide_mode, decide_permutation, decide_serial_pairs,
+                                    pair_rounds, permutation_rounds, ring_pairs)
 
 
 def ordered(n):
@@ -73,7 +73,8 @@ def test_auto_is_concurrent_only_behind_nvswitch_with_one_rank_per_gpu():
     assert not decide_mode("sequential", 1, sw, 8).concurrent
     assert decide_mode("concurrent", 1, None, 8).as_dict() == {
         "mode": "concurrent", "requested": "concurrent", "reason": "--pairs concurrent",
-        "serial_pairs": {"coverage": "all", "requested": "auto", "reason": "topology unknown (no NVML link table)"}}
+        "serial_pairs": {"coverage": "all", "requested": "auto", "reason": "topology unknown (no NVML link table)"},
+        "permutation": {"up_to": {}, "reason": "not every GPU pair is linked through NVSwitch"}}
 
 
 def test_concurrent_is_refused_when_ranks_share_a_gpu():
@@ -178,20 +179,34 @@ def test_eight_rank_plan_in_rounds():
         assert p.returncode == 0, p.stderr[-2000:]
         return json.loads(p.stdout)
 
-    conc, seq = plan("--pairs", "concurrent"), plan("--pairs", "sequential")
+    conc, seq, perm = plan("--pairs", "concurrent"), plan("--pairs", "sequential"), plan("--pairs", "permutation")
     assert conc["pair_mode"]["mode"] == "concurrent" and seq["pair_mode"]["mode"] == "sequential"
     by_label = {(s["suite"], s["label"]): s for s in conc["steps"]}
-    ce = by_label[("copy", "ce push")]["rounds"]
-    _assert_rounds([[tuple(p) for p in r] for r in ce], ordered(8), 8, 14)
-    bidir = by_label[("kernel", "sm_read bidir")]["rounds"]
-    _assert_rounds([[tuple(p) for p in r] for r in bidir], unordered(8), 8, 7)
+
+    def flows(rounds, kind="disjoint"):
+        assert {r["kind"] for r in rounds} == {kind}
+        return [[tuple(p) for p in r["flows"]] for r in rounds]
+
+    _assert_rounds(flows(by_label[("copy", "ce push")]["rounds"]), ordered(8), 8, 14)
+    _assert_rounds(flows(by_label[("kernel", "sm_read bidir")]["rounds"]), unordered(8), 8, 7)
     assert by_label[("latency", "ce one-way")]["rounds"]
     for key in [("staged", "shm_staged push"), ("latency", "mpi_staged one-way"), ("handles", "memory handles"),
                 ("pipeline", "ring depth 2")]:
         assert by_label[key]["rounds"] is None, key
     assert all(s["rounds"] is None for s in seq["steps"])
-    assert conc["measurements"] == seq["measurements"]
+    assert conc["measurements"] == seq["measurements"] == perm["measurements"]
     assert conc["estimated_s"] < 0.7 * seq["estimated_s"]
+    # --pairs permutation: every one-way step of a one-sided engine in the 7 cyclic shifts (each rank sends once and
+    # receives once a round), bidirectional and NCCL steps still in disjoint rounds; the estimate shrinks again
+    by_label = {(s["suite"], s["label"]): s for s in perm["steps"]}
+    for key in [("copy", "ce push"), ("kernel", "sm_read pull"), ("kernel", "sm_bulk_write push"),
+                ("latency", "sm_read one-way")]:
+        rounds = flows(by_label[key]["rounds"], "permutation")
+        assert sorted(p for r in rounds for p in r) == sorted(ordered(8)) and len(rounds) == 7, key
+        assert all(sorted(a for a, _ in r) == sorted(b for _, b in r) == list(range(8)) for r in rounds), key
+    _assert_rounds(flows(by_label[("kernel", "sm_read bidir")]["rounds"]), unordered(8), 8, 7)
+    _assert_rounds(flows(by_label[("nccl", "nccl push")]["rounds"]), ordered(8), 8, 14)
+    assert perm["estimated_s"] < conc["estimated_s"]
 
 
 @pytest.mark.timeout(240)
@@ -263,3 +278,47 @@ def test_one_rank_pair_per_gpu_pair_after_a_ring_keeps_both_directions():
     mode = PairMode("sequential", "auto", "x", SerialPairs("ring", "ring", "--serial-pairs ring"), gpu_of=(0, 1, 0, 1))
     got = mode.select(ordered_pairs(4), serial_step=True)
     assert {(mode.gpu_of[a], mode.gpu_of[b]) for a, b in got} == {(0, 1), (1, 0)}
+
+
+# ---- permutation rounds --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", range(2, 10))
+def test_the_ordered_pairs_fall_into_n_minus_1_cyclic_shifts(n):
+    """Every ordered pair once; round k is rank i -> i+k mod n: each rank sends once and receives once."""
+    rounds = permutation_rounds(ordered(n))
+    assert len(rounds) == n - 1
+    assert sorted(p for r in rounds for p in r) == sorted(ordered(n))
+    for k, r in enumerate(rounds, start=1):
+        assert sorted(r) == sorted((i, (i + k) % n) for i in range(n))
+
+
+def test_any_pairs_pack_into_rounds_of_one_send_and_one_receive_per_rank():
+    pairs = [(0, 1), (0, 2), (1, 0), (3, 0), (2, 1)]
+    rounds = permutation_rounds(pairs)
+    assert sorted(p for r in rounds for p in r) == sorted(pairs)
+    for r in rounds:
+        assert len({a for a, _ in r}) == len(r) == len({b for _, b in r})
+    assert permutation_rounds([]) == []
+
+
+def test_which_rows_go_in_permutation_rounds():
+    sw = ["nvswitch"] * 12
+    table = {"ce": 1 << 20, "sm": 64 << 10}
+    p = decide_permutation("auto", 1, sw, table)
+    assert p.sizes("ce", [4096, 1 << 20, 2 << 20]) == [4096, 1 << 20] and p.sizes("sm", [1 << 20]) == []
+    assert p.sizes("sm_bulk", [4096]) == [] and p.sizes("nccl", [4096]) == []
+    assert decide_permutation("concurrent", 1, sw, table).up_to == p.up_to
+    assert decide_permutation("auto", 1, sw, {}).up_to == ()  # nothing measured to hold: none
+    for off in (decide_permutation("sequential", 1, sw, table), decide_permutation("auto", 2, sw, table),
+                decide_permutation("auto", 1, sw[:-1] + ["nvlink"], table), decide_permutation("auto", 1, None, table)):
+        assert off.up_to == ()
+    forced = decide_permutation("permutation", 1, None, {})
+    assert all(forced.sizes(e, [1 << 40]) == [1 << 40] for e in ("ce", "sm", "sm_bulk"))
+    assert forced.sizes("nccl", [1]) == []
+
+
+def test_pairs_permutation_is_concurrent_and_refused_where_ranks_share_a_gpu():
+    m = decide_mode("permutation", 1, None, 4)
+    assert m.concurrent and m.permutation.limit("sm") > 1 << 40 and m.as_dict()["permutation"]["up_to"]["ce"] > 0
+    with pytest.raises(ModeError, match="share a GPU"):
+        decide_mode("permutation", 2, ["nvswitch"] * 2, 4)

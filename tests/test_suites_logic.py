@@ -13,7 +13,7 @@ from ipcbench.core.schedule import PairMode
 from ipcbench.errors import UsageError
 from ipcbench.run.collect import RowSink
 from ipcbench.run.walk import walk
-from ipcbench.suites import alltoall, copy, handles, latency, pipeline, staged
+from ipcbench.suites import alltoall, handles, latency, pipeline, staged
 from ipcbench.suites.registry import plan
 
 FAST = SamplingRule(min_time_s=2e-5)  # ~20 fake transfers per sample: the logic, quickly
@@ -24,7 +24,7 @@ US = 1000.0
 
 def test_copy_kernel_pool_plan_runs_on_a_fake_node():
     """Every step of copy, kernel and pool, walked on three fake ranks: every (method, direction, pair,
-    size) gives one verified row, and the all-to-all gives one row per flow."""
+    size) gives one verified row."""
     sizes = [1024, 4096]
     steps = plan(["copy", "kernel", "pool"], 3, sizes)
     node = FakeNode(n=3, rule=FAST, slot_bytes=4096)
@@ -39,38 +39,64 @@ def test_copy_kernel_pool_plan_runs_on_a_fake_node():
         for d in METHODS[name].directions:
             pairs = [(0, 1), (0, 2), (1, 2)] if d == "bidir" else [(a, b) for a in range(3) for b in range(3) if a != b]
             want |= {(name, d, a, b, n) for a, b in pairs for n in sizes}
-    want |= {("ce_alltoall", "push", a, b, 4096) for a in range(3) for b in range(3) if a != b}
     assert keys == want
     assert {r.suite for r in rows} == {"copy", "kernel", "pool"}
 
 
 def test_alltoall_is_planned_from_three_ranks_on_large_sizes():
-    assert copy.alltoall_steps("ce", 2, [1 << 20]) == []
-    (s,) = copy.alltoall_steps("ce", 4, [1 << 20, 4 << 20, 16 << 20])
-    assert s.all_ranks and s.sizes == [4 << 20, 16 << 20] and s.cost == 4.0 and s.measurements == 2
-    (s,) = copy.alltoall_steps("ce", 3, [1 << 10, 1 << 20])
-    assert s.sizes == [1 << 20]  # nothing that large: the largest size
+    assert alltoall.steps(2, [1 << 20]) == []
+    steps = alltoall.steps(4, [1 << 20, 4 << 20, 16 << 20])
+    assert [s.label for s in steps] == ["ce all-to-all", "sm all-to-all", "nccl all-to-all"]
+    assert [s.engine for s in steps] == ["ce", "sm", "nccl"]
+    assert steps[2].needs == ("legacy", "nccl_node") and steps[0].needs == ("legacy",)
+    for s in steps:
+        assert s.all_ranks and s.sizes == [4 << 20, 16 << 20] and s.cost == 4.0 and s.measurements == 2
+    assert [s.sizes for s in alltoall.steps(3, [1 << 10, 1 << 20])] == [[1 << 20]] * 3  # none that large: the largest
 
 
 # ---- all-to-all ----------------------------------------------------------------------------------
 
-def a2a(node, sizes):
-    return node.run(lambda ctx: alltoall.measure_alltoall(ctx, METHODS["ce"], sizes, "copy"))
+def a2a(node, sizes, name="ce_alltoall"):
+    return node.run(lambda ctx: alltoall.measure_alltoall(ctx, name, sizes))
 
 
-def test_alltoall_time_is_each_gpus_own_window():
-    """A fake: rank r's transfers cost (r + 1) us and its two flows run side by side, so GPU r's window
-    per transfer is (r + 1) us; the count is agreed on the slowest GPU, so all ranks use one count."""
+@pytest.mark.parametrize("name", ["ce_alltoall", "sm_alltoall"])
+def test_alltoall_time_is_each_gpus_own_window(name):
+    """A fake: rank r's transfers cost (r + 1) us a step (the CE's steps, or the kernel's pass over every peer at
+    once), so GPU r's window per all-to-all is (r + 1) us x its steps; the count is agreed on the slowest GPU, so
+    all ranks use one count."""
     node = FakeNode(n=3, rule=FAST, gpu_kw=[dict(transfer_ns=lambda n, r=r: (r + 1) * US) for r in range(3)])
-    out = a2a(node, [4096])
+    out = a2a(node, [4096], name)
+    steps = 2 if name == "ce_alltoall" else 1
     for r, rows in enumerate(out):
         assert [(x.src_rank, x.dst_rank) for x in rows] == [(r, p) for p in range(3) if p != r]
         for x in rows:
-            assert x.method == "ce_alltoall" and x.time_us_median == pytest.approx(r + 1)
-            assert x.verified and x.checks == x.samples and x.note == alltoall.NOTE
+            assert x.method == name and x.suite == "alltoall" and x.time_us_median == pytest.approx((r + 1) * steps)
+            assert x.verified and x.checks == x.samples and alltoall.WINDOW in x.note
     assert len({x.iterations for rows in out for x in rows}) == 1
-    # the count gives a sample of >= min_time on the slowest GPU (3 us per transfer)
-    assert out[0][0].iterations * 3e-3 >= FAST.min_time_s * 1e3
+    # the count gives a sample of at least half its length (calibrate's "close") on the slowest GPU
+    assert out[0][0].iterations * 3e-3 * steps >= FAST.sample_s(4096) * 1e3 / 2
+
+
+def test_ce_alltoall_steps_are_shifted_permutations_with_a_barrier_after_each():
+    """Rank r copies to r+1, r+2, ... (mod n) in that order, every copy followed by one device barrier: each step of
+    the node is a permutation, so no GPU receives from two at once."""
+    node = FakeNode(n=4, rule=FAST)
+    out = a2a(node, [1024])
+    for r, g in enumerate(node.gpus):
+        slots = {node.buffers["legacy"][p].peer_inbox_slot(p, r): p for p in range(4) if p != r}
+        order = [slots[d] for d in g.copy_dsts if d in slots]
+        assert order[:3] == [(r + k) % 4 for k in (1, 2, 3)] and order == order[:3] * (len(order) // 3)
+        assert g.barriers == len(order)
+    assert all(x.verified for rows in out for x in rows)
+
+
+def test_ce_alltoall_fails_when_a_barrier_gave_up():
+    node = FakeNode(n=3, rule=FAST)
+    for bs in node.buffers["legacy"]:
+        node.memory.view(bs.ctrl + alltoall.A2A_STATUS, 4)[:] = 1
+    with pytest.raises(Exception, match="device barrier"):
+        a2a(node, [1024])
 
 
 def test_alltoall_blames_the_flows_of_a_broken_source():
@@ -83,11 +109,37 @@ def test_alltoall_blames_the_flows_of_a_broken_source():
         assert not x.verified and f"{x.samples * 1024} mismatched words" in x.note
 
 
-def test_alltoall_reuses_its_streams():
+def test_nccl_alltoall_is_one_group_on_one_communicator_of_the_node(monkeypatch):
+    """A fake NCCL: every rank makes one communicator of the node's 3 ranks (made once, destroyed at the clean-up);
+    each all-to-all sends to and receives from every peer, and every flow lands verified."""
+    from fakes import FakeNccl
+    from ipcbench.ipc import nccl
+
+    fake = FakeNccl()
+    monkeypatch.setattr(nccl, "load", lambda: fake)
     node = FakeNode(n=3, rule=FAST)
-    node.run(lambda ctx: (alltoall.measure_alltoall(ctx, METHODS["ce"], [1024], "copy"),
-                          alltoall.measure_alltoall(ctx, METHODS["ce"], [2048], "copy")))
-    assert len(node.gpus[0].streams) == 3  # the work stream + one per peer, made once
+
+    def body(ctx):
+        rows = alltoall.measure_alltoall(ctx, "nccl_alltoall", [1024]) + alltoall.measure_alltoall(
+            ctx, "nccl_alltoall", [2048])
+        ctx.world.node_barrier("test")
+        ctx.clean_up()
+        return rows
+
+    out = node.run(body)
+    assert len(fake.comms) == 3 and {c.ndev for c in fake.comms} == {3} and all(c.destroyed for c in fake.comms)
+    for r, rows in enumerate(out):
+        assert [(x.dst_rank, x.bytes) for x in rows] == [(p, b) for b in (1024, 2048) for p in range(3) if p != r]
+        assert all(x.verified and x.method == "nccl_alltoall" for x in rows)
+    assert all(c.calls["send"] == c.calls["recv"] for c in fake.comms)
+
+
+def test_the_nodes_nccl_communicator_needs_one_rank_per_gpu():
+    from ipcbench.ipc.nccl import node_support
+
+    assert node_support([0, 1, 2, 3]) == (True, None)
+    ok, why = node_support([0, 1, 0, 1])
+    assert not ok and "4 ranks on 2 GPUs" in why
 
 
 def test_gpu_windows():

@@ -12,7 +12,8 @@ from typing import Mapping
 from ipcbench.catalogue.methods import METHOD_FACTS, facts_of, method_facts
 from ipcbench.results import RowFacts
 
-ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "vmm", "staged", "nccl", "latency", "handles", "pipeline")
+ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "vmm", "staged", "nccl", "alltoall", "latency", "handles",
+                          "pipeline")
 
 # The methods of the suites that measure transfer methods (core/methods.METHODS) over pairs.
 SUITE_METHODS: dict[str, tuple[str, ...]] = {
@@ -21,7 +22,9 @@ SUITE_METHODS: dict[str, tuple[str, ...]] = {
     "pool": ("pool_ce", "pool_sm_read", "pool_sm_write", "core_ce"),
     "vmm": ("vmm_ce", "vmm_sm_read", "vmm_sm_write"),
 }
-ALLTOALL_METHODS = ("ce",)  # methods the copy suite also runs as an all-to-all (suites/alltoall.py)
+# The all-to-all's rows (suites/alltoall.py), each with the method whose one pair alone is its yardstick (the report
+# holds a GPU's all-to-all aggregate against that method's rate from the GPU, and against NCCL's all-to-all).
+ALLTOALL_ROWS: dict[str, str] = {"ce_alltoall": "ce", "sm_alltoall": "sm_write", "nccl_alltoall": "nccl"}
 PIPELINE_DEPTHS = (2, 4, 8)  # the ring depths of the pipeline suite (suites/pipeline.py)
 
 # The handle costs of the mechanisms whose export is a POSIX fd, in the order each side writes them
@@ -42,9 +45,10 @@ HANDLE_CALLS: dict[str, tuple[str, ...]] = {
 }
 
 
-def alltoall_name(method_name: str) -> str:
-    """The method name of a method's all-to-all rows."""
-    return f"{method_name}_alltoall"
+def _alltoall(method_name: str) -> RowFacts:
+    """The facts of an all-to-all's rows: its yardstick method's engine and mechanism, every pair at once, timed over
+    one window per GPU."""
+    return facts_of(METHOD_FACTS[method_name], pattern="alltoall", timing="window")
 
 
 STAGED: dict[str, RowFacts] = {"shm_staged": RowFacts("shm", "shm", timing="handoff"),
@@ -53,9 +57,9 @@ _RING = RowFacts("sm", "legacy", pattern="ring", timing="handoff", access="write
 
 ROWS: dict[str, Mapping[str, RowFacts]] = {
     **{suite: method_facts(names) for suite, names in SUITE_METHODS.items()},
-    "copy": {**method_facts(SUITE_METHODS["copy"]),
-             **{alltoall_name(m): facts_of(METHOD_FACTS[m], pattern="alltoall", timing="window")
-                for m in ALLTOALL_METHODS}},
+    # copy/ce_alltoall: the rows of runs made before the alltoall suite (same facts as alltoall/ce_alltoall)
+    "copy": {**method_facts(SUITE_METHODS["copy"]), "ce_alltoall": _alltoall("ce")},
+    "alltoall": {name: _alltoall(method) for name, method in ALLTOALL_ROWS.items()},
     "staged": STAGED,
     "nccl": {**method_facts(["nccl"]),
              "nccl_pingpong": RowFacts("nccl", "nccl", pattern="pingpong", timing="handoff")},

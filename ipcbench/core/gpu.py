@@ -243,6 +243,43 @@ class Gpu:
     def launch_copy(self, src: int, dst: int, nbytes: int, loops: int = 1, stream=None) -> None:
         self.copier(src, dst, nbytes, loops, stream)()
 
+    def table(self, values: list[int]) -> int:
+        """A device array of 64-bit words (pointers for a kernel that takes many), kept until close()."""
+        ptr = self.malloc(8 * max(1, len(values)))
+        words = np.asarray(values, dtype=np.uint64)
+        runtime.memcpy(ptr, words.ctypes.data, 8 * len(values), runtime.memcpyHostToDevice)
+        return ptr
+
+    def a2a_writer(self, src: int, dsts: int, npeers: int, nbytes: int, loops: int = 1, stream=None):
+        """launch() -> one all-to-all kernel (kernels/alltoall.cu a2a_write): `src` stored into each of the `npeers`
+        destinations of the device table `dsts`, `loops` passes; --sm-copy's shape over the whole grid, a multiple of
+        npeers blocks (each peer's share of the GPU's blocks)."""
+        shape = self.copy_shape
+        fn = self.function("alltoall", "a2a_write", (f"UNROLL={shape.unroll}",))
+        per_peer = self.blocks_for(nbytes, 16 * shape.unroll, shape.blocks_per_sm, shape.threads)
+        blocks = npeers * max(1, min(per_peer, self.sm_count * shape.blocks_per_sm // npeers))
+        s = stream or self.stream
+        return prepared_launch(fn, blocks, shape.threads, 0, s.ptr,
+                               (ctypes.c_uint64(src), ctypes.c_uint64(dsts), ctypes.c_int32(npeers),
+                                ctypes.c_uint64(nbytes), ctypes.c_int32(loops)))
+
+    def a2a_barrier(self, post: int, npeers: int, mine: int, n: int, me: int, seq: int, status: int, stream=None):
+        """launch() -> one device-side barrier between the node's GPUs (kernels/alltoall.cu a2a_barrier): post this
+        rank's count through the device table `post`, wait for every peer's in `mine` (n words, `me` skipped);
+        gives up after the gate's timeout, writing 1 into `status`."""
+        fn = self.function("alltoall", "a2a_barrier")
+        s = stream or self.stream
+        return prepared_launch(fn, 1, 32, 0, s.ptr,
+                               (ctypes.c_uint64(post), ctypes.c_int32(npeers), ctypes.c_uint64(mine),
+                                ctypes.c_int32(n), ctypes.c_int32(me), ctypes.c_uint64(seq), ctypes.c_uint64(status),
+                                ctypes.c_uint64(int(GATE_TIMEOUT_S * 1e9))))
+
+    def read_word(self, ptr: int) -> int:
+        """One 32-bit word of device memory (a kernel's status), read after the stream was waited for."""
+        out = np.zeros(1, dtype=np.uint32)
+        runtime.memcpy(out.ctypes.data, ptr, 4, runtime.memcpyDeviceToHost)
+        return int(out[0])
+
     def feature_support(self, name: str) -> tuple[bool, str | None]:
         """(can this GPU run the steps that need feature `name` (in Step.needs), why not). The runner asks every
         rank of a node and marks the feature unavailable when any says no (ipc/sharers.setup_gpu_features)."""

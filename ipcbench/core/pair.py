@@ -242,7 +242,18 @@ class PairSweep:
     def calibrated_batch(self, nbytes: int):
         """The batch this rank enqueues for `nbytes`, calibrated (a two-sided pair in lockstep, and where both
         ranks drive, at the larger of their counts); None on a rank that does not drive."""
-        ctx, gpu, r, w = self.ctx, self.ctx.gpu, self.roles, self.ctx.world
+        got = self.calibrated(nbytes)
+        if got is None:
+            return None
+        make, count = got
+        if self.both:
+            count = max(count, self.ctx.world.exchange(count, self.roles.peer))
+        return make(count)
+
+    def calibrated(self, nbytes: int):
+        """(make(count) -> a batch of `nbytes`, this rank's calibrated count), or None on a rank that does not
+        drive: the count before the ranks that drive agree on theirs (calibrated_batch, core/round.py)."""
+        ctx, gpu, r = self.ctx, self.ctx.gpu, self.roles
         if not r.driving:
             return None
         assert self.transfer is not None  # bound in __init__ on a driving rank
@@ -260,9 +271,7 @@ class PairSweep:
         count = ctx.calibrate((self.label, self.src, self.dst), nbytes, timed,
                               sample_factor(self.method, nbytes, gpu, ctx.rule),
                               max_count=per_segment(self.transfer.nodes))
-        if self.both:
-            count = max(count, w.exchange(count, r.peer))
-        return make(count)
+        return make, count
 
     def enough_noise(self, nbytes: int) -> float:
         """Where this size's sampling may stop (Ctx.enough_noise): its rows are timed on the GPU's events

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-MODES = ("auto", "sequential", "concurrent")
+MODES = ("auto", "sequential", "concurrent", "permutation")
 SERIAL_PAIRS = ("auto", "all", "ring")
 
 
@@ -67,6 +67,88 @@ def pair_rounds(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
     return rounds
 
 
+def permutation_rounds(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Split an ordered step's pairs into rounds in which every rank sends at most once and receives at most once.
+
+    The complete set of N(N-1) ordered pairs of N ranks falls into the N-1 cyclic shifts (round k: rank i -> rank
+    i+k mod N), each a permutation of every rank: half the rounds of pair_rounds' perfect matchings, every GPU both
+    sending and receiving. Any list of ordered pairs is accepted (packed greedily in shift order); each pair lands
+    in exactly one round.
+    """
+    if not pairs:
+        return []
+    ranks = sorted({r for p in pairs for r in p})
+    at = {r: i for i, r in enumerate(ranks)}
+    remaining = sorted(dict.fromkeys(pairs), key=lambda p: ((at[p[1]] - at[p[0]]) % len(ranks), at[p[0]]))
+    rounds = []
+    while remaining:
+        senders: set[int] = set()
+        receivers: set[int] = set()
+        this, rest = [], []
+        for a, b in remaining:
+            if a in senders or b in receivers:
+                rest.append((a, b))
+            else:
+                this.append((a, b))
+                senders.add(a)
+                receivers.add(b)
+        rounds.append(this)
+        remaining = rest
+    return rounds
+
+
+# Where a permutation round (every rank sending once and receiving once: permutation_rounds) leaves a one-way row
+# within its noise of the same pair measured alone, by engine: the largest size `--pairs auto` measures that way on
+# a node whose GPU pairs are all linked through NVSwitch (one rank per GPU). Larger sizes are measured in rounds of
+# disjoint pairs. Measured, not assumed: docs/measurement.md, "Permutation rounds".
+PERMUTATION_UP_TO: dict[str, int] = {}
+ONE_SIDED_ENGINES = ("ce", "sm", "sm_bulk")  # a permutation round's flows each have one driver (core/round.py)
+
+
+@dataclass(frozen=True)
+class Permutation:
+    """Which one-way rows a run measures in permutation rounds: by engine, the sizes up to `up_to` (bytes; an
+    engine not named: none), and why."""
+
+    up_to: tuple[tuple[str, int], ...] = ()
+    reason: str = "not used"
+
+    def limit(self, engine: str) -> int:
+        return dict(self.up_to).get(engine, 0)
+
+    def sizes(self, engine: str, sizes: list[int]) -> list[int]:
+        """The sizes of a one-way step of `engine` measured in permutation rounds."""
+        top = self.limit(engine)
+        return [n for n in sizes if n <= top]
+
+    def as_dict(self) -> dict:
+        return {"up_to": {e: n for e, n in self.up_to}, "reason": self.reason}
+
+
+NO_PERMUTATION = Permutation()
+
+
+def decide_permutation(requested: str, ranks_per_gpu: int, link_kinds: list[str] | None,
+                       table: dict[str, int] | None = None) -> Permutation:
+    """Which rows a node measures in permutation rounds: every one-sided engine at every size under --pairs
+    permutation; under auto and concurrent, where every GPU pair is linked through NVSwitch and each GPU has one rank,
+    the engines and sizes PERMUTATION_UP_TO says hold (`table`); none elsewhere. The flows of a permutation round
+    meet at each GPU (one out, one in), so a node where they could meet anywhere else (a direct mesh, PCIe,
+    an unknown topology) never uses them unasked."""
+    table = PERMUTATION_UP_TO if table is None else table
+    if requested == "permutation":
+        return Permutation(tuple((e, 1 << 62) for e in ONE_SIDED_ENGINES), "--pairs permutation: every one-way row")
+    if requested == "sequential" or ranks_per_gpu > 1:
+        return Permutation(reason=f"--pairs {requested}" if requested == "sequential" else
+                           f"{ranks_per_gpu} ranks per GPU")
+    if not link_kinds or not all(k == "nvswitch" for k in link_kinds):
+        return Permutation(reason="not every GPU pair is linked through NVSwitch")
+    if not table:
+        return Permutation(reason="no engine measured to hold in them")
+    return Permutation(tuple(sorted(table.items())), "every GPU pair through NVSwitch: the engines and sizes measured "
+                                                     "to hold (core/schedule.PERMUTATION_UP_TO)")
+
+
 def ring_pairs(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The pairs of a step that lie on the ring of its ranks: each rank once as sender and once as receiver.
 
@@ -81,6 +163,26 @@ def ring_pairs(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     have = set(pairs)
     ordered = any((b, a) in have for a, b in have)
     return [(a, b) for a, b in pairs if nxt[a] == b or (not ordered and nxt[b] == a)]
+
+
+@dataclass(frozen=True)
+class Group:
+    """What a walk measures at once over some of a step's sizes: one pair `alone`, a round of `disjoint` pairs, a
+    `permutation` round (every rank sending at most once and receiving at most once), or `all` ranks of the node
+    together (the all-to-all; no flows)."""
+
+    flows: tuple[tuple[int, int], ...] | None
+    sizes: tuple[int, ...]
+    kind: str
+
+    @property
+    def pairs_at_once(self) -> int:
+        return len(self.flows) if self.flows is not None else 0
+
+    def as_dict(self) -> dict:
+        """How meta.json records it (pair_mode.rounds): which round measured each row."""
+        return {"kind": self.kind, "flows": None if self.flows is None else [list(f) for f in self.flows],
+                "sizes": list(self.sizes)}
 
 
 @dataclass(frozen=True)
@@ -149,6 +251,7 @@ class PairMode:
     reason: str
     serial: SerialPairs = EVERY_PAIR
     gpu_of: tuple[int, ...] | None = None
+    permutation: Permutation = NO_PERMUTATION
 
     @property
     def concurrent(self) -> bool:
@@ -165,7 +268,7 @@ class PairMode:
 
     def as_dict(self) -> dict:
         out = {"mode": self.mode, "requested": self.requested, "reason": self.reason,
-               "serial_pairs": self.serial.as_dict()}
+               "serial_pairs": self.serial.as_dict(), "permutation": self.permutation.as_dict()}
         if self.gpu_of is not None:
             out["rank_pairs"] = "one per GPU pair (--quick with ranks sharing GPUs)"
         return out
@@ -197,6 +300,19 @@ def decide_mode(requested: str, ranks_per_gpu: int, link_kinds: list[str] | None
     if requested not in MODES:
         raise ValueError(f"unknown pair mode {requested!r}")
     cover = decide_serial_pairs(serial, ranks_per_gpu, link_kinds, local_size, quick)
+    if requested == "permutation":
+        if ranks_per_gpu > 1:
+            raise ModeError(f"--pairs permutation: {ranks_per_gpu} ranks share a GPU here, and a rank's flows in and "
+                            f"out would share it with another pair's; use --pairs sequential or auto")
+        return PairMode("concurrent", requested, "--pairs permutation", cover,
+                        permutation=decide_permutation(requested, ranks_per_gpu, link_kinds))
+    mode = _decide_rounds(requested, ranks_per_gpu, link_kinds, local_size, cover)
+    return replace(mode, permutation=decide_permutation(requested, ranks_per_gpu, link_kinds))
+
+
+def _decide_rounds(requested: str, ranks_per_gpu: int, link_kinds: list[str] | None, local_size: int,
+                   cover: SerialPairs) -> PairMode:
+    """decide_mode's rounds of disjoint pairs."""
     if requested == "sequential":
         return PairMode("sequential", requested, "--pairs sequential", cover)
     if ranks_per_gpu > 1:

@@ -319,3 +319,86 @@ def close_pairs(ctx) -> None:
     ctx.gpu.wait(what="NCCL work before its communicators are destroyed")
     for key in sorted(pairs):
         pairs[key].close()
+
+
+class NcclNode:
+    """A communicator of every rank of the node, for the all-to-all (suites/alltoall.py): NCCL's own all-to-all is a
+    group of ncclSend/ncclRecv to every peer on one communicator. Needs one rank per GPU (NCCL refuses two ranks of
+    one GPU in one communicator: the `nccl_node` need, ipc/sharers.LIBRARIES). Its calls are enqueued directly behind
+    the gate (core/methods.StreamBatch), never captured."""
+
+    def __init__(self, lib, comm, world, inbox: dict[int, int], version: int, init_ms: float):
+        self.lib, self.comm, self.world = lib, comm, world
+        self.inbox = inbox  # node-local rank -> where its data lands here
+        self.version, self.init_ms = version, init_ms
+        self.connect_ms = 0.0
+        self.nodes = NODES_PER_CALL * DIRECT_FACTOR  # one group is one kernel launch, enqueued directly
+
+    @classmethod
+    def create(cls, ctx) -> "NcclNode":
+        """Collective over the node: every rank of the node calls this, in the same order. Unique id from local rank
+        0, ncclCommInitRank on every rank, then one small all-to-all to connect every peer outside any timing."""
+        lib = load()
+        w, gpu = ctx.world, ctx.gpu
+        bufs = ctx.buffers["legacy"]
+        inbox = {p: bufs.inbox_slot(p) for p in range(w.local_size) if p != w.local_rank}
+        uid = w.node_allgather(lib.get_unique_id() if w.local_rank == 0 else None, "the node's NCCL unique id")[0]
+        with wider_cpus():  # NCCL's threads start in here (the module docstring: Threads)
+            t0 = time.perf_counter()
+            try:
+                comm = lib.NcclCommunicator(w.local_size, uid, w.local_rank)
+            except Exception as e:  # noqa: BLE001 - NcclError, or CUDA's: the message names the call
+                raise MeasureError(f"ncclCommInitRank of the node's {w.local_size} ranks failed on rank {w.rank}: "
+                                   f"{e}") from None
+            node = cls(lib, comm, w, inbox, int(lib.get_version()), (time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            try:
+                node.enqueue(gpu, gpu.stream, bufs.src, None, CONNECT_BYTES)
+                gpu.wait(what="the node's first NCCL all-to-all")
+            except Exception as e:  # noqa: BLE001 - the job ends anyway
+                raise MeasureError(f"the first NCCL all-to-all failed on rank {w.rank}: {e}") from None
+            node.connect_ms = (time.perf_counter() - t0) * 1e3
+        return node
+
+    def enqueue(self, gpu, stream, src: int, dst, nbytes: int, count: int = 1) -> None:
+        """`count` all-to-alls: each one group of a send of `src` to every peer and a receive from every peer into
+        its inbox slot here (`dst` unused: the slots are the node's)."""
+        lib, comm, s, u8 = self.lib, self.comm, stream.ptr, self.lib.NCCL_UINT8
+        for _ in range(count):
+            lib.groupStart()
+            try:
+                for p, slot in self.inbox.items():
+                    comm.send(src, nbytes, u8, p, s)
+                    comm.recv(slot, nbytes, u8, p, s)
+            finally:
+                lib.groupEnd()
+
+    def warm(self, gpu, stream, src: int, dst, nbytes: int) -> dict:
+        """No un-gated warm-up: a send must meet its receive, and the node connected in create."""
+        return {}
+
+    def describe(self) -> str:
+        return (f"NCCL {version_text(self.version)}, one group of ncclSend/ncclRecv to every peer on a communicator "
+                f"of the node's ranks (ncclCommInitRank {self.init_ms:.0f} ms, first all-to-all "
+                f"{self.connect_ms:.0f} ms)")
+
+    def close(self) -> None:
+        self.comm.destroy()
+
+
+def node_for(ctx) -> NcclNode:
+    """Collective over the node: the node's communicator, made on first use; destroyed at the end of the run
+    (ctx.add_cleanup, after the pairs' communicators were made, so before them and before the shared buffers)."""
+    node = ctx.state.get("nccl_node")
+    if node is None:
+        node = ctx.state["nccl_node"] = NcclNode.create(ctx)
+        ctx.add_cleanup(lambda: ctx.state.pop("nccl_node").close())
+    return node
+
+
+def node_support(gpu_of: list[int]) -> tuple[bool, str | None]:
+    """Whether the node's ranks can share one NCCL communicator: one rank per GPU."""
+    if len(set(gpu_of)) < len(gpu_of):
+        return False, (f"{len(gpu_of)} ranks on {len(set(gpu_of))} GPUs: NCCL refuses two ranks of one GPU in one "
+                       f"communicator")
+    return True, None

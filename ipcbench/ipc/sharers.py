@@ -47,10 +47,15 @@ BUFFER_KINDS: dict[str, SharerKind] = {k.name: k for k in (
 
 
 # Libraries a step measures through: nothing to set up collectively, each pair makes what it needs (NCCL: a
-# communicator per pair, ipc/nccl.py).
+# communicator per pair, ipc/nccl.py); `nccl_node`, one NCCL communicator of every rank of the node (the
+# all-to-all's), also needs one rank per GPU (NODE_RULES).
 LIBRARIES: dict[str, Need] = {k.name: k for k in (
     Need("nccl", "nccl", "nccl_support"),
+    Need("nccl_node", "nccl", "nccl_support"),
 )}
+# A library need's rule over the node's ranks (gpu_of: node-local rank -> GPU) -> (ok, why): a function of the
+# need's module, asked once every rank passed the need's own check.
+NODE_RULES: dict[str, str] = {"nccl_node": "node_support"}
 
 
 # Features of the GPU itself a step needs: asked of this rank's Gpu (Gpu.feature_support, whose answer may
@@ -91,8 +96,21 @@ def setup_libraries(ctx, needs: set[str]) -> None:
     """Collective over the node: every rank of the node calls this, in the same order. Check every library in
     `needs` on every rank of the node; those all have go to ctx.libraries."""
     for name, lib in LIBRARIES.items():
-        if name in needs and node_has(ctx, lib, f"a rank of this node cannot use {name}"):
+        if name in needs and node_has(ctx, lib, f"a rank of this node cannot use {name}") \
+                and _node_rule(ctx, lib):
             ctx.libraries.add(name)
+
+
+def _node_rule(ctx, lib: Need) -> bool:
+    """Whether the node's ranks meet the need's rule over them (NODE_RULES), if it has one; why not to
+    ctx.unavailable. The same answer on every rank: it reads only ctx.gpu_of."""
+    rule = NODE_RULES.get(lib.name)
+    if rule is None:
+        return True
+    ok, why = getattr(importlib.import_module(f"ipcbench.ipc.{lib.module}"), rule)(list(ctx.gpu_of))
+    if not ok:
+        ctx.unavailable[lib.name] = why or f"the node's ranks cannot use {lib.name}"
+    return ok
 
 
 def setup_buffers(ctx, kinds: set[str], slot_bytes: int) -> None:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from ipcbench.catalogue.costs import CostModel
 from ipcbench.catalogue.methods import TWO_SIDED_ENGINES
 from ipcbench.core.pair import sample_seconds
-from ipcbench.run.walk import groups_of
+from ipcbench.run.walk import groups_of, guarded
 
 
 @dataclass
@@ -28,28 +28,19 @@ class SuitePlan:
 
 
 def walked(step, mode) -> int:
-    """The measurements a run walks for a step: one per size and group (run/walk.groups_of: a round of disjoint
-    pairs is one). Without a mode: every pair, one at a time."""
+    """The measurements a run walks for a step: one per size and group (run/walk.groups_of: a round of pairs at once
+    is one). Without a mode: every pair, one at a time."""
     if mode is None:
         return step.measurements
-    return len(step.sizes) * len(groups_of(step, mode))
+    return sum(len(g.sizes) for g in groups_of(step, mode))
 
 
 def round_checks(steps, mode) -> dict[int, int]:
-    """Extra measurements of run/walk.check_rounds, by index of the step that pays them: the largest round's pairs
-    one at a time at the largest size, for the first step of each engine walked in rounds (walk's rule, restated
-    here because walk applies it inside its loop)."""
-    out: dict[int, int] = {}
+    """Extra measurements of the concurrency guard (run/walk.guarded, the walk's own plan of it), by index of the
+    step that pays them: each checked round's pairs one at a time at one size."""
     if mode is None:
-        return out
-    checked: set[str] = set()
-    for i, s in enumerate(steps):
-        groups = groups_of(s, mode)
-        kind = s.engine or s.label
-        if kind not in checked and groups and groups[0] is not None and max(len(g) for g in groups) > 1:
-            checked.add(kind)
-            out[i] = max(len(g) for g in groups)
-    return out
+        return {}
+    return {i: sum(g.pairs_at_once for g in checks) for i, checks in guarded(steps, mode).items()}
 
 
 # An SM copy from 4 x the GPU's L2 up loops in one launch and samples core/pair.loop_sample_s

@@ -18,7 +18,7 @@ from ipcbench.config import TOPOLOGIES
 from ipcbench.core import topology
 from ipcbench.core.schedule import SerialPairs, per_gpu_pair
 from ipcbench.run import costmodel
-from ipcbench.run.walk import agree_pair_mode, groups_of, measured, pairs_of
+from ipcbench.run.walk import agree_pair_mode, measured, pairs_of, rounds_of
 from ipcbench.sizes import fmt_size
 
 
@@ -64,6 +64,23 @@ def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS)
     return out
 
 
+def _rounds_text(rounds: list[dict]) -> str:
+    """A step's rounds in a few words: '3 permutation rounds (4K..1M) + 6 rounds (2M..256M)'."""
+    parts = []
+    for kind, name in (("permutation", "permutation rounds"), ("disjoint", "rounds")):
+        mine = [r for r in rounds if r["kind"] == kind]
+        if mine:
+            sizes = mine[0]["sizes"]
+            parts.append(f"{len(mine)} {name} ({fmt_size(sizes[0])}..{fmt_size(sizes[-1])})")
+    return " + ".join(parts)
+
+
+def _permutation_text(p: dict) -> str:
+    limits = ", ".join(f"{e} up to {fmt_size(n)}" if n < 1 << 60 else f"{e} at every size"
+                       for e, n in p["up_to"].items())
+    return f"{limits or 'none'} ({p['reason']})"
+
+
 def describe(plan: dict) -> str:
     n = plan["measurements"]
     lines = ["ipcbench plan (dry run: no GPU work)",
@@ -71,6 +88,8 @@ def describe(plan: dict) -> str:
              f"  GPUs:    {', '.join(f'{h}: {g}' for h, g in plan['gpus_per_node'].items())} ({plan['gpu_source']})",
              f"  pairs:   {plan['pairs']} ordered per node; {plan['pair_mode']['mode']} "
              f"({plan['pair_mode']['reason']}); all nodes measure at once",
+             f"  permutation rounds (each GPU sending once and receiving once): "
+             f"{_permutation_text(plan['pair_mode']['permutation'])}",
              f"  serial:  one-pair-at-a-time steps (host paths, handles, ping-pongs, pipeline) measure "
              f"{SerialPairs(**plan['pair_mode']['serial_pairs']).describe()}",
              f"  suites:  {', '.join(plan['suites'])}",
@@ -79,7 +98,7 @@ def describe(plan: dict) -> str:
              "  steps:"]
     for s in plan["steps"]:
         k = len(s["pairs"])
-        how = (f"  in {len(s['rounds'])} rounds" if s.get("rounds") else
+        how = (f"  in {_rounds_text(s['rounds'])}" if s.get("rounds") else
                f"  {k} pair{'s' if k != 1 else ''} one at a time{', a ring' if s.get('ring') else ''}" if k else "")
         plural = "s" if s["measurements"] != 1 else ""
         lines.append(f"    {s['suite']:8s} {s['label']:24s} {s['measurements']:5d} measurement{plural}{how}")
@@ -119,6 +138,7 @@ def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) 
         return 0
     after_s, after_what = tail(gpu_of, list(range(local))) if tail else (0.0, "")
     gpus = {h: (g if g is not None else n) for h, (n, g) in per_node.items()}
+    rounds = rounds_of(steps, mode)
     plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": assumed_ranks or world.size,
             "ranks_per_node": {h: n for h, (n, _) in per_node.items()}, "gpus_per_node": gpus,
             "gpu_source": "NVML" if all(g is not None for _, g in per_node.values()) else "assumed one per rank",
@@ -128,8 +148,7 @@ def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) 
             "steps": [{"suite": s.suite, "label": s.label, "measurements": measured(s, mode),
                        "pairs": [list(p) for p in pairs_of(s, mode)] if not s.all_ranks else [],
                        "ring": s.serial and mode.serial.ring,
-                       "rounds": [[list(p) for p in g] for g in groups_of(s, mode)] if mode.concurrent and s.rounds_ok
-                       else None} for s in steps],
+                       "rounds": rounds.get(f"{s.suite}/{s.label}")} for s in steps],
             "measurements": sum(measured(s, mode) for s in steps),
             "estimated_s": round(estimate_seconds(steps, cfg.rule, mode, ranks_per_gpu,
                                                   gpus=min(local, gpus_here)) + after_s, 1),

@@ -39,7 +39,7 @@ from ipcbench.run.console import matrices, say
 from ipcbench.run.dryrun import dry_run, estimate_seconds
 from ipcbench.run.outdir import choose_run_dir
 from ipcbench.run.meta import write_meta
-from ipcbench.run.walk import agree_pair_mode, walk
+from ipcbench.run.walk import agree_pair_mode, rounds_of, walk
 from ipcbench.sizes import fmt_size
 
 
@@ -193,6 +193,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         meta["mps"] = mps_meta
         # the plan as the cost model sees it: run/costfit.py costs any command's run from it
         meta["plan"] = [p.as_dict() for p in costmodel.plan_steps(steps, mode, len(set(gpu_of)))]
+        meta["pair_mode"]["rounds"] = rounds_of(steps, mode)  # which round measured each row
     # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
     with PHASES.phase("buffers"):

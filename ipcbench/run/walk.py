@@ -6,12 +6,13 @@ group. docs/architecture.md, "How a row is born".
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
 from ipcbench.core.phases import PHASES
 from ipcbench.core.rows import join_note, state_noise
-from ipcbench.core.schedule import ModeError, decide_mode, pair_rounds
+from ipcbench.core.schedule import Group, ModeError, decide_mode, pair_rounds, permutation_rounds
 from ipcbench.errors import UsageError
 from ipcbench.record.meta import Skipped
 from ipcbench.run.console import Progress, say
@@ -45,23 +46,64 @@ def measured(step, mode) -> int:
     return len(step.sizes) * (1 if step.all_ranks else len(pairs_of(step, mode)))
 
 
-def groups_of(step, mode) -> list:
-    """How a step is walked: [None] for a step all ranks run together, else groups of pairs measured at
-    once: rounds of disjoint pairs (core/schedule.py) where the run and the step allow, else one pair each."""
+def groups_of(step, mode) -> list[Group]:
+    """How a step is walked: what is measured at once, over which of its sizes (core/schedule.Group). Every rank
+    of the node together for an all-ranks step; for a step that may run in rounds on a node that allows them,
+    permutation rounds over the sizes the run's permutation covers for the step's engine (a one-way step of a
+    one-sided engine: Step.run_round), then rounds of disjoint pairs over the rest (or one pair at a time where
+    the run measures pairs sequentially); one pair at a time otherwise."""
+    sizes = tuple(step.sizes)
     if step.all_ranks:
-        return [None]
-    if mode.concurrent and step.rounds_ok:
-        return pair_rounds(step.pairs)
-    return [[p] for p in pairs_of(step, mode)]
+        return [Group(None, sizes, "all")]
+    pairs = pairs_of(step, mode)
+    if not step.rounds_ok:
+        return [Group((p,), sizes, "alone") for p in pairs]
+    permuted = tuple(mode.permutation.sizes(step.engine, step.sizes)) if step.run_round is not None else ()
+    rest = tuple(n for n in sizes if n not in permuted)
+    groups = [Group(tuple(r), permuted, "permutation") for r in permutation_rounds(pairs)] if permuted else []
+    if rest and mode.concurrent:
+        groups += [Group(tuple(r), rest, "disjoint" if len(r) > 1 else "alone") for r in pair_rounds(pairs)]
+    elif rest:
+        groups += [Group((p,), rest, "alone") for p in pairs]
+    return groups
+
+
+def rounds_of(steps, mode) -> dict[str, list[dict]]:
+    """What meta.json's pair_mode.rounds records: for every step walked in rounds (suite/label), each round's kind,
+    flows (node-local ranks) and sizes, so that every row's round is known (its pair and size)."""
+    out = {}
+    for s in steps:
+        rounds = [g.as_dict() for g in groups_of(s, mode) if g.kind in ("disjoint", "permutation")]
+        if rounds:
+            out[f"{s.suite}/{s.label}"] = rounds
+    return out
+
+
+def guarded(steps, mode) -> dict[int, list[Group]]:
+    """The concurrency guard's plan (check_rounds), by index of the step that pays it: for the first step of each
+    engine walked in rounds of each kind (disjoint, permutation), that kind's largest round, re-measured one pair
+    at a time at the largest size the step measured in such rounds. One rule for the walk and the dry run's model
+    (run/costmodel.py)."""
+    out: dict[int, list[Group]] = {}
+    seen: set[tuple[str, str]] = set()
+    for i, s in enumerate(steps):
+        for kind in ("disjoint", "permutation"):
+            rounds = [g for g in groups_of(s, mode) if g.kind == kind]
+            key = (s.engine or s.label, kind)
+            if rounds and key not in seen:
+                seen.add(key)
+                biggest = max(rounds, key=lambda g: g.pairs_at_once)
+                out.setdefault(i, []).append(Group(biggest.flows, (max(biggest.sizes),), kind))
+    return out
 
 
 def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None, skipped: list | None = None):
-    """Run every step over its pairs (one at a time or in rounds), or all ranks at once; the node's rows go
-    to `sink` after each group. Returns (every row rank 0 holds, the node's concurrency checks: one per
-    engine walked in rounds, on the node leader; [] elsewhere). A step that cannot run here (a buffer kind,
-    library or GPU feature missing: ctx.unavailable says why) is skipped with its reason; with `skipped`
-    (every rank passes one: it is gathered), world rank 0's list gets every node's skipped steps as
-    meta.json records them (record/meta.Skipped)."""
+    """Run every step over its groups (core/schedule.Group: one pair, a round of pairs, every rank); the node's rows
+    go to `sink` after each group. Returns (every row rank 0 holds, the node's concurrency checks: one per engine and
+    kind of round, on the node leader; [] elsewhere). A step that cannot run here (a buffer kind, library or GPU
+    feature missing: ctx.unavailable says why) is skipped with its reason; with `skipped` (every rank passes one: it
+    is gathered), world rank 0's list gets every node's skipped steps as meta.json records them
+    (record/meta.Skipped)."""
     world = ctx.world
     mine_skipped: list[dict] = []
     totals: dict[str, float] = {}
@@ -71,8 +113,8 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None, skipp
         meas[s.suite] = meas.get(s.suite, 0) + measured(s, mode)
     progress = Progress(totals, enabled=(world.rank == 0 and not quiet))
     checks: list[dict] = []
-    checked: set[str] = set()  # engines whose first step walked in rounds was checked (check_rounds)
-    for step in steps:
+    guard = guarded(steps, mode)
+    for i, step in enumerate(steps):
         with PHASES.phase(step.suite):  # the step's wall in the run's time breakdown
             t0 = time.monotonic()
             missing = [k for k in step.needs if not ctx.has(k)]
@@ -84,33 +126,18 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None, skipp
                 progress.advance(step.suite, step.label, measured(step, mode) * step.cost, measured(step, mode),
                                  meas[step.suite])
                 continue
-            groups = groups_of(step, mode)
             mine_all = []
-            for group in groups:
-                rows = []
-                if group is None:
-                    rows = step.run(ctx, step.sizes)
-                else:
-                    mine = [p for p in group if world.local_rank in p]
-                    if mine:
-                        rows = step.run(ctx, mine[0][0], mine[0][1], step.sizes)
-                    if len(group) > 1:
-                        for r in rows:
-                            r.note = join_note(r.note, f"measured in a round of {len(group)} disjoint pairs")
-                ranks = len(ctx.gpu_of)  # a step of all ranks at once (all-to-all) measures every ordered pair
-                describe_rows(rows, ctx.mps, len(group) if group is not None else ranks * (ranks - 1))
-                state_noise(rows, ctx.gpu_model)
+            for group in groups_of(step, mode):
+                rows = walk_group(ctx, step, group)
                 mine_all.extend(rows)
                 with PHASES.phase("rows"):
                     sink.add(rows, f"the rows of step '{step.label}'")
-                n = len(step.sizes) * (1 if group is None else len(group))
+                n = len(group.sizes) * (group.pairs_at_once or 1)
                 progress.advance(step.suite, step.label, n * step.cost, n, meas[step.suite])
-            kind = step.engine or step.label
-            if kind not in checked and groups and groups[0] is not None and max(len(g) for g in groups) > 1:
-                checked.add(kind)
-                check = check_rounds(ctx, step, groups, mine_all)
-                if check is not None:
-                    checks.append(check)
+            for check in guard.get(i, []):
+                got = check_rounds(ctx, step, check, mine_all)
+                if got is not None:
+                    checks.append(got)
             if timings is not None:
                 timings[step.suite] = round(timings.get(step.suite, 0.0) + time.monotonic() - t0, 3)
     if skipped is not None:
@@ -120,43 +147,91 @@ def walk(ctx, steps, sink, quiet: bool, mode, timings: dict | None = None, skipp
     return sink.finish(), checks
 
 
+ROUND_NOTES = {"disjoint": "measured in a round of {n} disjoint pairs",
+               "permutation": "measured in a permutation round of {n} flows (each GPU sending once and receiving once)"}
+
+
+def walk_group(ctx, step, group: Group) -> list:
+    """This rank's rows of one group of a step, described (facts, pairs at once) and with their honest noise."""
+    world = ctx.world
+    sizes = list(group.sizes)
+    if group.kind == "all":
+        rows = step.run(ctx, sizes)
+    elif group.kind == "permutation":
+        rows = step.run_round(ctx, list(group.flows or ()), sizes)
+    else:
+        mine = [p for p in group.flows or () if world.local_rank in p]
+        rows = step.run(ctx, mine[0][0], mine[0][1], sizes) if mine else []
+    if group.kind in ROUND_NOTES and group.pairs_at_once > 1:
+        for r in rows:
+            r.note = join_note(r.note, ROUND_NOTES[group.kind].format(n=group.pairs_at_once))
+    ranks = len(ctx.gpu_of)  # a step of all ranks at once (all-to-all) measures every ordered pair
+    describe_rows(rows, ctx.mps, group.pairs_at_once if group.flows is not None else ranks * (ranks - 1))
+    state_noise(rows, ctx.gpu_model)
+    return rows
+
+
 ROUND_CHECK_TOLERANCE = 0.01
 
 
-def check_rounds(ctx, step, groups, concurrent_rows) -> dict | None:
-    """The built-in guard of concurrent rounds, run for the first step of every engine walked in rounds
-    (copy engine, SM kernels, bulk kernels, NCCL: each can meet another limit when every GPU is busy, such
-    as the node's power or clocks): re-measure the largest round's pairs one at a time at the largest size
-    and compare with what the round measured; a difference over 1% is a warning naming the step and the
-    pair (the pairs did share something). Returns the node's comparison on its leader (None elsewhere)."""
+def check_rounds(ctx, step, check: Group, concurrent_rows) -> dict | None:
+    """The built-in guard of rounds (guarded: the first step of every engine walked in each kind of round; copy
+    engine, SM kernels, bulk kernels, NCCL can each meet a limit when several flows run at once, such as a link
+    carrying a flow each way, the node's power or clocks): re-measure the round's pairs one at a time at the size
+    `check` names and compare with what the round measured. A pair further apart than 1% or the two rows' noise
+    within the run combined (whichever is larger: a small row's samples spread more than any sharing would show) is
+    a warning naming the step and the pair. Returns the node's comparison on its leader (None elsewhere)."""
     world = ctx.world
-    size = max(step.sizes)
-    round_ = max(groups, key=len)
+    size = check.sizes[0]
     diffs = []
-    for src, dst in round_:
+    flows = check.flows or ()
+    for src, dst in flows:
         rows = step.run(ctx, src, dst, [size]) if world.local_rank in (src, dst) else []
+        describe_rows(rows, ctx.mps, 1)
+        state_noise(rows, ctx.gpu_model)
         for seq in rows:
-            conc = [r for r in concurrent_rows if (r.src_rank, r.dst_rank, r.bytes, r.direction) ==
-                    (seq.src_rank, seq.dst_rank, seq.bytes, seq.direction)]
-            a, b = (conc[0].bw_gbps_median, seq.bw_gbps_median) if conc else (None, None)
-            if a is None or b is None:  # latency steps: compare times
-                a, b = (1 / conc[0].time_us_median, 1 / seq.time_us_median) if conc else (None, None)
-            if a and b:
-                diffs.append({"src_rank": seq.src_rank, "dst_rank": seq.dst_rank, "concurrent": a,
-                              "sequential": b, "diff": a / b - 1})
+            d = _round_vs_alone(concurrent_rows, seq)
+            if d is not None:
+                diffs.append(d)
         world.node_barrier(f"the sequential check of pair {src}->{dst}")
     parts = world.node_gather(diffs, "the concurrency check")
     if world.local_rank != 0:
         return None
     flat = [d for p in parts for d in p]
-    worst = max((abs(d["diff"]) for d in flat), default=0.0)
-    out = {"host": world.host, "step": f"{step.suite}/{step.label}", "engine": step.engine, "bytes": size,
-           "pairs": flat, "worst_diff": worst, "tolerance": ROUND_CHECK_TOLERANCE, "ok": worst <= ROUND_CHECK_TOLERANCE}
-    if not out["ok"]:
-        w = max(flat, key=lambda d: abs(d["diff"]))
-        print(f"ipcbench: warning: on {world.host} the round of {len(round_)} pairs measured {step.suite}/{step.label} "
-              f"at {fmt_size(size)} up to {worst:.1%} away from the same pairs one at a time (worst: ranks "
-              f"{w['src_rank']} -> {w['dst_rank']}, {w['concurrent']:.4g} in the round, {w['sequential']:.4g} alone): "
-              f"pairs measured at once may share a link or a node limit here; rerun with --pairs sequential",
-              file=sys.stderr, flush=True)
+    worst = max(flat, key=lambda d: abs(d["diff"]) - d["tolerance"], default=None)
+    ok = all(abs(d["diff"]) <= d["tolerance"] for d in flat)
+    out = {"host": world.host, "step": f"{step.suite}/{step.label}", "engine": step.engine, "round": check.kind,
+           "bytes": size, "pairs": flat, "worst_diff": max((abs(d["diff"]) for d in flat), default=0.0),
+           "tolerance": ROUND_CHECK_TOLERANCE, "ok": ok}
+    if not ok and worst is not None:
+        print(f"ipcbench: warning: on {world.host} the {check.kind} round of {len(flows)} pairs measured "
+              f"{step.suite}/{step.label} at {fmt_size(size)} up to {abs(worst['diff']):.1%} away from the same pairs "
+              f"one at a time (worst: ranks {worst['src_rank']} -> {worst['dst_rank']}, {worst['concurrent']:.4g} in "
+              f"the round, {worst['sequential']:.4g} alone; allowed {worst['tolerance']:.1%}): pairs measured at once "
+              f"may share a link or a node limit here; rerun with --pairs sequential", file=sys.stderr, flush=True)
     return out
+
+
+def _within(row) -> float:
+    """A row's noise within its run (its samples' interval, core/rows.state_noise keeps it in noise_within): the two
+    measurements of the guard come from one process minutes apart, so the between-runs floor is not theirs."""
+    v = row.noise_within if row.noise_within is not None else row.noise
+    return v or 0.0
+
+
+def _round_vs_alone(concurrent_rows, seq) -> dict | None:
+    """One pair's row in the round against the same pair alone: rates (bandwidth, or 1/time for latency rows), their
+    ratio less one, and what it may be (ROUND_CHECK_TOLERANCE, or the two rows' noise within the run combined)."""
+    conc = [r for r in concurrent_rows if (r.src_rank, r.dst_rank, r.bytes, r.direction) ==
+            (seq.src_rank, seq.dst_rank, seq.bytes, seq.direction)]
+    if not conc:
+        return None
+    c = conc[0]
+    a, b = c.bw_gbps_median, seq.bw_gbps_median
+    if a is None or b is None:  # latency steps: compare times
+        a, b = 1 / c.time_us_median, 1 / seq.time_us_median
+    if not (a and b):
+        return None
+    noise = math.hypot(_within(c), _within(seq))
+    return {"src_rank": seq.src_rank, "dst_rank": seq.dst_rank, "concurrent": a, "sequential": b, "diff": a / b - 1,
+            "tolerance": max(ROUND_CHECK_TOLERANCE, noise)}

@@ -25,6 +25,7 @@ from ipcbench.core.world import ordered_pairs, unordered_pairs
 from ipcbench.errors import MeasureError
 from ipcbench.suites.registry import Step, SuiteSpec
 from ipcbench.suites.staged import sweep_staged
+from ipcbench.suites.transfer import round_runner
 
 # CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
 
@@ -205,12 +206,14 @@ def event_pingpong(ctx, src: int, dst: int, sizes: list[int], rounds: int = 100)
 
 def steps(n: int, sizes: list[int]) -> list[Step]:
     def oneway(method, direction):
+        labels = dict(row_direction="oneway", kind="latency", note=f"{direction}: {ONEWAY_NOTE}")
+
         def run(ctx, src, dst, sizes):
-            return measure_pair(ctx, "latency", METHODS[method], direction, src, dst, sizes, row_direction="oneway",
-                                 kind="latency", note=f"{direction}: {ONEWAY_NOTE}")
+            return measure_pair(ctx, "latency", METHODS[method], direction, src, dst, sizes, **labels)
 
         return Step("latency", f"{method} one-way", ordered_pairs(n), LAT_SIZES, run, needs=("legacy",),
-                    rounds_ok=True, quick_sizes=QUICK_LAT_SIZES, engine=METHODS[method].engine)
+                    rounds_ok=True, quick_sizes=QUICK_LAT_SIZES, engine=METHODS[method].engine,
+                    run_round=round_runner("latency", method, direction, **labels))
 
     def staged(method):
         def run(ctx, src, dst, sizes):

@@ -57,6 +57,9 @@ class Step:
     # What moves its bytes (core/methods.ENGINES: ce, sm, sm_bulk, nccl; "" for the others): the first step of
     # each engine walked in rounds is checked against its pairs alone (run/walk.check_rounds).
     engine: str = ""
+    # A one-way step of a one-sided engine: run_round(ctx, flows, sizes) measures a permutation round's flows at once
+    # (core/round.measure_round), every rank of the node calling it; None: never in permutation rounds.
+    run_round: Callable | None = None
 
     @property
     def serial(self) -> bool:

@@ -7,10 +7,12 @@ from __future__ import annotations
 from ipcbench.catalogue.methods import facts_of, method_facts, suite_of
 from ipcbench.core.methods import METHODS
 from ipcbench.core.pair import measure_pair
+from ipcbench.core.round import measure_round
 from ipcbench.core.world import ordered_pairs, unordered_pairs
 from ipcbench.suites.registry import Step
 
-__all__ = ["facts_of", "method_facts", "suite_of", "method_steps", "pair_runner"]  # the facts: the catalogue's
+# the facts (facts_of, method_facts, suite_of): the catalogue's
+__all__ = ["facts_of", "method_facts", "suite_of", "method_steps", "pair_runner", "round_runner"]
 
 
 def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) -> list[Step]:
@@ -21,8 +23,21 @@ def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) 
             pairs = unordered_pairs(n) if d == "bidir" else ordered_pairs(n)
             steps.append(Step(suite, f"{name} {d}", pairs, sizes, pair_runner(suite, name, d),
                               needs=(m.buffers, *m.gpu_needs), cost=2.0 if d == "bidir" else 1.0, rounds_ok=True,
-                              twin=m.buffers != "legacy", engine=m.engine))
+                              twin=m.buffers != "legacy", engine=m.engine, run_round=round_runner(suite, name, d)))
     return steps
+
+
+def round_runner(suite: str, method_name: str, direction: str, **labels):
+    """A one-way step's run_round(ctx, flows, sizes): a permutation round's flows at once (core/round.py); None for
+    a bidirectional step or a two-sided method (their rounds are of disjoint pairs). `labels`: measure_pair's row
+    labels (row_direction, kind, note)."""
+    if direction == "bidir" or METHODS[method_name].two_sided:
+        return None
+
+    def run(ctx, flows, sizes):
+        return measure_round(ctx, suite, METHODS[method_name], direction, flows, sizes, **labels)
+
+    return run
 
 
 def pair_runner(suite: str, method_name: str, direction: str):

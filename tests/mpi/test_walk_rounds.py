@@ -155,3 +155,37 @@ def test_a_step_without_its_buffers_is_skipped_on_every_rank(capsys):
         assert "skipping fake push: no IPC here" in capsys.readouterr().out
         writer.close()
     comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_permutation_rounds_run_every_flow_once_with_every_rank():
+    """A step with run_round under a mode that permutes it: N-1 rounds, each called on every rank at once (a node
+    barrier inside the round completes only then), each rank sending once and receiving once; every ordered pair's
+    rows reach results.csv once, each saying it ran in a permutation round of N flows."""
+    from ipcbench.core.schedule import decide_permutation
+
+    world = World.create(timeout=20)
+    ctx, sink, writer = _setup(world)
+    n, me = world.local_size, world.local_rank
+    calls = []
+
+    def run_round(ctx, flows, sizes):
+        calls.append(flows)
+        world.node_barrier("the round")
+        assert sorted(a for a, _ in flows) == sorted(b for _, b in flows) == list(range(n))
+        (out,) = [f for f in flows if f[0] == me]
+        return [_row(world, out[0], out[1], s, 100.0) for s in sizes]
+
+    step = _step(world, all_at_once=False)
+    step.run_round = run_round
+    mode = PairMode("concurrent", "auto", "test",
+                    permutation=decide_permutation("auto", 1, ["nvswitch"] * (n * (n - 1)), {"ce": 1 << 20}))
+    rows, _ = walk(ctx, [step], sink, quiet=True, mode=mode)
+    assert len(calls) == n - 1 and ctx.calls[-n:] != []  # the guard re-measured pairs alone through step.run
+    if comm.rank == 0:
+        writer.close()
+        got = read_rows(writer.path)
+        assert sorted((r.src_rank, r.dst_rank, r.bytes) for r in got) == sorted(
+            (a, b, s) for a in range(n) for b in range(n) if a != b for s in (1024, 4096))
+        assert {r.round_pairs for r in got} == {n} and all("permutation round" in r.note for r in got)
+    comm.Barrier()
