@@ -491,6 +491,31 @@ def test_figure_jobs_one_question_each(tmp_path, monkeypatch):
     assert labels[:3] == ["5×", "7×", "10×"] and all("10^" not in t for t in labels)
 
 
+def test_the_alltoall_table_sums_each_gpus_flows_against_its_nvlink_aggregate(tmp_path):
+    """Each GPU's all-to-all egress is the sum of its flows (they share one window), beside its NVLink aggregate
+    (its 18 NVLinks) and NCCL's, in its own block of the run; a run without all-to-all rows has no such block."""
+    from ipcbench.record.run import load_runs
+    from ipcbench.report import tables as T
+    from ipcbench.report.document import _tables, build
+    from ipcbench.report.render import Heading, Table
+
+    runs, _ = load_runs([synth.make_run(tmp_path / "results")])
+    tables = _tables(runs, 0.05)
+    df, t = tables["df"], tables["a2a"]
+    big = t[t["bytes"] == max(t["bytes"])]
+    flows = df[(df["method"] == "ce_alltoall") & (df["bytes"] == max(t["bytes"]))]
+    assert len(big) == 4 and big["gpu_peak_gbps"].round(1).tolist() == [478.1] * 4  # 18 links of the synth node
+    for r in big.itertuples():
+        assert r.ce_alltoall == pytest.approx(flows[flows["src_gpu"] == r.src_gpu]["bw_gbps_median"].sum())
+        assert len(flows[flows["src_gpu"] == r.src_gpu]) == 3
+    doc = build(runs, [], tmp_path, 0.05, figures=False)
+    at = [i for i, b in enumerate(doc) if isinstance(b, Heading) and b.text.startswith("All-to-all: each GPU")]
+    assert len(at) == 1 and isinstance(doc[at[0] + 2], Table)
+    table = doc[at[0] + 2]
+    assert table.columns[3] == "copy engine" and table.columns[-3:] == ["NVLink", "% NVLink", "× NCCL"]
+    assert T.alltoall_table(df[df["method"] != "ce_alltoall"], T.gpu_peaks({})).empty
+
+
 # ------------------------------------------------------------------------------------------ bad input
 
 def test_cut_last_line_keeps_the_run(tmp_path, capsys):

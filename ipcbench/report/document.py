@@ -98,7 +98,8 @@ def _tables(runs: list[Run], cv_threshold: float) -> dict:
              sp_sum=T.speedup_summary(t["sp"]), sp_nccl_sum=T.speedup_summary(t["sp_nccl"]),
              pk=T.peak_rows(df, t["links"], T.gpu_peaks({r.label: r.meta for r in runs})), pairs=T.pair_rows(df))
     t["best"] = T.best_paths(t["pairs"], t["links"])
-    t.update(pk_pair=T.peak_by_pair(t["pk"]), pk_meth=T.peak_by_method(t["pk"]))
+    t.update(pk_pair=T.peak_by_pair(t["pk"]), pk_meth=T.peak_by_method(t["pk"]),
+             a2a=T.alltoall_table(df, T.gpu_peaks({r.label: r.meta for r in runs})))
     t["glance"] = dict(best=t["best"], staged=T.best_staged(t["pairs"]), spg=T.speedup_glance(t["sp"]),
                        lat=T.latency_glance(df), weak=t["weak"], noisy=t["noisy"], unver=t["unver"],
                        impossible=t["impossible"], same=t["summary"][t["summary"]["scope"] == "same GPU"],
@@ -187,7 +188,39 @@ def _run_blocks(run: Run, t: dict) -> list[Block]:
                 Table(["suite", "method", "GPUs", "size", "µs median", "rows"],
                       [[r.suite, r.method, "same GPU" if r.same_gpu else "cross-GPU", size_text(r.bytes),
                         us(r.time_us), str(r.rows)] for r in h.itertuples()], numeric=[False] * 3 + [True] * 3)]
-    return doc + _peak_blocks(run, t["pk_pair"], t["pk_meth"])
+    return doc + _alltoall_blocks(t["a2a"][t["a2a"]["run"] == run.label]) + _peak_blocks(run, t["pk_pair"],
+                                                                                          t["pk_meth"])
+
+
+# The all-to-all's columns: (method, heading), the IPC paths first and NCCL's, the baseline, last
+ALLTOALL_COLUMNS = (("ce_alltoall", "copy engine"), ("sm_alltoall", "SM kernel"), ("nccl_alltoall", "NCCL"))
+
+
+def _alltoall_blocks(a2a) -> list[Block]:
+    """One run's all-to-all: each GPU's egress by every path at each size, against its NVLink aggregate and NCCL's."""
+    if a2a.empty:
+        return []
+    cols = [(m, h) for m, h in ALLTOALL_COLUMNS if m in a2a.columns]
+    best = [m for m, _ in cols if m != "nccl_alltoall"]
+
+    def pct(v, peak):
+        return f1(100.0 * v / peak) if v == v and peak == peak and peak else "—"
+
+    def vs_nccl(r):
+        if "nccl_alltoall" not in a2a.columns or not best or r["nccl_alltoall"] != r["nccl_alltoall"]:
+            return "—"
+        return times(max(r[m] for m in best) / r["nccl_alltoall"])
+
+    rows = [[r["host"], str(r["src_gpu"]), size_text(r["bytes"])] + [f1(r[m]) for m, _ in cols]
+            + [f1(r["gpu_peak_gbps"]), pct(max(r[m] for m, _ in cols), r["gpu_peak_gbps"]), vs_nccl(r)]
+            for _, r in a2a.sort_values(["host", "bytes", "src_gpu"]).iterrows()]
+    return [Heading(3, "All-to-all: each GPU's egress (GB/s, the sum of its flows to every other GPU)"),
+            Para("Every GPU sends one buffer of the size to every other GPU at once: by the copy engine (shifted "
+                 "steps), by one SM kernel writing every peer, and by NCCL's all-to-all, the baseline. "
+                 "**NVLink** is the GPU's aggregate (the NVLinks that are up × one link's peak); **% NVLink** the "
+                 "best path's share of it; **× NCCL** the best IPC path over NCCL's."),
+            Table(["host", "GPU", "size"] + [h for _, h in cols] + ["NVLink", "% NVLink", "× NCCL"], rows,
+                  numeric=[False, True, True] + [True] * (len(cols) + 3))]
 
 
 def _peak_blocks(run: Run, pk_pair, pk_meth) -> list[Block]:

@@ -249,6 +249,25 @@ def peak_rows(df: pd.DataFrame, links: pd.DataFrame, gpus: pd.DataFrame | None =
     return out[cols]
 
 
+def alltoall_table(df: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    """Each GPU's all-to-all egress (the sum of its flows to every other GPU) at each size, one column per method
+    (ce_alltoall, sm_alltoall, nccl_alltoall), with its NVLink aggregate (`gpus`, gpu_peaks; NaN where meta.json has
+    none): run, host, src_gpu, bytes, <method>..., gpu_peak_gbps. The flows of one GPU share one window (suites/
+    alltoall.py), so their sum is what the GPU sent per second."""
+    a2a = cross_gpu(bw_rows(df))
+    a2a = a2a[a2a["pattern"] == "alltoall"]
+    keys = ["run", "host", "src_gpu", "bytes"]
+    if a2a.empty:
+        return pd.DataFrame(columns=keys + ["gpu_peak_gbps"])
+    sums = a2a.groupby(keys + ["method"], observed=True)["bw_gbps_median"].sum().reset_index()
+    wide = sums.pivot_table(index=keys, columns="method", values="bw_gbps_median", observed=True).reset_index()
+    wide.columns.name = None
+    if gpus.empty:
+        return wide.assign(gpu_peak_gbps=float("nan"))
+    peaks = gpus.astype({"run": str, "host": str}).assign(run=lambda d: d["run"].astype(wide["run"].dtype))
+    return wide.merge(peaks, on=["run", "host", "src_gpu"], how="left")
+
+
 def peak_by_pair(pk: pd.DataFrame) -> pd.DataFrame:
     """Per pair, the best one-way (push/pull) method at the largest size and its % of the link peak (single pairs:
     an all-to-all's per-GPU sums are no pair's)."""
