@@ -140,14 +140,16 @@ def _round_step(guard_bw: float, engine: str = "ce", label: str = "fake push"):
         if w.local_rank != src:
             return []
         bw = 100.0 if len(sizes) > 1 else guard_bw
-        return [make_row(ctx, "copy", "fake", "push", src, dst, n, [n / bw / 1e3] * 3, 1, n, 3, 0) for n in sizes]
+        return [make_row(ctx, "copy", "ce", "push", src, dst, n, [n / bw / 1e3] * 3, 1, n, 3, 0) for n in sizes]
 
     pairs = [(a, b) for a in range(4) for b in range(4) if a != b]
     return Step("copy", label, pairs, [1000, 4000], run, needs=("legacy",), rounds_ok=True, engine=engine)
 
 
-@pytest.mark.parametrize("guard_bw, ok", [(100.0, True), (80.0, False)])
+@pytest.mark.parametrize("guard_bw, ok", [(100.0, True), (80.0, False), (96.0, True), (93.0, False)])
 def test_rounds_of_disjoint_pairs_and_their_check(guard_bw, ok, capsys):
+    """The guard allows a pair alone to differ from its round by the noise the round's row states (a 4000 B copy:
+    6.5%, catalogue/noise.py), never less than 1%: 4.2% passes, 7.5% and 25% warn."""
     node = FakeNode(n=4, kinds=("legacy",))
     out = node.run(lambda ctx: walk(ctx, [_round_step(guard_bw)], RowSink(ctx.world, None, None), quiet=True,
                                     mode=CONCURRENT))
@@ -162,8 +164,8 @@ def test_rounds_of_disjoint_pairs_and_their_check(guard_bw, ok, capsys):
     err = capsys.readouterr().err
     assert ("may share a link or a node limit here" in err) is (not ok)
     if not ok:  # the warning names the step and the worst pair
-        assert "disjoint round of 2 pairs measured copy/fake push at 4000 up to 25.0%" in err
-        assert "worst: ranks " in err and "80 alone; allowed 1.0%" in err
+        assert f"disjoint round of 2 pairs measured copy/fake push at 4000 up to {100 / guard_bw - 1:.1%}" in err
+        assert "worst: ranks " in err and f"{guard_bw:g} alone; allowed 6.5%" in err  # the row's stated noise
 
 
 def test_every_engine_walked_in_rounds_is_checked_once(capsys):

@@ -100,8 +100,13 @@ def permutation_rounds(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int
 # Where a permutation round (every rank sending once and receiving once: permutation_rounds) leaves a one-way row
 # within its noise of the same pair measured alone, by engine: the largest size `--pairs auto` measures that way on
 # a node whose GPU pairs are all linked through NVSwitch (one rank per GPU). Larger sizes are measured in rounds of
-# disjoint pairs. Measured, not assumed: docs/measurement.md, "Permutation rounds".
-PERMUTATION_UP_TO: dict[str, int] = {}
+# disjoint pairs. Measured on 4 x H200 (2026-11-28, two runs each of `copy kernel latency` with --pairs concurrent
+# and --pairs permutation): the largest size up to which, for every direction of the engine, the median shift over
+# the 12 pairs is at most half the rows' stated noise and no pair's shift exceeds that noise. A GPU that receives
+# while it sends costs a one-way row 1-1.5% for writes at every size and, from 1 MiB, 5-10% for reads (copy engine
+# pull -5.7%, SM read -10% at 256 MiB, as nvbandwidth's bidirectional SM read); docs/measurement.md, "Permutation
+# rounds", has the table.
+PERMUTATION_UP_TO: dict[str, int] = {"ce": 256 << 10, "sm": 512 << 10, "sm_bulk": 64 << 10}
 ONE_SIDED_ENGINES = ("ce", "sm", "sm_bulk")  # a permutation round's flows each have one driver (core/round.py)
 
 

@@ -6,7 +6,6 @@ group. docs/architecture.md, "How a row is born".
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 
@@ -178,17 +177,15 @@ def check_rounds(ctx, step, check: Group, concurrent_rows) -> dict | None:
     """The built-in guard of rounds (guarded: the first step of every engine walked in each kind of round; copy
     engine, SM kernels, bulk kernels, NCCL can each meet a limit when several flows run at once, such as a link
     carrying a flow each way, the node's power or clocks): re-measure the round's pairs one at a time at the size
-    `check` names and compare with what the round measured. A pair further apart than 1% or the two rows' noise
-    within the run combined (whichever is larger: a small row's samples spread more than any sharing would show) is
-    a warning naming the step and the pair. Returns the node's comparison on its leader (None elsewhere)."""
+    `check` names and compare with what the round measured. A pair further apart than 1% or the noise the round's
+    row states (whichever is larger: a small row moves between processes more than a round moves it) is a warning
+    naming the step and the pair. Returns the node's comparison on its leader (None elsewhere)."""
     world = ctx.world
     size = check.sizes[0]
     diffs = []
     flows = check.flows or ()
     for src, dst in flows:
         rows = step.run(ctx, src, dst, [size]) if world.local_rank in (src, dst) else []
-        describe_rows(rows, ctx.mps, 1)
-        state_noise(rows, ctx.gpu_model)
         for seq in rows:
             d = _round_vs_alone(concurrent_rows, seq)
             if d is not None:
@@ -212,16 +209,11 @@ def check_rounds(ctx, step, check: Group, concurrent_rows) -> dict | None:
     return out
 
 
-def _within(row) -> float:
-    """A row's noise within its run (its samples' interval, core/rows.state_noise keeps it in noise_within): the two
-    measurements of the guard come from one process minutes apart, so the between-runs floor is not theirs."""
-    v = row.noise_within if row.noise_within is not None else row.noise
-    return v or 0.0
-
-
 def _round_vs_alone(concurrent_rows, seq) -> dict | None:
     """One pair's row in the round against the same pair alone: rates (bandwidth, or 1/time for latency rows), their
-    ratio less one, and what it may be (ROUND_CHECK_TOLERANCE, or the two rows' noise within the run combined)."""
+    ratio less one, and what it may be: ROUND_CHECK_TOLERANCE, or the noise the round's row states (its own samples'
+    and its kind's between-runs floor: core/rows.state_noise), whichever is larger. A round may move a row only
+    within what the row says of itself."""
     conc = [r for r in concurrent_rows if (r.src_rank, r.dst_rank, r.bytes, r.direction) ==
             (seq.src_rank, seq.dst_rank, seq.bytes, seq.direction)]
     if not conc:
@@ -232,6 +224,5 @@ def _round_vs_alone(concurrent_rows, seq) -> dict | None:
         a, b = 1 / c.time_us_median, 1 / seq.time_us_median
     if not (a and b):
         return None
-    noise = math.hypot(_within(c), _within(seq))
     return {"src_rank": seq.src_rank, "dst_rank": seq.dst_rank, "concurrent": a, "sequential": b, "diff": a / b - 1,
-            "tolerance": max(ROUND_CHECK_TOLERANCE, noise)}
+            "tolerance": max(ROUND_CHECK_TOLERANCE, c.noise or 0.0)}

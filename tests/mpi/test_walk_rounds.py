@@ -24,7 +24,7 @@ SEQUENTIAL = PairMode("sequential", "sequential", "test")
 
 
 def _row(world, src, dst, nbytes, bw):
-    return Row(run_id="t", host=world.host, suite="copy", method="fake", direction="push", src_rank=src,
+    return Row(run_id="t", host=world.host, suite="copy", method="ce", direction="push", src_rank=src,
                dst_rank=dst, src_gpu=src, dst_gpu=dst, same_gpu=False, bytes=nbytes, iterations=1, samples=3,
                time_us_median=nbytes / bw / 1e3, time_us_min=1.0, time_us_max=2.0, bw_gbps_median=bw,
                bw_gbps_max=bw, cv=0.0, verified=True, note="")
