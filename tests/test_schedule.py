@@ -322,3 +322,30 @@ def test_pairs_permutation_is_concurrent_and_refused_where_ranks_share_a_gpu():
     assert m.concurrent and m.permutation.limit("sm") > 1 << 40 and m.as_dict()["permutation"]["up_to"]["ce"] > 0
     with pytest.raises(ModeError, match="share a GPU"):
         decide_mode("permutation", 2, ["nvswitch"] * 2, 4)
+
+
+def test_quick_with_ranks_sharing_nvswitch_gpus_measures_gpu_disjoint_pairs_at_once():
+    """--quick, 8 ranks on 4 NVSwitch GPUs: one rank pair per GPU pair, in rounds in which no GPU is in two pairs
+    (a same-GPU pair holds its one GPU); without NVSwitch, under --pairs sequential, or on fewer than 4 GPUs: one
+    pair at a time, as before."""
+    from ipcbench.core.schedule import gpu_rounds, per_gpu_pair
+
+    gpu_of = [0, 1, 2, 3, 0, 1, 2, 3]
+    sw = ["nvswitch"] * 12
+    base = decide_mode("auto", 2, sw, 8, quick=True)
+    assert not base.concurrent
+    m = per_gpu_pair(base, True, gpu_of, sw)
+    assert m.concurrent and m.gpu_of == tuple(gpu_of) and "disjoint GPUs" in m.reason
+    for off in (per_gpu_pair(base, True, gpu_of, sw[:-1] + ["pcie"]), per_gpu_pair(base, True, gpu_of, None),
+                per_gpu_pair(decide_mode("sequential", 2, sw, 8, quick=True), True, gpu_of, sw),
+                per_gpu_pair(decide_mode("auto", 2, sw[:2], 4, quick=True), True, [0, 1, 0, 1], sw[:2])):
+        assert not off.concurrent
+    pairs = m.select(ordered(8), serial_step=False)
+    assert len(pairs) == 16  # 12 cross-GPU ordered GPU pairs and 4 same-GPU ones
+    rounds = gpu_rounds(pairs, m.gpu_of)
+    assert sorted(p for r in rounds for p in r) == sorted(pairs)
+    for r in rounds:
+        gpus = [g for a, b in r for g in {gpu_of[a], gpu_of[b]}]
+        assert len(gpus) == len(set(gpus)), r
+    assert len(rounds) <= 8  # as 4 GPUs' 6 rounds of ordered pairs, plus the same-GPU pairs packed beside them
+    assert gpu_rounds(ordered(4), (0, 1, 2, 3)) == pair_rounds(ordered(4))  # one rank per GPU: pair_rounds

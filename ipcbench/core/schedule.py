@@ -279,13 +279,50 @@ class PairMode:
         return out
 
 
-def per_gpu_pair(mode: PairMode, wanted: bool, gpu_of: list[int]) -> PairMode:
+def per_gpu_pair(mode: PairMode, wanted: bool, gpu_of: list[int], link_kinds: list[str] | None = None) -> PairMode:
     """The mode of a run that `wanted` one rank pair per GPU pair (RunConfig.gpu_pairs: --quick) where its ranks
     share GPUs (PairMode.gpu_of). A fleet check asks whether each link and each GPU is healthy; the other rank pairs
-    of a GPU pair measure the same link again (4 ranks on 2 GPUs: 12 ordered rank pairs, 4 GPU pairs)."""
+    of a GPU pair measure the same link again (4 ranks on 2 GPUs: 12 ordered rank pairs, 4 GPU pairs). With one rank
+    pair per GPU pair, pairs of disjoint GPUs are as independent as with one rank per GPU, so where every GPU pair
+    is linked through NVSwitch (`link_kinds`) and the run did not ask for --pairs sequential they are measured in
+    rounds in which no GPU is in two pairs (gpu_rounds), as one rank per GPU would be."""
     if not wanted or len(set(gpu_of)) == len(gpu_of):
         return mode
-    return replace(mode, gpu_of=tuple(gpu_of))
+    out = replace(mode, gpu_of=tuple(gpu_of))
+    if mode.requested != "sequential" and link_kinds and all(k == "nvswitch" for k in link_kinds) \
+            and len(set(gpu_of)) >= 4:
+        out = replace(out, mode="concurrent", reason="--quick with ranks sharing GPUs: one rank pair per GPU pair, "
+                                                     "pairs of disjoint GPUs at once (every GPU pair through NVSwitch)")
+    return out
+
+
+def gpu_rounds(pairs: list[tuple[int, int]], gpu_of: tuple[int, ...]) -> list[list[tuple[int, int]]]:
+    """Rounds of rank pairs in which no GPU is in two pairs (a same-GPU pair holds its one GPU): pair_rounds' circle
+    order over the pairs' GPUs, packed greedily. With one rank per GPU the same as pair_rounds."""
+    if not pairs:
+        return []
+    n = max(gpu_of) + 1
+    order: dict[tuple[int, int], int] = {}
+    for i, p in enumerate(circle_order(n)):
+        order.setdefault(p, i)
+    last = len(order)  # a same-GPU pair is in no circle: after the others
+    key = {p: min(order.get((gpu_of[p[0]], gpu_of[p[1]]), last), order.get((gpu_of[p[1]], gpu_of[p[0]]), last))
+           for p in pairs}
+    remaining = sorted(dict.fromkeys(pairs), key=lambda p: key[p])
+    rounds = []
+    while remaining:
+        busy: set[int] = set()
+        this, rest = [], []
+        for p in remaining:
+            gpus = {gpu_of[p[0]], gpu_of[p[1]]}
+            if gpus & busy:
+                rest.append(p)
+            else:
+                this.append(p)
+                busy |= gpus
+        rounds.append(this)
+        remaining = rest
+    return rounds
 
 
 class ModeError(ValueError):

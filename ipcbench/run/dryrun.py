@@ -132,7 +132,7 @@ def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) 
     gpu_of = [i % min(local, gpus_here) for i in range(local)]  # rank i: GPU i mod G
     steps = make_plan(local, gpu_of)
     mode = agree_pair_mode(world, cfg.pairs, ranks_per_gpu, kinds, local, cfg.serial_pairs, cfg.quick)
-    mode = per_gpu_pair(mode, cfg.gpu_pairs, gpu_of)
+    mode = per_gpu_pair(mode, cfg.gpu_pairs, gpu_of, kinds)
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
         return 0

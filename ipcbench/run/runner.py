@@ -293,7 +293,7 @@ def _decide_pair_mode(world, requested: str, gpu_of: list[int], topo: dict | Non
     if topo and topo.get("nvml") and topo.get("links"):
         kinds = [ln["kind"] for ln in topo["links"] if ln["src_gpu"] in used and ln["dst_gpu"] in used] or None
     mode = agree_pair_mode(world, requested, max(Counter(gpu_of).values()), kinds, world.local_size, serial, quick)
-    return per_gpu_pair(mode, gpu_pairs, gpu_of)
+    return per_gpu_pair(mode, gpu_pairs, gpu_of, kinds)
 
 
 def _detect_mps(world, index: int):

@@ -11,7 +11,7 @@ import time
 
 from ipcbench.core.phases import PHASES
 from ipcbench.core.rows import join_note, state_noise
-from ipcbench.core.schedule import Group, ModeError, decide_mode, pair_rounds, permutation_rounds
+from ipcbench.core.schedule import Group, ModeError, decide_mode, gpu_rounds, pair_rounds, permutation_rounds
 from ipcbench.errors import UsageError
 from ipcbench.record.meta import Skipped
 from ipcbench.run.console import Progress, say
@@ -61,7 +61,8 @@ def groups_of(step, mode) -> list[Group]:
     rest = tuple(n for n in sizes if n not in permuted)
     groups = [Group(tuple(r), permuted, "permutation") for r in permutation_rounds(pairs)] if permuted else []
     if rest and mode.concurrent:
-        groups += [Group(tuple(r), rest, "disjoint" if len(r) > 1 else "alone") for r in pair_rounds(pairs)]
+        rounds = gpu_rounds(pairs, mode.gpu_of) if mode.gpu_of is not None else pair_rounds(pairs)
+        groups += [Group(tuple(r), rest, "disjoint" if len(r) > 1 else "alone") for r in rounds]
     elif rest:
         groups += [Group((p,), rest, "alone") for p in pairs]
     return groups
