@@ -74,7 +74,7 @@ PAIR_MODE = Obj({**PAIR_MODE_FIELDS, "per_host": MapOf(Obj(PAIR_MODE_FIELDS)), "
 SAMPLING = Obj({"min_time_ms": Num(strict=True), "min_samples": Int(1), "max_samples": Int(1), "noise": Num(),
                 "max_time_s": Null(Num(strict=True)), "placements": Int(1), "floor_share": Num(),
                 "short_factor": Num(strict=True)})
-OPTIONS = Obj({"samples": Null(Int(1)), "min_time_ms": Num(strict=True), "verify": BOOL, "timeout_s": Null(Num()),
+OPTIONS = Obj({"samples": Null(Int(1)), "min_time_ms": Num(strict=True), "verify": BOOL, "timeout_s": Num(strict=True),
                "quick": BOOL, "sm_copy": TEXT, "sm_bulk": TEXT, "pairs": TEXT, "serial_pairs": TEXT,
                "twin_sizes": Text(("every size", "every other size")), "sampling": SAMPLING})
 SKIPPED = Obj({"suite": TEXT, "step": TEXT, "reason": TEXT, "host": TEXT}, required=("suite", "step", "reason"))
@@ -85,8 +85,8 @@ PHASE = Obj({"s": Num(), "n": COUNT})
 
 META = Obj({
     "run_id": TEXT, "schema_version": Int(1, SCHEMA_VERSION), "ipcbench_version": TEXT, "git_commit": Null(TEXT),
-    "source_digest": TEXT, "command": Either((ListOf(TEXT), TEXT)), "start": Null(TEXT), "end": Null(TEXT),
-    "status": Null(TEXT), "platform": TEXT, "python_executable": TEXT, "noise_basis": Text(NOISE_BASES),
+    "source_digest": TEXT, "command": Either((ListOf(TEXT), TEXT)), "start": TEXT, "end": Null(TEXT),
+    "status": TEXT, "platform": TEXT, "python_executable": TEXT, "noise_basis": Text(NOISE_BASES),
     "hosts": ListOf(TEXT), "ranks": ListOf(RANK), "gpus": MapOf(ListOf(GPU)), "ranks_per_gpu": Int(1),
     "topology": MapOf(TOPOLOGY), "pair_mode": PAIR_MODE, "versions": MapOf(Null(Either((TEXT, Int())))),
     "suites": ListOf(TEXT), "sizes": ListOf(Int(1)), "options": OPTIONS, "slurm_job_id": Null(TEXT),
