@@ -68,7 +68,8 @@ class Int(Spec):
 
 @dataclass(frozen=True)
 class Num(Spec):
-    """A finite number (an integer too: JSON does not tell 2 from 2.0), at least `low`; above it if `strict`."""
+    """A finite number (an integer too: JSON does not tell 2 from 2.0), at least `low`; above it if `strict`; below
+    2**63 in size (no field of a run comes near: a larger one is a damaged file, not a measurement)."""
 
     low: float = 0.0
     strict: bool = False
