@@ -5,7 +5,7 @@ was cut, 2026-11-25; 55, 110 and 30 s until NCCL's set-up and --quick's loop sam
 docs/suites.md, "Where a run's time goes"). A test of the planner and estimator arithmetic (what
 `mpirun -np N ipcbench all --dry-run` prints on such a node), not a timing: a suite or step that breaks it must be
 paid for elsewhere, or the budget changed on purpose. And every time table the docs quote is the model's
-(run/costfit.GENERATED): a refit that did not rewrite them (`python tools/costfit.py ... --write`) fails here."""
+(tools/costfit.GENERATED): a refit that did not rewrite them (`python tools/costfit.py ... --write`) fails here."""
 
 from __future__ import annotations
 
