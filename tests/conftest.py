@@ -15,6 +15,20 @@ REPO = Path(__file__).resolve().parents[1]
 RECORDED_REAL_RUNS = [REPO / "tests" / "data" / "h200x2", REPO / "tests" / "data" / "onegpu"]
 
 
+def tool(name: str):
+    """A module of tools/ (the project's own tools, outside the installed package: tools/costfit.py), by its path."""
+    import importlib.util
+    import sys
+
+    key = f"ipcbench_tools.{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, REPO / "tools" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[key] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
 def real_runs() -> list[Path]:
     """Every real run directory (results.csv + meta.json) the real-run tests cover."""
     roots = ([Path(os.environ["IPCBENCH_RESULTS_DIR"])] if os.environ.get("IPCBENCH_RESULTS_DIR")

@@ -415,7 +415,9 @@ def test_measured_then_judged_healthy_on_every_rank(fake_job, monkeypatch, tmp_p
     # the plan as the cost model saw it, which the fit reads back: every direction of ce, sm_read and sm_write
     assert [p["label"] for p in meta["plan"]] == ["ce push", "ce pull", "ce bidir", "sm_read pull", "sm_read bidir",
                                                  "sm_write push", "sm_write bidir"]
-    from ipcbench.run import costfit
+    from conftest import tool
+
+    costfit = tool("costfit")
 
     recorded = costfit.load_run(tmp_path / "run")
     assert recorded.kind == "check" and set(recorded.plans) == {"copy", "kernel"} and recorded.anchor_units == 0

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ipcbench.record.meta import MetaError
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
@@ -109,7 +111,8 @@ def test_noise_basis_reads_meta_json_and_defaults_to_within_run(tmp_path):
     other = make(tmp_path, "other", basis="something else")
     assert compare.noise_basis(compare.load(new)) == "between-runs"
     assert compare.noise_basis(compare.load(old)) == "within-run"
-    assert compare.noise_basis(compare.load(other)) == "within-run"
+    with pytest.raises(MetaError, match="field noise_basis"):  # a basis no writer writes: the record refuses it
+        compare.load(other)
     shutil.copy(new / "results.csv", tmp_path / "rows.csv")
     assert compare.noise_basis(compare.load(tmp_path / "rows.csv")) == "within-run"  # a bare CSV: no meta.json
 

@@ -1,4 +1,4 @@
-"""The dry run's cost model (run/costmodel.py) and its fit (run/costfit.py): the fit recovers the constants that
+"""The dry run's cost model (run/costmodel.py) and its fit (tools/costfit.py): the fit recovers the constants that
 made a set of runs, reads recorded runs and the walls file as documented, refuses what it cannot rebuild, and the
 dry run states what the model was fitted to and what it extrapolates (docs/suites.md, "How long `all` takes")."""
 
@@ -16,7 +16,12 @@ from ipcbench.catalogue.costs import COSTS, CostModel, SuiteCost
 from ipcbench.cli import _bench_parser
 from ipcbench.config import build_config
 from ipcbench.core.schedule import decide_mode
-from ipcbench.run import costfit, costmodel
+from ipcbench.record.meta import read_meta
+from ipcbench.run import costmodel
+
+from conftest import tool
+
+costfit = tool("costfit")
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -131,15 +136,15 @@ def test_a_recorded_run_rebuilds_the_plan_it_walked():
 def test_the_plan_comes_from_what_meta_json_records():
     """The configuration is rebuilt from meta.json's suites, sizes and sampling (not from re-parsing its command):
     a sampling key this version does not know is left out, and the plan is the one the CLI would build."""
-    meta = json.loads((DATA / "h100x2-current" / "quick-1" / "meta.json").read_text())
-    meta["options"]["sampling"]["a_later_key"] = 1
+    meta = read_meta(DATA / "h100x2-current" / "quick-1")
+    meta.options["sampling"]["a_later_key"] = 1
     cfg = costfit.recorded_config(meta)
     cli = build_config(_bench_parser().parse_args(["all", "--quick"]))
     # runs recorded before the rule had short samples and floor-share stopping sampled every row alike
     assert cfg.rule == replace(cli.rule, short_factor=1.0, floor_share=0.0) and cfg.quick
     assert cfg.thin_twins == cli.thin_twins
     assert [(s.label, s.sizes) for s in cfg.steps(2)] == [(s.label, s.sizes) for s in cli.steps(2)]
-    full = costfit.recorded_config(json.loads((DATA / "h100x2-current" / "all-1" / "meta.json").read_text()))
+    full = costfit.recorded_config(read_meta(DATA / "h100x2-current" / "all-1"))
     assert full.thin_twins and [s.sizes for s in full.steps(2)] == [s.sizes for s in
                                                                     build_config(_bench_parser().parse_args(["all"])).steps(2)]
 
@@ -173,12 +178,12 @@ def test_the_command_prints_residuals_and_refuses_a_walls_line_of_no_run(tmp_pat
     runs = [str(DATA / "h100x2-current" / d) for d in ("all-1", "quick-1")]
     walls = tmp_path / "walls.txt"
     walls.write_text("all-1 49.0\nquick-1 14.5\n")
-    p = subprocess.run([sys.executable, "-m", "ipcbench.run.costfit", *runs, "--walls", str(walls)],
+    p = subprocess.run([sys.executable, str(REPO / "tools" / "costfit.py"), *runs, "--walls", str(walls)],
                        capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 0, p.stderr
     assert "startup_s" in p.stdout and "worst run residual" in p.stdout and "measured: mpirun to exit" in p.stdout
     walls.write_text("all-9 49.0\n")
-    p = subprocess.run([sys.executable, "-m", "ipcbench.run.costfit", *runs, "--walls", str(walls)],
+    p = subprocess.run([sys.executable, str(REPO / "tools" / "costfit.py"), *runs, "--walls", str(walls)],
                        capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 2 and p.stderr.strip() == "costfit: error: --walls names runs not given: all-9"
 

@@ -6,6 +6,8 @@ meta.json."""
 
 from __future__ import annotations
 
+import pytest
+
 from evidence_synth import RUN, host_of, quiet, run_with, troubled
 
 from conftest import run_compare
@@ -64,14 +66,17 @@ def test_malformed_evidence_is_said_never_a_traceback(tmp_path):
     section says unreadable (review)."""
     import json
 
-    from ipcbench.record.meta import read_meta
+    from ipcbench.record.meta import MetaError, read_meta
     from ipcbench.report.evidence_view import compare_warnings, evidence_blocks, glance_lines
 
     run = run_with(tmp_path, quiet(host_of(RUN)), "bad")
     meta = json.loads((run / "meta.json").read_text())
     meta["evidence"]["snapshots"][1]["gpus"][0]["links"]["value"][0]["errors"]["value"]["replay"] = "x"
     (run / "meta.json").write_text(json.dumps(meta))
-    ev = read_meta(run).evidence
+    with pytest.raises(MetaError) as e:  # the record refuses it, naming the field (tests/test_record_strict.py)
+        read_meta(run)
+    assert e.value.field == "evidence.snapshots[1].gpus[0].links.value[0].errors.value.replay"
+    ev = Evidence.from_json(meta["evidence"])  # the views still say it, should one reach them
     good = quiet(host_of(RUN))
     assert "unreadable" in compare_warnings("base", good, "new", ev)[0]
     assert "unreadable" in str(evidence_blocks(ev)[0])

@@ -110,7 +110,7 @@ def test_lookups():
 def test_the_record_carries_it(tmp_path):
     """record/meta.Meta writes and reads meta.json's "evidence" through these classes; a run recorded before it
     reads as Evidence([]) and writes no "evidence" key."""
-    from ipcbench.record.meta import Meta, read_meta
+    from ipcbench.record.meta import Meta, MetaError, read_meta
 
     ev = evidence()
     Meta.from_json({"run_id": "r", "evidence": ev.as_json()}).write(tmp_path)
@@ -118,7 +118,8 @@ def test_the_record_carries_it(tmp_path):
     assert back.evidence == ev and back.as_json()["evidence"] == through_text(ev.as_json())
     old = Meta.from_json({"run_id": "old"})
     assert old.evidence == Evidence([]) and "evidence" not in old.as_json()
-    assert Meta.from_json({"evidence": "junk"}).evidence == Evidence([])
+    with pytest.raises(MetaError, match="field evidence: a string"):  # the record refuses it, naming the field
+        Meta.from_json({"evidence": "junk"})
 
 
 def test_a_reading_without_a_value_is_never_available():

@@ -10,7 +10,7 @@ import pytest
 
 from ipcbench.report import command as report
 from ipcbench.record.run import load_runs
-from ipcbench.record.meta import parse_meta
+from ipcbench.record.meta import MetaError, parse_meta
 from ipcbench.report.mps_view import side_by_side
 
 DATA = Path(__file__).resolve().parent / "data" / "mps"
@@ -25,7 +25,9 @@ def test_mps_state_from_meta():
     assert mps_state({"mps": {"h": {"gpus": {"0": False}}}}, "h") is False
     assert mps_state({"mps": {"h": {"gpus": {"0": True, "1": False}}}}, "h") is None  # mixed: no pairing
     assert mps_state({"mps": {"h": {"gpus": {"0": True}}}}, "other") is None
-    assert mps_state({}, "h") is None and mps_state({"mps": "garbled"}, "h") is None  # older than MPS detection
+    assert mps_state({}, "h") is None  # older than MPS detection
+    with pytest.raises(MetaError, match="field mps"):  # a damaged record is refused, naming the field
+        mps_state({"mps": "garbled"}, "h")
 
 
 def test_recorded_runs_pair_up_and_show_what_mps_changes():

@@ -70,7 +70,7 @@ def test_run_id_from_slurm_or_time(monkeypatch):
 
 
 def test_base_meta_and_times():
-    m = meta.base_meta("rid", ["copy", "--quick"])
+    m = meta.base_meta("rid", ["copy", "--quick"]).as_json()
     assert m["run_id"] == "rid" and m["command"] == ["ipcbench", "copy", "--quick"]
     assert m["status"] == "running" and m["end"] is None
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", m["start"])

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ipcbench.core.phases import Phases, main, table
+from ipcbench.core.phases import Phases, table
+
+from conftest import tool
 
 
 class Clock:
@@ -50,6 +52,7 @@ def test_a_wrapped_function_is_one_span_and_errors_still_close_it():
 
 
 def test_the_table_and_the_command_read_meta_json(tmp_path, capsys):
+    main = tool("phases").main
     per_rank = {"rank 0": {"measure/gpu": {"s": 2.0, "n": 3}}, "rank 1": {"measure/gpu": {"s": 1.0, "n": 3}}}
     text = table(per_rank, wall_s=4.0)
     assert "measure/gpu" in text and "50.0%" in text
@@ -61,3 +64,5 @@ def test_the_table_and_the_command_read_meta_json(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "measure/gpu" in out and "no time breakdown recorded" in out
     assert main([str(tmp_path / "missing")]) == 2
+    (old / "meta.json").write_text(json.dumps({"rows": 3, "wall_s": "4"}))  # read through the record: strictly
+    assert main([str(old)]) == 2 and "field wall_s" in capsys.readouterr().err

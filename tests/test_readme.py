@@ -131,7 +131,7 @@ def test_jobs_readme_time_limit_covers_the_longest_plan_and_quotes_no_stale_esti
     assert "`--time=00:30:00` covers `ipcbench all` on one node" in text
     assert _unknown_links_estimate(8) < 30 * 60
     assert "an 8-GPU node without NVSwitch" in text
-    assert f"at about {round(_unknown_links_estimate(8) / 60)} minutes" in text  # written by run/costfit.py
+    assert f"at about {round(_unknown_links_estimate(8) / 60)} minutes" in text  # written by tools/costfit.py
     mps = (REPO / "jobs" / "mps.sh").read_text()
     start = re.search(r"^IPCB_MPS_START_TIMEOUT=\$\{IPCB_MPS_START_TIMEOUT:-(\d+)\}$", mps, re.M)
     assert start and f"its pid is alive ({start.group(1)} s at most," in text

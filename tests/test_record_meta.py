@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ipcbench.record.meta import Meta, Skipped, read_meta
+from ipcbench.record.meta import Meta, MetaError, Skipped, read_meta
 from ipcbench.results import META_NAME
 from ipcbench.run import meta as run_meta
 
@@ -18,12 +18,13 @@ RECORDED = sorted(p.parent for d in ("results", "tests/data") for p in (ROOT / d
 
 
 def test_what_the_writer_writes_reads_back_equal(tmp_path):
-    written = run_meta.base_meta("rid", ["copy", "--quick"])
-    run_meta.write_meta(tmp_path, {**written, "skipped": [{"suite": "nccl", "step": "nccl push", "reason": "no NCCL",
-                                                           "host": "h"}]})
+    draft = run_meta.base_meta("rid", ["copy", "--quick"])
+    draft.skipped = [Skipped("nccl", "nccl push", "no NCCL", "h")]
+    draft.write(tmp_path)
     m = read_meta(tmp_path)
     assert m.command == ["ipcbench", "copy", "--quick"] and m.run_id == "rid" and m.status == "running"
     assert m.skipped == [Skipped("nccl", "nccl push", "no NCCL", "h")]
+    assert m == draft.meta()
     assert Meta.from_json(m.as_json()) == m
     assert Meta.from_json(json.loads(json.dumps(m.as_json()))) == m  # through the JSON text too
 
@@ -43,11 +44,12 @@ def test_a_command_written_as_a_string_reads_as_a_list():
     assert Meta.from_json({"command": "check"}).command == ["check"]
     assert Meta.from_json({"command": ["ipcbench", "check", "--from", "x"]}).command == ["ipcbench", "check", "--from",
                                                                                        "x"]
-    assert Meta.from_json({"command": 7}).command == []
+    with pytest.raises(MetaError, match="field command: a number"):
+        Meta.from_json({"command": 7})
 
 
-def test_the_writer_never_writes_a_command_string(tmp_path):
-    run_meta.write_meta(tmp_path, {**run_meta.base_meta("rid", ["check"]), "command": "check"})
+def test_the_record_never_writes_a_command_string(tmp_path):
+    Meta.from_json({**run_meta.base_meta("rid", ["check"]).as_json(), "command": "check"}).write(tmp_path)
     assert json.loads((tmp_path / META_NAME).read_text())["command"] == ["check"]
 
 
@@ -55,14 +57,18 @@ def test_noise_basis_defaults_to_within_run_and_round_trips():
     assert Meta().noise_basis == "within-run" and Meta.from_json({}).noise_basis == "within-run"
     m = Meta.from_json({"noise_basis": "between-runs"})
     assert m.noise_basis == "between-runs" and Meta.from_json(m.as_json()).noise_basis == "between-runs"
-    assert Meta.from_json({"noise_basis": 3}).noise_basis == "within-run"
+    with pytest.raises(MetaError, match="field noise_basis"):
+        Meta.from_json({"noise_basis": 3})
 
 
-def test_skipped_steps_are_typed_and_malformed_ones_left_out():
-    m = Meta.from_json({"skipped": [{"suite": "kernel", "step": "sm_bulk_read pull", "reason": "needs cc 9.0"},
-                                    "junk", {"suite": "x"}]})
+def test_skipped_steps_are_typed_and_a_malformed_one_is_an_error():
+    m = Meta.from_json({"skipped": [{"suite": "kernel", "step": "sm_bulk_read pull", "reason": "needs cc 9.0"}]})
     assert m.skipped == [Skipped("kernel", "sm_bulk_read pull", "needs cc 9.0")]
     assert m.as_json()["skipped"] == [{"suite": "kernel", "step": "sm_bulk_read pull", "reason": "needs cc 9.0",
                                        "host": ""}]
+    for bad, field in (("junk", "skipped[0]"), ({"suite": "x"}, "skipped[0]")):
+        with pytest.raises(MetaError) as e:
+            Meta.from_json({"skipped": [bad]})
+        assert e.value.field == field
     assert Meta.from_json({}).skipped == []
     assert m.skipped_by_suite() == {"kernel": ["sm_bulk_read pull: needs cc 9.0"]}

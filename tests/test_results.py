@@ -132,12 +132,29 @@ def test_truncated_after_blank_lines_and_quoted_note(tmp_path):
     _both_drop_cut_tail(path, len(ROWS) + 2, len(ROWS) - 1)
 
 
-def test_complete_last_row_without_newline_is_kept(tmp_path):
+def test_a_last_row_that_only_lacks_its_newline_was_cut(tmp_path):
+    """The writer ends every row with a newline: a last line without one was cut, even where it parses (a cut at
+    a field boundary leaves an empty last column; a number cut short is still a number): dropped, said."""
     path = _write(tmp_path, ROWS)
     path.write_text(path.read_text().rstrip("\r\n"))
-    for loader in (read_rows, read_table):
-        warnings: list[str] = []
-        assert len(loader(path, warnings)) == len(ROWS) and warnings == []
+    _both_drop_cut_tail(path, len(ROWS) + 1, len(ROWS) - 1)
+
+
+@pytest.mark.parametrize("cut_at", ["field boundary", "inside the last field"])
+def test_a_last_row_cut_where_it_still_parses_is_dropped(tmp_path, cut_at):
+    path = _write(tmp_path, ROWS)
+    text = path.read_text()
+    head, last = text[:-1].rsplit("\n", 1)
+    last = last[: last.rindex(",") + 1] if cut_at == "field boundary" else last[:-1]
+    path.write_text(head + "\n" + last)
+    _both_drop_cut_tail(path, len(ROWS) + 1, len(ROWS) - 1)
+
+
+def test_a_last_row_whose_note_spans_lines_is_dropped_from_where_it_starts(tmp_path):
+    rows = ROWS[:-1] + [_row(9, note="two\nlines")]
+    path = _write(tmp_path, rows)
+    path.write_text(path.read_text()[:-1])
+    _both_drop_cut_tail(path, len(rows) + 1, len(rows) - 1)
 
 
 def test_a_bad_line_in_the_middle_still_fails(tmp_path):

@@ -370,7 +370,9 @@ def test_on_fakes_every_row_meets_its_anchor(fake_job, monkeypatch, tmp_path, ca
     assert [(p["label"], p["walked"]) for p in meta["plan"]] == [
         ("ce push", 2), ("ce pull", 2), ("sm_read pull", 2), ("sm_write push", 2), ("sm_bulk_write push", 2)]
     assert meta["selftest"]["anchor_units"] == 5 * 2 * 5
-    from ipcbench.run import costfit
+    from conftest import tool
+
+    costfit = tool("costfit")
 
     recorded = costfit.load_run(st)
     assert recorded.kind == "selftest" and recorded.anchor_units == 50 and set(recorded.plans) == {"copy", "kernel"}

@@ -1,11 +1,11 @@
 """The time budget of `ipcbench all` on an NVSwitch node, as the dry run estimates it (run/dryrun.py: the cost model of
-run/costmodel.py under the constants catalogue/costs.py holds, fitted to recorded runs by run/costfit.py): 4 GPUs
+run/costmodel.py under the constants catalogue/costs.py holds, fitted to recorded runs by tools/costfit.py): 4 GPUs
 within 50 s, 8 within 105 s, `--quick` on 8 within 25 s (120, 265 and 56 s until the host's work around the samples
 was cut, 2026-11-25; 55, 110 and 30 s until NCCL's set-up and --quick's loop samples were cut, 2026-11-26:
 docs/suites.md, "Where a run's time goes"). A test of the planner and estimator arithmetic (what
 `mpirun -np N ipcbench all --dry-run` prints on such a node), not a timing: a suite or step that breaks it must be
 paid for elsewhere, or the budget changed on purpose. And every time table the docs quote is the model's
-(run/costfit.GENERATED): a refit that did not rewrite them (`python -m ipcbench.run.costfit ... --write`) fails here."""
+(tools/costfit.GENERATED): a refit that did not rewrite them (`python tools/costfit.py ... --write`) fails here."""
 
 from __future__ import annotations
 
@@ -80,7 +80,9 @@ def test_the_model_meets_a_gpu_it_was_not_fitted_to():
     from pathlib import Path
 
     from ipcbench.catalogue.costs import COSTS, plan_command
-    from ipcbench.run import costfit
+    from conftest import tool
+
+    costfit = tool("costfit")
 
     data = Path(__file__).resolve().parent / "data" / "h200x1-0126"
     assert not any("h200x1" in r for r in COSTS.runs)  # out of sample
@@ -104,7 +106,9 @@ def test_the_table_is_a_fit_of_the_runs_it_names():
     from pathlib import Path
 
     from ipcbench.catalogue.costs import COSTS
-    from ipcbench.run import costfit
+    from conftest import tool
+
+    costfit = tool("costfit")
 
     repo = Path(__file__).resolve().parents[1]
     if not all((repo / r / "meta.json").exists() for r in COSTS.runs):
@@ -122,7 +126,9 @@ def test_the_table_is_a_fit_of_the_runs_it_names():
 @pytest.mark.parametrize("doc", ["README.md", "jobs/README.md", "docs/suites.md"])
 def test_every_time_table_the_docs_quote_is_the_models(doc):
     from ipcbench.catalogue.costs import COSTS
-    from ipcbench.run import costfit
+    from conftest import tool
+
+    costfit = tool("costfit")
 
     assert costfit.generated_text(doc, COSTS) == costfit.GENERATED[doc](COSTS)
 
@@ -130,7 +136,9 @@ def test_every_time_table_the_docs_quote_is_the_models(doc):
 @pytest.mark.parametrize("doc", ["README.md", "jobs/README.md"])
 def test_every_number_the_docs_quote_in_prose_is_the_models(doc):
     from ipcbench.catalogue.costs import COSTS
-    from ipcbench.run import costfit
+    from conftest import tool
+
+    costfit = tool("costfit")
 
     want = [number(COSTS) for d, _, number in costfit.INLINE if d == doc]
     assert want and costfit.inline_numbers(doc) == want
@@ -141,7 +149,9 @@ def test_the_table_file_is_what_the_fit_writes():
     from pathlib import Path
 
     from ipcbench.catalogue import costs
-    from ipcbench.run import costfit
+    from conftest import tool
+
+    costfit = tool("costfit")
 
     text = Path(costs.__file__).read_text()
     assert text.split(costfit.TABLE_MARKER, 1)[1] == costfit.render_table(costs.COSTS)
@@ -150,7 +160,9 @@ def test_the_table_file_is_what_the_fit_writes():
 def test_the_estimate_is_the_table_model():
     """The dry run's estimate is the cost model under catalogue/costs.py's constants, start-up included."""
     from ipcbench.catalogue.costs import COSTS
-    from ipcbench.run import costfit
+    from conftest import tool
+
+    costfit = tool("costfit")
 
     for n, args in [(2, ()), (8, ()), (8, ("--quick",))]:
         assert estimate(n, *args)[0] == pytest.approx(costfit.estimate(COSTS, n, quick=bool(args)))

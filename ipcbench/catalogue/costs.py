@@ -18,7 +18,7 @@ run: reading the run back, judging it, writing its outputs; and what the suites'
 for check's small plan), `ipcbench selftest` `anchor_s` per anchor measurement (one size at one place of its
 buffers, selftest/plan.anchor_units; a one-GPU node's, copies within the GPU, its own: `one_gpu_anchor_s`).
 
-Everything below the marker is written by `python -m ipcbench.run.costfit RUN_DIR... --walls FILE --write`: never edit
+Everything below the marker is written by `python tools/costfit.py RUN_DIR... --walls FILE --write`: never edit
 it by hand, refit.
 """
 
@@ -139,7 +139,7 @@ class CostModel:
         return max((abs(p / m - 1) * 100 for _, _, _, m, p in self.command_residuals()), default=0.0)
 
 
-# --- fitted table (written by python -m ipcbench.run.costfit --write) ---
+# --- fitted table (written by python tools/costfit.py --write) ---
 COSTS = CostModel(
     samples_factor=1.053,
     suites={

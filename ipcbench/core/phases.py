@@ -5,7 +5,8 @@ A run that must characterise a node in seconds has to know which of its seconds 
 `with PHASES.phase("fill"):`. Nesting makes paths ("sample/gpu"): a second is charged to the innermost open
 phase only, so the paths of a rank add up to the time the rank was inside any phase. The cost is two
 perf_counter calls and a dict update per span (under 1 µs): spans are placed per sample or per segment, never
-per transfer. The run gathers every rank's totals into meta.json (`time_breakdown_s`).
+per transfer. The run gathers every rank's totals into meta.json (`time_breakdown_s`); `python tools/phases.py
+RUN_DIR` prints a recorded run's table (`table`).
 """
 
 from __future__ import annotations
@@ -94,32 +95,3 @@ def table(per_rank: dict[str, dict[str, dict[str, float]]], wall_s: float | None
         share = f"  {secs[0] / wall_s:6.1%}" if wall_s else ""
         lines.append(f"{p:40s} " + " ".join(f"{s:9.3f}" for s in secs) + share)
     return "\n".join(lines)
-
-
-def main(argv: list[str]) -> int:
-    """`python -m ipcbench.core.phases RUN_DIR...`: each run's breakdown (meta.json's time_breakdown_s)."""
-    import json
-    import sys
-
-    status = 0
-    for d in argv:
-        try:
-            meta = json.loads(open(os.path.join(d, "meta.json")).read())
-        except (OSError, ValueError) as e:
-            print(f"ipcbench: {d}: no readable meta.json ({e})", file=sys.stderr)
-            status = 2
-            continue
-        print(f"== {d}: {meta.get('rows')} rows, wall_s {meta.get('wall_s')} (from the end of the run's start)")
-        if not meta.get("time_breakdown_s"):
-            print("   no time breakdown recorded (a run of an older version)")
-            continue
-        print(table(meta["time_breakdown_s"], meta.get("wall_s"), top=40))
-    return status
-
-
-if __name__ == "__main__":
-    import signal
-    import sys
-
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends the listing quietly
-    raise SystemExit(main(sys.argv[1:]))

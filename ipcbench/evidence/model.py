@@ -3,8 +3,9 @@
 An item the driver, the binding or the VM does not give is an `Item` with `missing` set to why, never a value
 and never ok: a reader (report, check) says "not available" with the reason, and a gate that needs the item
 cannot judge it (docs/architecture.md, "Node evidence"). Every class writes itself (`as_json`) and reads itself
-back (`from_json`) exactly; a key that is missing or malformed reads as "not recorded", never as an error, so an
-old meta.json without evidence reads as `Evidence([])`.
+back (`from_json`) exactly; a key that is missing reads as "not recorded", so an old meta.json without evidence
+reads as `Evidence([])`. A malformed one never reaches here from a file: the record refuses it, naming the field
+(record/meta_schema.py); read from anything else it reads as "not recorded", never as an error.
 """
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
 """A run's meta.json as one typed record: the class that writes it is the class that reads it.
 
-`Meta.as_json()` is what run/meta.write_meta writes (every run, check and selftest included); `Meta.from_json()`
-is what every reader reads (report, compare, check --from). What the writer writes reads back equal
-(tests/test_record_meta.py), as pyperf's Run owns both `_as_json` and `_json_load`.
+A run fills a record/meta_draft.MetaDraft as it goes and writes it through `Meta` (run/meta.write_meta), whose
+`from_json()` is what every reader reads (report, compare, check --from, the cost fit, the phases table): what
+the writer writes reads back equal (tests/test_record_meta.py), as pyperf's Run owns both `_as_json` and
+`_json_load`.
 
-meta.json grew over the project's life, so every field is optional: a field that is missing or not of its
-type reads as unknown (None, empty), never as an error; only a file that is not JSON, or not an object,
-is a ResultsError (file:line). What older writers got wrong reads as what they meant: a command written as a
-string ("check") reads as [that string]. The measured facts the record does not type (ranks, the topology's
-link table, GPU details) are carried as recorded (`raw`) and read through the views below.
+Read strictly, once: record/meta_schema.py checks every field a reader reads before any is typed here. A field
+of the wrong type, out of range, an unknown schema_version or a count that disagrees with another field is one
+MetaError naming the file and the field (a ResultsError: report skips the run, compare and check exit 2); a
+field absent because the run predates it reads as unknown (None, empty), never as an error; a file that is not
+JSON, or not an object, is a ResultsError (file:line). What older writers got wrong reads as what they meant: a
+command written as a string ("check") reads as [that string]. The facts the record does not type (the
+topology's P2P matrix, the MPS readings, ...) are carried as recorded (`raw`).
 """
 
 from __future__ import annotations
@@ -19,71 +22,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ipcbench.catalogue.links import rates_of_entry
-from ipcbench.catalogue.noise import NOISE_BASIS, OLD_BASIS
-from ipcbench.errors import ResultsError
 from ipcbench.evidence.model import Evidence
+from ipcbench.record.meta_parts import GpuRecord, Link, PairingRecord, RankRecord, SamplingRecord, Skipped
+from ipcbench.record.meta_schema import NOISE_BASES, MetaError, check_meta
+from ipcbench.errors import ResultsError
 from ipcbench.results import META_NAME, write_meta
 
-
-@dataclass(frozen=True)
-class GpuRecord:
-    """One GPU of a host as meta.json lists it (NVML and CUDA at the start of the run)."""
-
-    index: int
-    name: str = "?"
-    uuid: str | None = None
-    cc: str | None = None
-    sm_count: int | None = None
-    memory_bytes: int | None = None
-    l2_bytes: int | None = None
-    mem_bw_gbps: float | None = None
-
-
-@dataclass(frozen=True)
-class Link:
-    """One GPU pair of a host's NVML link table: its kind (nvlink, nvswitch, pcie, unknown) and its one-way
-    peak and ceiling, recomputed from the recorded facts with the one convention (catalogue/links.py), so runs
-    recorded under an older convention read the same as new ones."""
-
-    host: str
-    src_gpu: int
-    dst_gpu: int
-    kind: str
-    peak_gbps: float | None  # the quoted data rate: what "% of peak" divides by
-    nvlink_count: int | None = None
-    nvlink_version: str | None = None
-    per_link_gbps: float | None = None  # one NVLink's peak
-    ceiling_gbps: float | None = None  # the physical rate no measurement may exceed
-    per_link_ceiling_gbps: float | None = None  # one NVLink's ceiling
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A step that could not run, and why (a GPU feature missing, NCCL unavailable): run/walk.py records it, so
-    a reader can say why some rows are absent instead of guessing (nvbandwidth writes WAIVED)."""
-
-    suite: str
-    step: str
-    reason: str
-    host: str = ""
-
-    def as_json(self) -> dict:
-        return {"suite": self.suite, "step": self.step, "reason": self.reason, "host": self.host}
-
-    @classmethod
-    def from_json(cls, v) -> "Skipped | None":
-        """None for an entry that is not an object with a suite, a step and a reason."""
-        if not isinstance(v, dict) or not all(isinstance(v.get(k), str) for k in ("suite", "step", "reason")):
-            return None
-        return cls(v["suite"], v["step"], v["reason"], str(v.get("host") or ""))
-
-
-NOISE_BASES = (OLD_BASIS, NOISE_BASIS)  # what a row's `noise` covers (catalogue/noise.py, docs/results.md)
+__all__ = ["GpuRecord", "Link", "Meta", "MetaError", "NOISE_BASES", "PairingRecord", "RankRecord", "SamplingRecord",
+           "Skipped", "parse_meta", "read_meta"]
 
 
 @dataclass(frozen=True)
 class Meta:
+    """meta.json, typed: every field a reader reads, each of its type or unknown (None, empty)."""
+
     found: bool = False
     raw: dict = field(default_factory=dict, compare=False)  # the object as recorded: what as_json carries on
     run_id: str | None = None
@@ -92,6 +44,7 @@ class Meta:
     status: str | None = None
     command: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
+    ranks: list[RankRecord] = field(default_factory=list)  # every rank: host, GPU, node-local rank, pid
     gpus: dict[str, list[GpuRecord]] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
     active_links: dict[tuple[str, int], int] = field(default_factory=dict)  # NVLinks up per (host, GPU)
@@ -112,13 +65,23 @@ class Meta:
     # the node's own evidence, read through NVML before the first measurement and after the last (evidence/model.py);
     # a run recorded before it: Evidence([]), which a report says as "no node evidence recorded"
     evidence: Evidence = field(default_factory=Evidence)
+    ipcbench_version: str | None = None  # the version that ran (meta.json's, else its versions')
+    git_commit: str | None = None
+    source_digest: str | None = None  # the sources that ran (run/meta.source_digest)
+    wall_s: float | None = None  # from the end of the run's start to its close (runner.finish)
+    rows: int | None = None
+    failed_rows: int | None = None
+    suite_wall_s: dict[str, float] | None = None  # each suite's wall, s (None: not recorded)
+    plan: list[dict] | None = None  # the plan as the cost model saw it (run/costmodel.PlanStep.from_dict reads each)
+    time_breakdown_s: dict = field(default_factory=dict)  # {"rank N": {phase path: {"s", "n"}}} (core/phases.py)
+    anchor_units: int | None = None  # a selftest's anchor measurements (meta.json's selftest.anchor_units)
 
     # ---------------------------------------------------------------------------------- the JSON form
 
     @classmethod
-    def from_json(cls, raw: dict) -> "Meta":
-        """A meta.json object as a Meta: each field typed, or unknown where it is missing or malformed."""
-        return parse_meta(raw)
+    def from_json(cls, raw: dict, source: str | os.PathLike = META_NAME) -> "Meta":
+        """A meta.json object as a Meta, every field checked (MetaError naming `source` and the field)."""
+        return parse_meta(raw, source)
 
     def as_json(self) -> dict:
         """The meta.json object of this record: what it carries as recorded, with its typed fields written in
@@ -159,8 +122,24 @@ class Meta:
         return isinstance(sp, dict) and sp.get("coverage") == "ring"
 
     @property
-    def ipcbench_version(self) -> str | None:
-        return _text(self.raw.get("ipcbench_version") or self.versions.get("ipcbench"))
+    def quick(self) -> bool | None:
+        """Measured with --quick (None: not recorded)."""
+        return self.options.get("quick")
+
+    @property
+    def verify(self) -> bool | None:
+        """Every row's destination checked (False: --no-verify; None: not recorded)."""
+        return self.options.get("verify")
+
+    @property
+    def rule(self) -> SamplingRecord | None:
+        """The sampling rule as recorded (None: no options recorded)."""
+        return SamplingRecord.from_options(self.options) if self.options else None
+
+    @property
+    def pairing(self) -> PairingRecord | None:
+        """How the pairs were measured (None: no pair mode recorded)."""
+        return PairingRecord.from_json(self.pair_mode)
 
     def link_peaks(self) -> dict[tuple[str, int, int], float]:
         """{(host, src_gpu, dst_gpu): one-way peak GB/s}, both orders (a link listed one way holds both)."""
@@ -204,7 +183,7 @@ class Meta:
 
 def read_meta(run_dir: str | os.PathLike) -> Meta:
     """The run's meta.json (Meta(found=False) when there is none); ResultsError (file:line) when it is not
-    a JSON object."""
+    a JSON object, MetaError (file, field) when a field is not what the record says (record/meta_schema.py)."""
     path = Path(run_dir) / META_NAME
     if not path.exists():
         return Meta()
@@ -214,112 +193,69 @@ def read_meta(run_dir: str | os.PathLike) -> Meta:
         raise ResultsError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
     except OSError as e:
         raise ResultsError(f"{path}: cannot open ({e.strerror or e})") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: nested too deep to be a meta.json") from None
     if not isinstance(raw, dict):
         raise ResultsError(f"{path}:1: not a JSON object")
-    return Meta.from_json(raw)
+    return parse_meta(raw, path)
 
 
-def parse_meta(raw: dict) -> Meta:
-    """A meta.json object as a Meta: each field typed, or unknown where it is missing or malformed."""
-    options = _dict(raw.get("options"))
-    ranks = raw.get("ranks") if isinstance(raw.get("ranks"), list) else None
+def parse_meta(raw: dict, source: str | os.PathLike = META_NAME) -> Meta:
+    """A meta.json object as a Meta, every field checked first (MetaError naming `source` and the field)."""
+    check_meta(raw, source)
+    options = raw.get("options", {})
     return Meta(
-        found=True, raw=raw, run_id=_text(raw.get("run_id")), start=_text(raw.get("start")),
-        end=_text(raw.get("end")), status=_text(raw.get("status")), command=_command(raw.get("command")),
-        hosts=[str(h) for h in _list(raw.get("hosts"))], gpus=_gpus(raw.get("gpus")),
-        links=_links(raw.get("topology")), active_links=_active(raw.get("topology")), mps=_mps(raw.get("mps")),
-        n_ranks=len(ranks) if ranks is not None else None,
-        ranks_per_gpu=_ranks_per_gpu(raw.get("ranks_per_gpu"), ranks), options=options,
-        sampling=_dict(options.get("sampling")), sizes=[int(s) for s in _list(raw.get("sizes")) if isinstance(s, int)],
-        pair_mode=_dict(raw.get("pair_mode")),
-        versions=_dict(raw.get("versions")),
-        suites=[str(s) for s in raw["suites"]] if isinstance(raw.get("suites"), list) else None,
-        schema_version=raw["schema_version"] if isinstance(raw.get("schema_version"), int) else 1,
-        noise_basis=raw["noise_basis"] if raw.get("noise_basis") in NOISE_BASES else "within-run",
-        skipped=[s for v in _list(raw.get("skipped")) if (s := Skipped.from_json(v)) is not None],
-        evidence=Evidence.from_json(raw.get("evidence")))
+        found=True, raw=raw, run_id=raw.get("run_id"), start=raw.get("start"), end=raw.get("end"),
+        status=raw.get("status"), command=_command(raw.get("command")), options=options,
+        sampling=options.get("sampling", {}), sizes=list(raw.get("sizes", [])), pair_mode=raw.get("pair_mode", {}),
+        versions=raw.get("versions", {}), suites=list(raw["suites"]) if "suites" in raw else None,
+        schema_version=raw.get("schema_version", 1), noise_basis=raw.get("noise_basis", "within-run"),
+        skipped=[Skipped.from_json(v) for v in raw.get("skipped", [])],
+        evidence=Evidence.from_json(raw.get("evidence")), **_machine(raw), **_run_facts(raw))
+
+
+def _machine(raw: dict) -> dict:
+    """Where the run ran: hosts, ranks, GPUs, the links between them (NVML's table), MPS per GPU."""
+    ranks = [RankRecord.from_json(r) for r in raw["ranks"]] if "ranks" in raw else None
+    topology = raw.get("topology", {})
+    return dict(
+        hosts=list(raw.get("hosts", [])), ranks=ranks or [], n_ranks=len(ranks) if ranks is not None else None,
+        ranks_per_gpu=_ranks_per_gpu(raw.get("ranks_per_gpu"), ranks),
+        gpus={h: [GpuRecord.from_json(g) for g in gs] for h, gs in raw.get("gpus", {}).items()},
+        links=[Link.from_json(h, ln) for h, t in topology.items() for ln in t.get("links", [])],
+        active_links={(h, i): g["active"] for h, t in topology.items() for i, g in enumerate(t.get("per_gpu", []))
+                      if "active" in g},
+        mps={(h, int(gpu)): on for h, m in raw.get("mps", {}).items() for gpu, on in m.get("gpus", {}).items()})
+
+
+def _run_facts(raw: dict) -> dict:
+    """What the run says of itself and of its time: its code, its walls, its rows, its plan."""
+    versions = raw.get("versions", {})
+    recorded = raw.get("ipcbench_version") or versions.get("ipcbench")
+    return dict(ipcbench_version=None if recorded is None else str(recorded), git_commit=raw.get("git_commit"),
+                source_digest=raw.get("source_digest"), wall_s=_float(raw.get("wall_s")), rows=raw.get("rows"),
+                failed_rows=raw.get("failed_rows"),
+                suite_wall_s={k: float(v) for k, v in raw["suite_wall_s"].items()} if "suite_wall_s" in raw else None,
+                plan=raw.get("plan"),
+                time_breakdown_s=raw.get("time_breakdown_s", {}),
+                anchor_units=raw.get("selftest", {}).get("anchor_units"))
 
 
 def _command(v) -> list[str]:
     """The command line as a list; a string (check and selftest wrote "check" before) as [that string]."""
     if isinstance(v, str):
         return [v]
-    return [str(c) for c in v] if isinstance(v, list) else []
+    return list(v) if v is not None else []
 
 
-def _text(v) -> str | None:
-    return None if v is None else str(v)
+def _float(v) -> float | None:
+    return None if v is None else float(v)
 
 
-def _dict(v) -> dict:
-    return v if isinstance(v, dict) else {}
-
-
-def _list(v) -> list:
-    return v if isinstance(v, list) else []
-
-
-def _int(v) -> int | None:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def _num(v) -> float | None:
-    """A positive finite number, else None."""
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if x == x and 0 < x < float("inf") else None
-
-
-def _gpus(v) -> dict[str, list[GpuRecord]]:
-    return {str(host): [GpuRecord(i, str(g.get("name", "?")), _text(g.get("uuid")) or None, _text(g.get("cc")),
-                                  _int(g.get("sm_count")), _int(g.get("memory_bytes")), _int(_num(g.get("l2_bytes"))),
-                                  _num(g.get("mem_bw_gbps")))
-                        for g in _list(lst) if isinstance(g, dict) and (i := _int(g.get("index"))) is not None]
-            for host, lst in _dict(v).items()}
-
-
-def _links(topology) -> list[Link]:
-    return [_link(str(host), s, d, ln)
-            for host, t in _dict(topology).items() for ln in _list(_dict(t).get("links")) if isinstance(ln, dict)
-            and (s := _int(ln.get("src_gpu"))) is not None and (d := _int(ln.get("dst_gpu"))) is not None]
-
-
-def _link(host: str, src: int, dst: int, entry: dict) -> Link:
-    """A link entry read with today's rate convention (catalogue/links.rates_of_entry), whatever the run
-    recorded. Where its facts give no rate (an entry without the NVLink generation, say), the recorded
-    rates are kept, the recorded peak standing for the ceiling when none was recorded; a malformed value
-    reads as unknown, never as an error."""
-    count, gen, width = _int(entry.get("nvlink_count")), _int(entry.get("pcie_gen")), _int(entry.get("pcie_width"))
-    version, kind = _text(entry.get("nvlink_version")), _text(entry.get("kind"))
-    r = rates_of_entry({"kind": kind, "nvlink_count": count, "nvlink_version": version, "pcie_gen": gen,
-                        "pcie_width": width})
-    if r.peak_gbps is None and r.ceiling_gbps is None:
-        peak, per_link = _num(entry.get("peak_gbps")), _num(entry.get("per_link_gbps"))
-        return Link(host, src, dst, kind or "", peak, count, version, per_link,
-                    _num(entry.get("ceiling_gbps")) or peak, _num(entry.get("per_link_ceiling_gbps")) or per_link)
-    return Link(host, src, dst, r.kind, r.peak_gbps, count, version, r.per_link_gbps, r.ceiling_gbps,
-                r.per_link_ceiling_gbps)
-
-
-def _active(topology) -> dict[tuple[str, int], int]:
-    return {(str(host), i): int(n) for host, t in _dict(topology).items()
-            for i, g in enumerate(_list(_dict(t).get("per_gpu"))) if (n := _num(_dict(g).get("active"))) is not None}
-
-
-def _mps(v) -> dict[tuple[str, int], bool]:
-    return {(str(host), i): state for host, m in _dict(v).items() for gpu, state in _dict(_dict(m).get("gpus")).items()
-            if isinstance(state, bool) and (i := _int(gpu)) is not None}
-
-
-def _ranks_per_gpu(value, ranks: list | None) -> int | None:
+def _ranks_per_gpu(value: int | None, ranks: list[RankRecord] | None) -> int | None:
     """meta.json's ranks_per_gpu, or (older runs) counted from its ranks; None when unknown."""
-    if isinstance(value, int) and value > 0:
+    if value is not None:
         return value
-    if ranks and all(isinstance(r, dict) and "gpu" in r for r in ranks):
-        return max(Counter((str(r.get("host")), r.get("gpu")) for r in ranks).values())
+    if ranks:
+        return max(Counter((r.host, r.gpu) for r in ranks).values())
     return None

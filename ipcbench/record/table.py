@@ -3,8 +3,8 @@
 The csv module splits the text into records (a note may hold commas, quotes, newlines) and names the line of
 each; pandas' C parser reads the values (fast, and one string object per distinct text); the columns are typed
 and checked at once. The first bad record raises ResultsError naming file:line and the column. A last line
-that a killed writer cut short (no newline, does not parse) is dropped with a warning and every row before it
-kept. Columns appended to the schema after a run was written are added empty (`kind` derived here; the row
+without its newline, which only a killed writer leaves (wherever it cut), is dropped with a warning and every
+row before it kept. Columns appended to the schema after a run was written are added empty (`kind` derived here; the row
 facts by record/run.py, which knows the run's meta.json). pandas only inside the functions.
 """
 
@@ -129,21 +129,33 @@ def _values(text: str, header: list[str], n_records: int) -> Frame | None:
 
 
 def _cut_tail(text: str, path: Path, header: list[str]) -> tuple[str, str | None]:
-    """Drop a last line that a killed writer cut short: the writer ends every row with a newline and flushes
-    it, so a last line without one that does not parse is a partial row. Returns the text to read and a
-    warning naming the dropped line (None when nothing was cut)."""
+    """Drop a last line that a killed writer cut short. The writer ends every row with a newline and flushes it,
+    so a last line without one was cut, wherever the cut fell: inside a field, at a field boundary (the fields
+    after it an empty column reads as blank) or right before the newline (a number cut short is still a
+    number), so it is never read as a row. Returns the text to read and a warning naming the dropped line
+    (None when nothing was cut)."""
     if not text or text.endswith("\n"):
         return text, None
-    import pandas as pd
+    line = _last_record_line(text)
+    if line == 1:
+        return text, None  # the header alone: no row to drop
+    start = 0
+    for _ in range(line - 1):
+        start = text.index("\n", start) + 1
+    rows = len([r for r in csv.reader(io.StringIO(text[:start], newline="")) if r]) - 1
+    return text[:start], (f"{path}:{line}: last line cut short ({len(text[start:].encode())} bytes, no newline: "
+                          f"what a killed writer leaves): dropped, the {rows} rows before it kept")
 
-    start = text.rfind("\n") + 1
-    tail = text[start:]
-    record = next(csv.reader([tail]), [])
-    if len(record) == len(header) and not _typed(pd.DataFrame([record], columns=header, dtype=object))[1]:
-        return text, None  # a complete row that only lacks its newline
-    line = text.count("\n") + 1
-    return text[:start], (f"{path}:{line}: last line cut short ({len(tail.encode())} bytes, no newline: what a "
-                          f"killed writer leaves): dropped, the {line - 2} rows before it kept")
+
+def _last_record_line(text: str) -> int:
+    """The physical line where the text's last record starts (a quoted note may span lines)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = last = 1
+    for record in reader:
+        if record:
+            last = start
+        start = reader.line_num + 1
+    return last
 
 
 NAN_TEXT = ("nan", "+nan", "-nan")  # how a NaN may be written: read (as NaN), then named (record/validate.py)

@@ -1,7 +1,7 @@
 """The dry run's cost model: what a plan costs, suite by suite, under the fitted constants of catalogue/costs.py.
 
 Pure arithmetic over the plan (steps, sampling rule, pair mode): no GPU, no MPI. The same plan features feed the
-estimate (run/dryrun.py) and the fit (run/costfit.py), so what is fitted is what is estimated. The model and its
+estimate (run/dryrun.py) and the fit (tools/costfit.py), so what is fitted is what is estimated. The model and its
 terms: catalogue/costs.py; how to refit: docs/suites.md, "How long `all` takes".
 """
 
@@ -58,7 +58,7 @@ def sample_length_s(step, rule, nbytes: int) -> float:
 @dataclass(frozen=True)
 class PlanStep:
     """What the model needs of one step of a plan, with the measurements the run walks for it: meta.json keeps a
-    run's list (`plan`), so the fit (run/costfit.py) costs any command's recorded plan as the dry run did."""
+    run's list (`plan`), so the fit (tools/costfit.py) costs any command's recorded plan as the dry run did."""
 
     suite: str
     label: str

@@ -2,7 +2,7 @@
 GPU work.
 
 The estimate is the cost model of run/costmodel.py under the constants of catalogue/costs.py (fitted by
-`python -m ipcbench.run.costfit` to recorded runs, which it names with their residuals): it follows the sampling
+`python tools/costfit.py` to recorded runs, which it names with their residuals): it follows the sampling
 rule, the pair mode and the serial steps' pair coverage (a round of disjoint pairs costs one measurement, a serial
 step pays only the pairs its coverage keeps: run/walk.groups_of). The pair mode follows the node's links: NVML's,
 or --topology's for a node that is not this machine (a login node plans for a compute node); without either,
@@ -33,7 +33,7 @@ def estimate_seconds(steps, rule, mode=None, ranks_per_gpu: int = 1, model: Cost
 def fitted_on(model: CostModel = COSTS) -> str:
     """What the constants were fitted to, and how well: one line for the plan's assumptions."""
     if not model.runs:
-        return "the cost model's constants were never fitted to a run (python -m ipcbench.run.costfit)"
+        return "the cost model's constants were never fitted to a run (python tools/costfit.py)"
     kinds = "; ".join(model.machines)
     commands = {r.plan_command for r in model.residuals}
     basis = "the user's wall" if any(r.start_included for r in model.residuals) else "meta.json's wall_s"

@@ -1,7 +1,8 @@
 """Run metadata for meta.json: who ran what, where, on which GPUs, drivers and libraries.
 
-meta.json is written only through the record class that reads it (record/meta.Meta: base_meta builds one,
-write_meta writes any run's object through it), so what a run writes is what every reader reads.
+meta.json is written only through the record class that reads it: base_meta starts the run's typed draft
+(record/meta_draft.MetaDraft), the runner fills it, and it is written through record/meta.Meta, so what a run
+writes is what every reader reads.
 
 `ipcbench --version` imports this module (source_digest), so it imports CuPy and mpi4py only inside the
 functions that read versions from them (importing mpi4py.MPI initialises MPI).
@@ -22,7 +23,7 @@ from pathlib import Path
 from ipcbench import __version__
 from ipcbench.core import topology
 from ipcbench.catalogue.noise import NOISE_BASIS
-from ipcbench.record.meta import Meta
+from ipcbench.record.meta_draft import MetaDraft
 from ipcbench.results import SCHEMA_VERSION
 
 
@@ -126,17 +127,9 @@ def source_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def base_meta(run_id: str, argv: list[str]) -> dict:
+def base_meta(run_id: str, argv: list[str]) -> MetaDraft:
     """The start of a run's meta.json: `argv` the command's arguments (a list: ["check", ...] for check)."""
-    facts = {"run_id": run_id, "schema_version": SCHEMA_VERSION, "ipcbench_version": __version__,
-             "git_commit": git_commit(), "source_digest": source_digest(), "command": None, "start": None,
-             "end": None, "status": None, "platform": platform.platform(),
-             "python_executable": os.path.basename(sys.executable)}  # in the order meta.json lists them
-    return Meta(found=True, raw=facts, run_id=run_id, schema_version=SCHEMA_VERSION, command=["ipcbench", *argv],
-                start=now_iso(), status="running", noise_basis=NOISE_BASIS).as_json()
-
-
-def write_meta(run_dir: str | os.PathLike, meta: dict | Meta) -> Path:
-    """meta.json of `run_dir` (atomically), through the record class: a field of the wrong form (a command
-    given as a string) is written in its one form, the form every reader reads."""
-    return (meta if isinstance(meta, Meta) else Meta.from_json(meta)).write(run_dir)
+    return MetaDraft(run_id=run_id, schema_version=SCHEMA_VERSION, ipcbench_version=__version__,
+                     git_commit=git_commit(), source_digest=source_digest(), command=["ipcbench", *argv],
+                     start=now_iso(), platform=platform.platform(), python_executable=os.path.basename(sys.executable),
+                     noise_basis=NOISE_BASIS)

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,10 @@ from ipcbench.core.schedule import PairMode, per_gpu_pair
 from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
 from ipcbench.errors import UsageError
 from ipcbench.evidence import take as evidence
+from ipcbench.evidence.model import Evidence
 from ipcbench.ipc.sharers import BUFFER_KINDS, setup_buffers, setup_gpu_features, setup_libraries
+from ipcbench.record.meta_draft import MetaDraft
+from ipcbench.record.meta_parts import GpuRecord, RankRecord, Skipped
 from ipcbench.results import ResultsWriter
 from ipcbench.run import costmodel
 from ipcbench.run import meta as run_meta
@@ -38,7 +41,6 @@ from ipcbench.run.collect import RowSink
 from ipcbench.run.console import matrices, say
 from ipcbench.run.dryrun import dry_run, estimate_seconds
 from ipcbench.run.outdir import choose_run_dir
-from ipcbench.run.meta import write_meta
 from ipcbench.run.walk import agree_pair_mode, rounds_of, walk
 from ipcbench.sizes import fmt_size
 
@@ -107,7 +109,7 @@ def _setup_buffers(ctx, steps, sizes) -> None:
 @dataclass
 class Session:
     """One run once every rank has passed its setup: what walking the plan and closing the run need.
-    `meta` and `writer` are world rank 0's (empty and None elsewhere)."""
+    `meta` and `writer` are world rank 0's (None elsewhere)."""
 
     cfg: RunConfig
     world: World
@@ -116,7 +118,7 @@ class Session:
     gpu: Any  # core/gpu.Gpu (or a test's fake)
     ctx: Ctx
     mode: PairMode
-    meta: dict
+    meta: MetaDraft | None
     writer: ResultsWriter | None
     sink: RowSink
     t0: float = field(default_factory=time.monotonic)
@@ -189,19 +191,19 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo, cfg.serial_pairs, cfg.quick, cfg.gpu_pairs)
     with PHASES.phase("meta"):
         meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
-    if world.rank == 0:
-        meta["mps"] = mps_meta
-        # the plan as the cost model sees it: run/costfit.py costs any command's run from it
-        meta["plan"] = [p.as_dict() for p in costmodel.plan_steps(steps, mode, len(set(gpu_of)))]
-        meta["pair_mode"]["rounds"] = rounds_of(steps, mode)  # which round measured each row
+    if meta is not None:  # world rank 0's
+        meta.mps = mps_meta
+        # the plan as the cost model sees it: tools/costfit.py costs any command's run from it
+        meta.plan = [p.as_dict() for p in costmodel.plan_steps(steps, mode, len(set(gpu_of)))]
+        meta.pair_mode = {**(meta.pair_mode or {}), "rounds": rounds_of(steps, mode)}  # which round measured each row
     # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
     with PHASES.phase("buffers"):
         _setup_buffers(ctx, steps, sizes)
     writer = None
-    if world.rank == 0:  # the run passed its setup: now the directory exists, with meta.json first
+    if meta is not None:  # the run passed its setup: now the directory exists, with meta.json first (rank 0)
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_meta(run_dir, meta)
+        meta.write(run_dir)
         writer = ResultsWriter(run_dir)
     world.barrier(world.comm, "the run directory")
     s = Session(cfg, world, steps, run_dir, gpu, ctx, mode, meta, writer, RowSink(world, writer, str(run_dir)))
@@ -227,8 +229,11 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
 def measure(s: Session):
     """Walk the plan (run/walk.py): (every row rank 0 holds, every node's concurrency checks on rank 0)."""
     profile = _profiler()
+    skipped: list[dict] = []  # every rank passes one: walk gathers every node's on world rank 0
     rows, node_checks = walk(s.ctx, s.steps, s.sink, quiet=s.cfg.quiet, mode=s.mode, timings=s.timings,
-                             skipped=s.meta.setdefault("skipped", []))
+                             skipped=skipped)
+    if s.meta is not None:
+        s.meta.skipped = [Skipped.from_json(d) for d in skipped]
     if profile:
         profile.disable()
         profile.dump_stats(os.path.join(os.environ["IPCBENCH_PROFILE"], f"rank{s.world.rank}.prof"))
@@ -256,20 +261,21 @@ def finish(s: Session, all_rows, checks, extra_meta: dict | None = None) -> int:
         node_evidence = evidence.record(world, s.evidence_before, s.evidence_after, s.ctx.helper_pids)
     breakdown = world.world_gather(PHASES.snapshot(), "where every rank's time went")
     if world.rank == 0:
-        meta["time_breakdown_s"] = {f"rank {i}": b for i, b in enumerate(breakdown)}
-        assert writer is not None  # world rank 0 writes results.csv (start)
-        meta["evidence"] = node_evidence
+        assert meta is not None and writer is not None  # world rank 0 writes meta.json and results.csv (start)
+        meta.time_breakdown_s = {f"rank {i}": b for i, b in enumerate(breakdown)}
+        meta.evidence = Evidence.from_json(node_evidence)
         bad = [r for r in all_rows if failed(r, cfg.verify)]
-        meta.update(end=run_meta.now_iso(), status="complete", wall_s=round(time.monotonic() - s.t0, 2),
-                    rows=writer.count, failed_rows=len(bad), suite_wall_s=s.timings, **(extra_meta or {}))
+        meta.end, meta.status, meta.wall_s = run_meta.now_iso(), "complete", round(time.monotonic() - s.t0, 2)
+        meta.rows, meta.failed_rows, meta.suite_wall_s = writer.count, len(bad), s.timings
+        meta = s.meta = replace(meta, **(extra_meta or {}))  # a command's own fields (selftest's verdict)
         if checks:
-            meta["pair_mode"]["check"] = checks
-        write_meta(s.run_dir, meta)
+            meta.pair_mode = {**(meta.pair_mode or {}), "check": checks}
+        meta.write(s.run_dir)
         writer.close()
         if not cfg.quiet:
             print()
             print(matrices(all_rows, host=world.hosts[0]))
-        print(f"{writer.count} rows in {meta['wall_s']:.1f} s -> {s.run_dir / 'results.csv'}")
+        print(f"{writer.count} rows in {meta.wall_s:.1f} s -> {s.run_dir / 'results.csv'}")
         if bad:
             print(f"ipcbench: {len(bad)} row(s) FAILED verification (verified=false in the CSV), e.g. "
                   f"{bad[0].suite}/{bad[0].method} {bad[0].direction} {bad[0].bytes} B: {bad[0].note}", file=sys.stderr)
@@ -321,31 +327,31 @@ def _profiler():
     return prof
 
 
-def _gather_meta(world, info, run_id, cfg, topo, mode) -> dict:
+def _gather_meta(world, info, run_id, cfg, topo, mode) -> MetaDraft | None:
     mine = {"rank": world.rank, "host": world.host, "local_rank": world.local_rank, "gpu": info.index,
             "pid": os.getpid(),
             "gpu_info": {**info.as_dict(), "mem_bw_gbps": run_meta.mem_bandwidth_gbps(info.pci_bus_id)}}
     ranks = world.world_gather(mine, "metadata")
     topos = world.world_gather((world.host, topo if world.local_rank == 0 else None, mode.as_dict()), "topology")
     if world.rank != 0:
-        return {}
+        return None
     meta = run_meta.base_meta(run_id, list(cfg.argv))
-    meta["hosts"] = world.hosts
-    meta["ranks"] = [{k: v for k, v in r.items() if k != "gpu_info"} for r in ranks]
+    meta.hosts = world.hosts
+    meta.ranks = [RankRecord.from_json(r) for r in ranks]
     gpus: dict[str, dict] = {}
     for r in ranks:
         gpus.setdefault(r["host"], {})[r["gpu"]] = r["gpu_info"]
-    meta["gpus"] = {h: [g[i] for i in sorted(g)] for h, g in gpus.items()}
+    meta.gpus = {h: [GpuRecord.from_json(g[i]) for i in sorted(g)] for h, g in gpus.items()}
     per_gpu = [sum(1 for r in ranks if r["host"] == h and r["gpu"] == g) for h, gs in gpus.items() for g in gs]
-    meta["ranks_per_gpu"] = max(per_gpu)
-    meta["topology"] = {h: t for h, t, _ in topos if t is not None}
+    meta.ranks_per_gpu = max(per_gpu)
+    meta.topology = {h: t for h, t, _ in topos if t is not None}
     modes = {h: m for h, t, m in topos if t is not None}
-    meta["pair_mode"] = {**modes[world.hosts[0]], "per_host": modes}
-    meta["versions"] = {**run_meta.cuda_versions(), **run_meta.library_versions()}
-    meta["suites"] = list(cfg.suites)
-    meta["sizes"] = list(cfg.sizes)
-    meta["options"] = cfg.options_meta()
-    meta["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
+    meta.pair_mode = {**modes[world.hosts[0]], "per_host": modes}
+    meta.versions = {**run_meta.cuda_versions(), **run_meta.library_versions()}
+    meta.suites = list(cfg.suites)
+    meta.sizes = list(cfg.sizes)
+    meta.options = cfg.options_meta()
+    meta.slurm_job_id = os.environ.get("SLURM_JOB_ID")
     return meta
 
 

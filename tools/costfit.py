@@ -1,4 +1,9 @@
-"""`python -m ipcbench.run.costfit RUN_DIR... [--walls FILE] [--write]`: fit the dry run's cost model to recorded runs.
+"""`python tools/costfit.py RUN_DIR... [--walls FILE] [--write]`: fit the dry run's cost model to recorded runs.
+
+A tool of the project, not of the installed package: it rewrites catalogue/costs.py and the docs' time tables in a
+checkout, which no installed ipcbench has (and none of its commands runs it). It reads every run through the record
+(record/meta.read_meta: meta.json checked field by field; record/table: results.csv by the one CSV reader), as
+report and check do.
 
 For each run (results/<run>: meta.json and results.csv) the plan it walked is rebuilt from meta.json (its command
 kept as the run's cost model saw it (`plan`; runs of `ipcbench SUITE...` recorded before it was kept: rebuilt through
@@ -31,9 +36,7 @@ name; WALL_S the seconds from mpirun's start to its exit, e.g. `/usr/bin/time -f
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
-import json
 import math
 import re
 import sys
@@ -50,12 +53,14 @@ from ipcbench.catalogue.costs import CostModel, Residual, SuiteCost, plan_comman
 from ipcbench.config import RunConfig, build_config
 from ipcbench.core.sampler import SamplingRule
 from ipcbench.core.schedule import PairMode, SerialPairs, decide_mode
-from ipcbench.errors import UsageError
+from ipcbench.errors import ResultsError, UsageError
+from ipcbench.record.meta import Meta, read_meta
+from ipcbench.record.table import read_table
 from ipcbench.run import costmodel
 from ipcbench.run.costmodel import SuitePlan
 
-REPO = Path(__file__).resolve().parents[2]
-TABLE_MARKER = "# --- fitted table (written by python -m ipcbench.run.costfit --write) ---\n"
+REPO = Path(__file__).resolve().parents[1]
+TABLE_MARKER = "# --- fitted table (written by python tools/costfit.py --write) ---\n"
 
 
 @dataclass
@@ -83,62 +88,81 @@ def load_run(path: Path) -> RecordedRun:
     suites recorded before it was kept, rebuilt from what meta.json records (its suites, sizes, sampling rule,
     --quick, twin sizes, ranks, pair mode), less its skipped steps; UsageError for anything else."""
     try:
-        meta = json.loads((path / "meta.json").read_text())
-    except (OSError, ValueError) as e:
+        meta = read_meta(path)
+    except ResultsError as e:
         raise UsageError(f"{path}: no readable meta.json ({e})") from None
-    command = list(meta.get("command") or [])
-    if meta.get("status") != "complete" or "suite_wall_s" not in meta or "wall_s" not in meta:
-        raise UsageError(f"{path}: not a complete run (meta.json has no wall_s and suite_wall_s)")
-    if len(command) < 2 or command[1] in ("report", "compare", "info"):
-        raise UsageError(f"{path}: `{' '.join(command)}` measured nothing: the fit rebuilds the plans of "
-                         "`ipcbench SUITE...`, check and selftest")
-    kind = command[1] if command[1] in ("check", "selftest") else "run"
+    if not meta.found:
+        raise UsageError(f"{path}: no readable meta.json (there is none)")
+    command, kind = _what_ran(path, meta)
     try:
         cfg = recorded_config(meta)
     except (KeyError, TypeError, ValueError) as e:
         raise UsageError(f"{path}: meta.json does not say how the run sampled ({type(e).__name__}: {e})") from None
-    host = meta["hosts"][0]
-    n_local = sum(1 for r in meta["ranks"] if r["host"] == host)
-    pm = meta["pair_mode"]
-    mode = PairMode(pm["mode"], pm["requested"], pm["reason"], SerialPairs(**pm["serial_pairs"]))
-    if pm.get("rank_pairs"):  # --quick with ranks sharing GPUs: one rank pair per GPU pair (core/schedule.py)
-        mine = sorted((r for r in meta["ranks"] if r["host"] == host), key=lambda r: r["local_rank"])
-        mode = replace(mode, gpu_of=tuple(int(r["gpu"]) for r in mine))
-    skipped = {(s["suite"], s["label"]) for s in meta.get("skipped", [])}
-    if "plan" in meta:  # the plan as the run's cost model saw it (run/runner.start)
-        try:
-            planned = [costmodel.PlanStep.from_dict(p) for p in meta["plan"]]
-        except (ValueError, TypeError, AttributeError) as e:
-            raise UsageError(f"{path}: meta.json's plan cannot be read ({e})") from None
-    elif kind == "run":  # recorded before meta.json kept its plan: rebuilt from its configuration
-        planned = costmodel.plan_steps(cfg.steps(n_local), mode, len(meta["gpus"][host]))
-    else:
-        raise UsageError(f"{path}: `{command[1]}` recorded before meta.json kept its plan: it cannot be rebuilt")
-    planned = [p for p in planned if (p.suite, p.label) not in skipped]
-    if kind == "selftest" and "anchor_units" not in meta.get("selftest", {}):
+    host = meta.hosts[0]
+    mine = sorted((r for r in meta.ranks if r.host == host), key=lambda r: r.local_rank or 0)
+    gpus = meta.gpus[host]
+    planned = [p for p in _planned(path, meta, cfg, kind, mine, len(gpus))
+               if (p.suite, p.label) not in {(s.suite, s.step) for s in meta.skipped}]
+    if kind == "selftest" and meta.anchor_units is None:
         raise UsageError(f"{path}: the selftest's meta.json does not say how many anchor measurements it took")
-    units = int(meta["selftest"]["anchor_units"]) if kind == "selftest" else 0
-    gpus = meta["gpus"][host]
-    samples = minimum = 0
-    with open(path / "results.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            if (row.get("samples") or "").isdigit():
-                samples += int(row["samples"])
-                minimum += cfg.rule.min_samples
+    samples, minimum = _samples(path, cfg)
     where = path.resolve()
     name = str(where.relative_to(REPO)) if where.is_relative_to(REPO) else where.name
-    return RecordedRun(name=name, command=" ".join(command),
-                       machine=f"{len(gpus)} x {gpus[0]['name']}, {n_local} ranks",
-                       ranks_per_gpu=int(meta.get("ranks_per_gpu", 1)), n_gpus=len(gpus),
-                       wall_s=float(meta["wall_s"]),
-                       suite_wall_s={k: float(v) for k, v in meta["suite_wall_s"].items()},
-                       plans=costmodel.sums_of(planned, cfg.rule), samples=samples,
-                       min_samples=minimum, kind=kind, anchor_units=units, n_ranks=n_local)
+    assert meta.wall_s is not None and meta.suite_wall_s is not None  # _what_ran
+    return RecordedRun(name=name, command=" ".join(command), machine=f"{len(gpus)} x {gpus[0].name}, {len(mine)} ranks",
+                       ranks_per_gpu=meta.ranks_per_gpu or 1, n_gpus=len(gpus), wall_s=meta.wall_s,
+                       suite_wall_s=dict(meta.suite_wall_s), plans=costmodel.sums_of(planned, cfg.rule),
+                       samples=samples, min_samples=minimum, kind=kind,
+                       anchor_units=meta.anchor_units if kind == "selftest" and meta.anchor_units else 0,
+                       n_ranks=len(mine))
 
 
-def recorded_config(meta: dict) -> RunConfig:
+def _what_ran(path: Path, meta: Meta) -> tuple[list[str], str]:
+    """(the command line, "run" | "check" | "selftest") of a complete run that measured; UsageError otherwise."""
+    command = meta.command
+    if meta.status != "complete" or meta.suite_wall_s is None or meta.wall_s is None:
+        raise UsageError(f"{path}: not a complete run (meta.json has no wall_s and suite_wall_s)")
+    if len(command) < 2 or command[1] in ("report", "compare", "info"):
+        raise UsageError(f"{path}: `{' '.join(command)}` measured nothing: the fit rebuilds the plans of "
+                         "`ipcbench SUITE...`, check and selftest")
+    if not meta.hosts or not meta.gpus.get(meta.hosts[0]) or meta.pairing is None:
+        raise UsageError(f"{path}: meta.json does not say where the run ran (hosts, GPUs, pair mode)")
+    return command, command[1] if command[1] in ("check", "selftest") else "run"
+
+
+def _planned(path: Path, meta: Meta, cfg: RunConfig, kind: str, mine: list, n_gpus: int) -> list:
+    """The steps the run walked, as the cost model saw them: meta.json's plan, else (runs of suites recorded before
+    it was kept) rebuilt from the configuration and the pair mode."""
+    if meta.plan is not None:  # the plan as the run's cost model saw it (run/runner.start)
+        try:
+            return [costmodel.PlanStep.from_dict(p) for p in meta.plan]
+        except ValueError as e:
+            raise UsageError(f"{path}: meta.json's plan cannot be read ({e})") from None
+    if kind != "run":
+        raise UsageError(f"{path}: `{kind}` recorded before meta.json kept its plan: it cannot be rebuilt")
+    pm = meta.pairing
+    assert pm is not None  # _what_ran
+    if pm.serial_coverage is None:
+        raise UsageError(f"{path}: meta.json does not say how the serial steps' pairs were covered")
+    mode = PairMode(pm.mode, pm.requested or "", pm.reason or "",
+                    SerialPairs(pm.serial_coverage, pm.serial_requested or "", pm.serial_reason or ""))
+    if pm.one_per_gpu_pair:  # --quick with ranks sharing GPUs: one rank pair per GPU pair (core/schedule.py)
+        mode = replace(mode, gpu_of=tuple(r.gpu for r in mine))
+    return costmodel.plan_steps(cfg.steps(len(mine)), mode, n_gpus)
+
+
+def _samples(path: Path, cfg: RunConfig) -> tuple[int, int]:
+    """(the samples the run's rows took, the rule's minimum over the same rows), read by the one CSV reader."""
+    try:
+        taken = read_table(path / "results.csv")["samples"]
+    except ResultsError as e:
+        raise UsageError(f"{path}: its rows cannot be read ({e})") from None
+    return int(taken.sum()), len(taken) * cfg.rule.min_samples
+
+
+def recorded_config(meta: Meta) -> RunConfig:
     """The configuration a run's plan came from, as its meta.json records it."""
-    opts = meta["options"]
+    opts = meta.options
     rule = dict(opts["sampling"])
     rule["min_time_s"] = rule.pop("min_time_ms") / 1e3
     rule["max_time_s"] = math.inf if rule.get("max_time_s") is None else rule["max_time_s"]
@@ -148,7 +172,9 @@ def recorded_config(meta: dict) -> RunConfig:
     rule.setdefault("floor_share", 0.0)
     known = {f.name for f in fields(SamplingRule)}  # a key a later version records and this one lacks is not used
     rule = {k: v for k, v in rule.items() if k in known}
-    return RunConfig(suites=tuple(meta["suites"]), sizes=tuple(meta["sizes"]), rule=SamplingRule(**rule),
+    if meta.suites is None or not meta.sizes:
+        raise KeyError("suites" if meta.suites is None else "sizes")
+    return RunConfig(suites=tuple(meta.suites), sizes=tuple(meta.sizes), rule=SamplingRule(**rule),
                      quick=quick, sizes_given=opts.get("twin_sizes") == "every size")
 
 
@@ -452,7 +478,7 @@ def suites_block(model: CostModel) -> str:
     return "\n".join(out) + "\n"
 
 
-BEGIN, END = "<!-- costfit: begin (python -m ipcbench.run.costfit --write) -->\n", "<!-- costfit: end -->\n"
+BEGIN, END = "<!-- costfit: begin (python tools/costfit.py --write) -->\n", "<!-- costfit: end -->\n"
 # Every time table the docs quote, and how to find it: the README by its header line (no marker lines: the
 # README is kept short), the others between BEGIN and END.
 GENERATED = {"README.md": readme_table, "jobs/README.md": jobs_table, "docs/suites.md": suites_block}
@@ -526,7 +552,7 @@ def write_docs(model: CostModel) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ipcbench.run.costfit",
+    p = argparse.ArgumentParser(prog="python tools/costfit.py",
                                 description="Fit the dry run's cost model (catalogue/costs.py) to recorded runs.")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
                    help="results/<run> directories: runs of `ipcbench SUITE...`, check and selftest")
