@@ -247,14 +247,20 @@ def test_only_steps_both_ranks_drive_pay_for_sharing_a_gpu():
 
 
 def test_rounds_cost_one_measurement_and_the_round_check_is_paid():
-    """On 8 NVSwitch GPUs a step walked in rounds costs its rounds, not its pairs, plus the round check of the
-    first step of each engine (run/walk.check_rounds: the largest round's pairs one at a time)."""
+    """On 8 NVSwitch GPUs a step walked in rounds costs its rounds, not its pairs: the copy engine's one-way rows in
+    the 7 permutation rounds up to 256 KiB (core/schedule.PERMUTATION_UP_TO), the 14 rounds of disjoint pairs above;
+    plus the round check of the first step of each engine and kind of round (run/walk.guarded: the largest round's
+    pairs one at a time: 4 of a disjoint round, 8 of a permutation round)."""
+    from ipcbench.core.schedule import PERMUTATION_UP_TO
+
     cfg = build_config(_bench_parser().parse_args(["copy"]))
     mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * 56, 8, cfg.serial_pairs, cfg.quick)
     steps = cfg.steps(8)
-    push = steps[0]
-    assert push.rounds_ok and costmodel.walked(push, mode) == len(push.sizes) * 14
-    assert costmodel.round_checks(steps, mode) == {0: 4}
+    push, bidir = steps[0], steps[2]
+    small = sum(n <= PERMUTATION_UP_TO["ce"] for n in push.sizes)
+    assert push.rounds_ok and costmodel.walked(push, mode) == small * 7 + (len(push.sizes) - small) * 14
+    assert bidir.label == "ce bidir" and costmodel.walked(bidir, mode) == len(bidir.sizes) * 7
+    assert costmodel.round_checks(steps, mode) == {0: 4 + 8}
 
 
 @pytest.mark.timeout(200)

@@ -512,7 +512,7 @@ def test_the_alltoall_table_sums_each_gpus_flows_against_its_nvlink_aggregate(tm
     at = [i for i, b in enumerate(doc) if isinstance(b, Heading) and b.text.startswith("All-to-all: each GPU")]
     assert len(at) == 1 and isinstance(doc[at[0] + 2], Table)
     table = doc[at[0] + 2]
-    assert table.columns[3] == "copy engine" and table.columns[-3:] == ["NVLink", "% NVLink", "× NCCL"]
+    assert table.columns[3] == "copy engine" and table.columns[-2:] == ["NVLink", "% NVLink"]  # no NCCL rows here
     assert T.alltoall_table(df[df["method"] != "ce_alltoall"], T.gpu_peaks({})).empty
 
 
@@ -739,3 +739,32 @@ def test_fleet_rows_recovered_from_node_part_files(tmp_path, capsys):
     assert "recovered from nodes/nodeB.csv" in md
     assert "did not complete" in md
     assert "nodeB" in md and "nodeA" in md
+
+
+def test_the_alltoall_table_holds_the_ipc_paths_against_nccls(tmp_path):
+    """With NCCL's all-to-all in the run, its column sits beside the IPC paths' and `× NCCL` is the best IPC path
+    over it, GPU by GPU (here NCCL's flows are the copy engine's at 0.8 of the rate: 1.25×)."""
+    from ipcbench.record.run import load_runs
+    from ipcbench.report.document import _alltoall_blocks, _tables
+    from ipcbench.report.render import Table
+
+    run = synth.make_run(tmp_path / "results")
+    header, records = synth.read_csv(run)
+    col = {c: i for i, c in enumerate(header)}
+    extra = []
+    for rec in records:
+        if rec[col["method"]] == "ce_alltoall":
+            r = list(rec)
+            r[col["method"]], r[col["suite"]] = "nccl_alltoall", "alltoall"  # its facts: the catalogue's
+            for c in ("bw_gbps_median", "bw_gbps_max"):
+                r[col[c]] = f"{float(rec[col[c]]) * 0.8:.6g}"
+            for c in ("time_us_median", "time_us_min", "time_us_max"):
+                r[col[c]] = f"{float(rec[col[c]]) / 0.8:.6g}"
+            r[col["samples_us"]] = " ".join(f"{float(x) / 0.8:.6g}" for x in rec[col["samples_us"]].split())
+            extra.append(r)
+    synth.write_csv(run, header, records + extra)
+    runs, _ = load_runs([run])
+    a2a = _tables(runs, 0.05)["a2a"]
+    (table,) = [b for b in _alltoall_blocks(a2a) if isinstance(b, Table)]
+    assert table.columns == ["host", "GPU", "size", "copy engine", "NCCL", "NVLink", "% NVLink", "× NCCL"]
+    assert {row[-1] for row in table.rows} == {"1.25×"}

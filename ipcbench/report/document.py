@@ -201,26 +201,28 @@ def _alltoall_blocks(a2a) -> list[Block]:
     if a2a.empty:
         return []
     cols = [(m, h) for m, h in ALLTOALL_COLUMNS if m in a2a.columns]
-    best = [m for m, _ in cols if m != "nccl_alltoall"]
+    ipc = [m for m, _ in cols if m != "nccl_alltoall"]
+    nccl = "nccl_alltoall" in a2a.columns  # a run without NCCL's all-to-all says nothing of NCCL here
 
     def pct(v, peak):
         return f1(100.0 * v / peak) if v == v and peak == peak and peak else "—"
 
     def vs_nccl(r):
-        if "nccl_alltoall" not in a2a.columns or not best or r["nccl_alltoall"] != r["nccl_alltoall"]:
+        if not ipc or r["nccl_alltoall"] != r["nccl_alltoall"]:
             return "—"
-        return times(max(r[m] for m in best) / r["nccl_alltoall"])
+        return times(max(r[m] for m in ipc) / r["nccl_alltoall"])
 
     rows = [[r["host"], str(r["src_gpu"]), size_text(r["bytes"])] + [f1(r[m]) for m, _ in cols]
-            + [f1(r["gpu_peak_gbps"]), pct(max(r[m] for m, _ in cols), r["gpu_peak_gbps"]), vs_nccl(r)]
-            for _, r in a2a.sort_values(["host", "bytes", "src_gpu"]).iterrows()]
+            + [f1(r["gpu_peak_gbps"]), pct(max(r[m] for m, _ in cols), r["gpu_peak_gbps"])]
+            + ([vs_nccl(r)] if nccl else []) for _, r in a2a.sort_values(["host", "bytes", "src_gpu"]).iterrows()]
+    paths = "by the copy engine (shifted steps) and by one SM kernel writing every peer" + (
+        ", and by NCCL's all-to-all, the baseline" if nccl else "")
     return [Heading(3, "All-to-all: each GPU's egress (GB/s, the sum of its flows to every other GPU)"),
-            Para("Every GPU sends one buffer of the size to every other GPU at once: by the copy engine (shifted "
-                 "steps), by one SM kernel writing every peer, and by NCCL's all-to-all, the baseline. "
-                 "**NVLink** is the GPU's aggregate (the NVLinks that are up × one link's peak); **% NVLink** the "
-                 "best path's share of it; **× NCCL** the best IPC path over NCCL's."),
-            Table(["host", "GPU", "size"] + [h for _, h in cols] + ["NVLink", "% NVLink", "× NCCL"], rows,
-                  numeric=[False, True, True] + [True] * (len(cols) + 3))]
+            Para(f"Every GPU sends one buffer of the size to every other GPU at once: {paths}. **NVLink** is the "
+                 "GPU's aggregate (the NVLinks that are up × one link's peak); **% NVLink** the best path's share of "
+                 "it" + ("; **× NCCL** the best IPC path over NCCL's." if nccl else ".")),
+            Table(["host", "GPU", "size"] + [h for _, h in cols] + ["NVLink", "% NVLink"] + (["× NCCL"] if nccl else []),
+                  rows, numeric=[False, True, True] + [True] * (len(cols) + 2 + nccl))]
 
 
 def _peak_blocks(run: Run, pk_pair, pk_meth) -> list[Block]:
