@@ -254,7 +254,8 @@ def _command(argv: list[str]) -> int:
     if cmd in ("report", "compare"):
         import importlib
 
-        mod = importlib.import_module({"report": "ipcbench.report.command", "compare": "ipcbench.report.compare"}[cmd])
+        mod = importlib.import_module({"report": "ipcbench.report.command",
+                                       "compare": "ipcbench.report.compare_command"}[cmd])
         p = _Parser(prog=f"ipcbench {cmd}", description=(mod.__doc__ or "").strip().splitlines()[0])
         mod.add_arguments(p)
         return mod.run(p.parse_args(argv[1:]))

@@ -1,4 +1,4 @@
-"""ipcbench check (check/expect.py, judge.py, outputs.py, command.py) on recorded real runs (tests/data: 2 x H200
+"""ipcbench check (judging/expect.py, judge.py, outputs.py, command.py) on recorded real runs (tests/data: 2 x H200
 through NVSwitch, quiet and with a neighbour loading one link; results/: one H100, two ranks) and on fakes for
 the measuring path. A fake GPU says nothing about a node's health: tests/test_gpu_check.py runs the real one."""
 
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, launcher_free_env
-from ipcbench.check import expect, judge, plan
+from ipcbench.check import plan
+from ipcbench.judging import expect, judge
 from ipcbench.errors import UsageError
 from ipcbench.status import Status
 from ipcbench.catalogue.costs import COSTS
@@ -117,7 +118,7 @@ def test_toml_that_does_not_parse_is_refused():
 def test_the_shipped_expectations_read_and_say_why():
     shipped = expect.defaults()
     assert {e.gpu for e in shipped} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
-    assert all(e.why and e.where.startswith("ipcbench/check/defaults.toml:") for e in shipped)
+    assert all(e.why and e.where.startswith("ipcbench/judging/defaults.toml:") for e in shipped)
     # every method the check measures by default has a floor on every link kind it ships, for both GPUs
     for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
         for link in ("nvswitch", "same_gpu"):
@@ -286,8 +287,10 @@ def test_json_junit_and_prometheus_say_the_same_verdict(tmp_path):
 
 
 def test_the_reason_line_is_one_short_line():
-    v = judge.Verdict([judge.Finding("thresholds", "h", "GPU 0 -> GPU 1", 0, 1, "nvswitch", "ce", "push", 1 << 28, 1.0,
-                                   "GB/s", 340.0, Status.FAIL, "x" * 500, "y" * 500)] * 3)
+    v = judge.Verdict([judge.Finding(source="thresholds", host="h", pair="GPU 0 -> GPU 1", src_gpu=0, dst_gpu=1,
+                                   link="nvswitch", method="ce", direction="push", bytes=1 << 28, value=1.0,
+                                   unit="GB/s", expected=340.0, status=Status.FAIL, reason="x" * 500,
+                                   brief="y" * 500)] * 3)
     r = v.reason()
     assert "\n" not in r and len(r) <= judge.REASON_CHARS and r.endswith("… (+2 more)")
 
@@ -432,16 +435,19 @@ def test_measured_then_judged_unhealthy_on_every_rank(fake_job, monkeypatch, tmp
 @pytest.mark.parametrize("statuses, code", [(["pass", "pass"], 0), (["pass", "unknown"], 2), (["unknown", "fail"], 1),
                                             (["fail", "pass"], 1), ([], 2)])
 def test_a_failure_outranks_what_was_not_judged_and_nothing_judged_is_not_healthy(statuses, code):
-    checks = [judge.Finding("thresholds", "h", "p", 0, 1, "nvswitch", "ce", "push", 1, 1.0, "GB/s", 1.0, Status(s), "r",
-                            "b") for s in statuses]
+    checks = [judge.Finding(source="thresholds", host="h", pair="p", src_gpu=0, dst_gpu=1, link="nvswitch",
+                            method="ce", direction="push", bytes=1, value=1.0, unit="GB/s", expected=1.0,
+                            status=Status(s), reason="r", brief="b") for s in statuses]
     v = judge.Verdict(checks)
     assert v.exit_code == code and v.status is Status.of(map(Status, statuses)) and v.word == judge.VERDICTS[v.status]
 
 
 def test_each_node_gets_its_worst_status_and_a_whole_run_check_counts_for_every_node():
     def c(host, src, status):
-        return judge.Finding("thresholds", host, "p", src, src + 1 if src >= 0 else -1, "nvswitch", "ce", "push", 1,
-                           1.0, "GB/s", 1.0, Status(status), "r", "b")
+        return judge.Finding(source="thresholds", host=host, pair="p", src_gpu=src,
+                             dst_gpu=src + 1 if src >= 0 else -1, link="nvswitch", method="ce", direction="push",
+                             bytes=1, value=1.0, unit="GB/s", expected=1.0, status=Status(status), reason="r",
+                             brief="b")
     v = judge.Verdict([c("a", 0, "pass"), c("a", 1, "fail"), c("b", 0, "pass")])
     assert v.nodes() == {"a": "fail", "b": "pass"}
     assert v.as_dict()["nodes"] == [{"host": "a", "status": "fail"}, {"host": "b", "status": "pass"}]

@@ -1,4 +1,4 @@
-"""check judges the node's own evidence (check/evidence_rules.py, the [[evidence]] tables of check/expect.py and
+"""check judges the node's own evidence (judging/evidence_rules.py, the [[evidence]] tables of judging/expect.py and
 defaults.toml): every rule on hand-built Evidence of an H100 node; each failure named once, with its GPU, link
 and count; "not available" never passes where required; the verdict, REASON line, JSON, JUnit and Prometheus
 outputs carry them; the shipped numbers are pinned."""
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ipcbench.check import command, evidence_rules, expect, judge, outputs, plan
+from ipcbench.check import command, outputs, plan
+from ipcbench.judging import evidence_rules, expect, judge
 from ipcbench.errors import UsageError
 from ipcbench.evidence import delta
 from ipcbench.evidence.model import Evidence, GpuReading, Item, LinkReading, ProcessReading, Snapshot
@@ -344,7 +345,7 @@ def test_the_shipped_evidence_expectations_are_pinned():
             "link_error_rate_allowed": {"crc_flit": 100.0, "crc_data": 100.0, "crc": 100.0},
             "slowdowns": ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake", "thermal"),
             "foreign_processes_allowed": 0}, model
-        assert all(s.table.why and s.table.where.startswith("ipcbench/check/defaults.toml:") for s in r.values())
+        assert all(s.table.why and s.table.where.startswith("ipcbench/judging/defaults.toml:") for s in r.values())
     other = expect.resolve(expect.evidence_defaults(), "NVIDIA H100 PCIe")  # 12 links, not the SXM's 18
     assert "nvlinks" not in other and other["require"].value == ()
 
@@ -352,7 +353,7 @@ def test_the_shipped_evidence_expectations_are_pinned():
 def test_a_users_key_wins_and_the_shipped_rest_stays():
     r = expect.resolve(mine('[[evidence]]\ngpu = "NVIDIA H100*"\nnvlinks = 16\nwhy = "two links fused"\n'), H100)
     assert r["nvlinks"].value == 16 and r["nvlinks"].table.where == "site.toml:1"
-    assert r["nvlink_gbps"].value == 25.0 and r["nvlink_gbps"].table.where.startswith("ipcbench/check/defaults")
+    assert r["nvlink_gbps"].value == 25.0 and r["nvlink_gbps"].table.where.startswith("ipcbench/judging/defaults")
     links = [link(j, active=j < 16) for j in range(18)]
     assert not failed(run_rules(node(2, before={0: gpu(0, links)}, after={0: gpu(0, links)}), mine(
         '[[evidence]]\ngpu = "NVIDIA H100*"\nnvlinks = 16\nwhy = "two links fused"\n')))

@@ -10,7 +10,7 @@ from evidence_synth import RUN, host_of, quiet, run_with, troubled
 
 from conftest import run_compare
 from ipcbench.evidence.model import Evidence
-from ipcbench.report.evidence_view import NO_EVIDENCE, compare_warnings
+from ipcbench.judging.evidence_notes import NO_EVIDENCE, compare_warnings
 
 
 def pair(tmp_path, base_ev, new_ev):
@@ -65,7 +65,8 @@ def test_malformed_evidence_is_said_never_a_traceback(tmp_path):
     import json
 
     from ipcbench.record.meta import read_meta
-    from ipcbench.report.evidence_view import compare_warnings, evidence_blocks, glance_lines
+    from ipcbench.judging.evidence_notes import compare_warnings
+    from ipcbench.report.evidence_view import evidence_blocks, glance_lines
 
     run = run_with(tmp_path, quiet(host_of(RUN)), "bad")
     meta = json.loads((run / "meta.json").read_text())

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import time
 
-from ipcbench.check.judge import Finding, Verdict
+from ipcbench.judging.finding import Finding
+from ipcbench.judging.judge import Verdict
 from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
 
@@ -116,7 +117,7 @@ def evidence_gauges(reg, evidence) -> None:
     no sample: Prometheus never sees "not available" as 0."""
     from prometheus_client import Gauge
 
-    from ipcbench.check.evidence_rules import readable
+    from ipcbench.judging.evidence_rules import readable
     from ipcbench.evidence.delta import foreign
 
     def gauge(name: str, doc: str, labels: list[str]) -> Gauge:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ipcbench.catalogue.methods import METHOD_FACTS as METHODS
 from ipcbench.catalogue.methods import suite_of
+from ipcbench.judging.judge import METHODS_JUDGED
 
-METHODS_JUDGED = ("ce", "sm_read", "sm_write")
-SIZES = "4K,256M"  # the per-transfer cost and the peak: what the shipped expectations name (check/defaults.toml)
+SIZES = "4K,256M"  # the per-transfer cost and the peak: what the shipped expectations name (judging/defaults.toml)
 
 
 def check_methods(text: str | None) -> list[str]:

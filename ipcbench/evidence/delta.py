@@ -6,7 +6,7 @@ held down for a reason ("GPU 0 throttled for power for 0.8 s of the run") or a s
 process of another job that appeared. A counter that went back (a driver reload, a reset by an administrator) is
 "counter_reset": its growth during the run is unknown, said as such. An item missing on either side is no change,
 but not "nothing happened" either: `not_compared` names it, so a gate that needs it cannot call it healthy.
-Judging is check's (check/evidence_rules.py); the report and compare show these texts.
+Judging is check's (judging/evidence_rules.py); the report and compare show these texts.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from ipcbench.report.headline import glance_blocks
 from ipcbench.report.mps_view import side_by_side
 from ipcbench.report.options import options_line, run_options
 from ipcbench.report.render import Block, Figure, Heading, Para, Table, clean
-from ipcbench.report.validity import valid_frame
+from ipcbench.judging.validity import valid_frame
 from ipcbench.results import META_NAME
 
 MAX_FLAG_ROWS = 40  # rows listed per kind of flag in the report (all are counted)
