@@ -179,7 +179,8 @@ def _say(status: Status, checks: list[verdict.RowVsAnchor]) -> int:
     """The verdict in words (stdout when it passed, one line on stderr when not); its exit code."""
     def named(cs):
         worst = sorted(cs, key=lambda c: -abs(c.diff or 0))[:5]
-        return "; ".join(f"{c.method} {c.direction} {c.src_rank}->{c.dst_rank} {c.bytes} B: {c.why}" for c in worst)
+        return "; ".join(f"{c.key.method} {c.key.direction} {c.src_rank}->{c.dst_rank} {c.key.bytes} B: {c.why}"
+                         for c in worst)
 
     if status is Status.PASS:
         print(f"selftest passed: {len(checks)} rows within their anchor's tolerance")
