@@ -122,19 +122,15 @@ class Options:
                              runs + ([Path(ns.out)] if ns.out else []), {"--thresholds": ns.thresholds})
 
     def config(self):
-        """The measurement's RunConfig: --quick's stopping rule, the transfer suites' steps of the methods."""
-        from types import SimpleNamespace
-
-        from ipcbench.config import build_config
+        """The measurement's RunConfig: --quick's stopping rule, the transfer suites' steps of the methods; every
+        rank pair judged (coverage), not one per GPU pair."""
+        from ipcbench.config import RunConfig
 
         ns = self.ns
-        bench = SimpleNamespace(suites=plan.suites_of(self.methods), sizes=self.sizes, quick=True, samples=None,
-                                min_time=None, noise=None, max_time=None, no_verify=False, timeout=ns.timeout,
-                                out=ns.out, dry_run=ns.dry_run, json=ns.json and ns.dry_run, quiet=ns.quiet,
-                                pairs="auto", serial_pairs="auto", sm_copy=None, sm_bulk=None,
-                                topology=ns.topology, argv=["check", *self.argv],
-                                gpu_pairs=False)  # every rank pair is judged (coverage), not one per GPU pair
-        return build_config(bench)
+        return RunConfig.from_options(suites=plan.suites_of(self.methods), sizes=self.sizes, quick=True,
+                                      timeout=ns.timeout, out=ns.out, dry_run=ns.dry_run,
+                                      json=ns.json and ns.dry_run, quiet=ns.quiet, topology=ns.topology,
+                                      argv=["check", *self.argv], gpu_pairs=False)
 
 
 def run(opts: Options) -> int:
