@@ -550,6 +550,34 @@ def test_prometheus_says_which_items_were_not_available(tmp_path):
     assert {s.labels["gpu"] for s in fams["ipcbench_nvlinks_active"].samples} == {"1"}  # no 0 for "not available"
 
 
+def test_prometheus_growth_is_delta_s_and_needs_both_snapshots(tmp_path):
+    """The gauges' growth is evidence/delta's: the GPUs paired by UUID (delta.paired) even where NVML numbered them
+    otherwise after the run; with only one snapshot a growth is unknown, so it is no sample (never 0)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    run = recorded(None)
+    v = judge.judge(run, expect.defaults(), list(plan.METHODS_JUDGED))
+    renumbered = quiet_node(run, before={0: gpu(0, [link(j, replay=1) for j in range(18)])},
+                            after={0: gpu(0, [link(j, replay=4) for j in range(18)])})
+    b, a = renumbered.snapshots  # after the run, NVML named GPU 0 "1" and GPU 1 "0": the UUIDs still pair them
+    a = dataclasses.replace(a, gpus=[dataclasses.replace(g, index=1 - g.index) for g in a.gpus])
+
+    def samples(ev) -> dict:
+        prom = tmp_path / "c.prom"
+        prom.unlink(missing_ok=True)
+        outputs.write_prometheus(str(prom), v, host_of(run), ev)
+        return {(s.name, s.labels.get("gpu"), s.labels.get("link"), s.labels.get("counter")): s.value
+                for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
+
+    got = samples(Evidence([b, a]))
+    assert got[("ipcbench_nvlink_errors_delta", "1", "2", "replay")] == 3  # GPU-0's links, named 1 after the run
+    assert got[("ipcbench_nvlink_errors_delta", "0", "2", "replay")] == 0
+    for one in ([b], [a]):
+        got = samples(Evidence(one))
+        assert got[("ipcbench_nvlinks_active", "0", None, None)] == 18
+        assert not [k for k in got if k[0].endswith("_delta") or k[0] == "ipcbench_clock_event_seconds"]
+
+
 # ---- check --from a recorded run: meta.json's "evidence" read through record/meta.Meta ------------------
 
 def recorded_dir(tmp_path: Path, ev: Evidence | None) -> Path:
