@@ -252,6 +252,32 @@ def test_a_baseline_judges_with_the_compare_statistics():
     assert bad.returncode == 1 and "below the baseline" in bad.stdout
 
 
+def test_each_row_verdict_of_a_baseline_is_one_status():
+    """A baseline's row verdicts (judging/row_verdict.RowVerdict) read as the node's Status in one place: a regression
+    fails, an improvement or an unchanged row passes, a row the baseline has and the run lacks cannot be judged, a row
+    compare did not judge or only the run has gives no baseline finding (its thresholds judge it)."""
+    import pandas as pd
+
+    from ipcbench.judging.compare import Comparison
+    from ipcbench.judging.row_verdict import ORDER, RowVerdict
+    from ipcbench.record.run import load_run
+
+    want = {RowVerdict.REGRESSION: Status.FAIL, RowVerdict.IMPROVEMENT: Status.PASS, RowVerdict.UNCHANGED: Status.PASS,
+            RowVerdict.NOT_JUDGED: None, RowVerdict.MISSING: Status.UNJUDGED, RowVerdict.NEW: None}
+    assert {v: v.status for v in RowVerdict} == want and set(ORDER) == set(RowVerdict)
+    run = load_run(QUIET2 / "results.csv")
+    r = run.frame[(run.frame["method"] == "ce") & (run.frame["bytes"] == 128 << 20)].iloc[0]
+    table = pd.DataFrame([dict(host=r["host"], src_gpu=r["src_gpu"], dst_gpu=r["dst_gpu"], method="ce",
+                               direction=r["direction"], bytes=r["bytes"], unit="GB/s", base=300.0, new=200.0,
+                               change=-1 / 3, p=0.001, verdict=v) for v in RowVerdict])
+    comparison = Comparison(table, table.iloc[0:0], info={"base_labels": ["known-good"]})
+    v = judge.judge(run, [], ["ce"], comparison, peers=False, evidence=[])
+    got = [c for c in v.checks if c.source == "baseline"]
+    assert [c.status for c in got] == [s for s in want.values() if s is not None]
+    assert got[0].brief.endswith("33% below the baseline") and got[-1].brief.endswith(": not measured")
+    assert got[1].reason.endswith(": as the baseline (known-good)") and got[1].value == 200.0
+
+
 def test_a_baseline_of_another_gpu_is_refused(tmp_path):
     other = with_gpu_name(copy_run(QUIET, tmp_path / "other"), "NVIDIA H100 80GB HBM3")
     p = check("--from", str(QUIET2), "--any-host", "--baseline", str(other))

@@ -290,7 +290,7 @@ def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding
         status = RowVerdict(r.verdict).status
         if key in invalid or status is None:
             continue
-        name = pair_name(key.src_gpu, key.dst_gpu)
+        name = key.pair
         what = f"{name} {key.method} {key.direction} {fmt_size(key.bytes)}"
         base = Finding(source="baseline", host=key.host, pair=name, src_gpu=key.src_gpu, dst_gpu=key.dst_gpu,
                        link=link_of(run, key.host, key.src_gpu, key.dst_gpu), method=key.method,

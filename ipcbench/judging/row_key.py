@@ -28,11 +28,8 @@ class RowKey:
         return cls(str(r.host), int(r.src_gpu), int(r.dst_gpu), str(r.method), str(r.direction), int(r.bytes))
 
     @property
-    def same_gpu(self) -> bool:
-        return self.src_gpu == self.dst_gpu
-
-    @property
     def pair(self) -> str:
+        """The GPU pair in check's words (pair_name), its ranks unknown: the row as matched across runs."""
         return pair_name(self.src_gpu, self.dst_gpu)
 
 
