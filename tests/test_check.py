@@ -244,6 +244,78 @@ def test_peers_hold_each_pair_against_the_typical_pair_of_its_kind():
     assert all(c.status == "pass" for c in judge._peers(run, frame, 0.4))
 
 
+def peer_run(pairs, link: str = "nvswitch", **row):
+    """A run of one host whose GPU pairs (src, dst, GB/s) are all linked `link`, one ce push row each (`row` over
+    the defaults: 256M, gated, bandwidth)."""
+    import pandas as pd
+
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    gpus = {g for s, d, _ in pairs for g in (s, d)}
+    links = [{"src_gpu": s, "dst_gpu": d, "kind": link, "nvlink_count": 18, "nvlink_version": "4.0"}
+             for s in gpus for d in gpus if s != d]
+    meta = parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}}})
+    frame = pd.DataFrame([{**dict(host="h", method="ce", direction="push", kind="bandwidth", timing="gated",
+                                  bytes=256 << 20, src_rank=s, dst_rank=d, src_gpu=s, dst_gpu=d, verified=True,
+                                  bw_gbps_median=bw, time_us_median=1.0, note="", same_gpu=False), **row}
+                          for s, d, bw in pairs])
+    return Run("r", Path("r"), Path("r/results.csv"), meta, frame), frame
+
+
+def test_two_peers_hold_each_other_and_the_bound_itself_passes():
+    """Of two pairs, each is held against the other (not their mean): 100 and 79 GB/s, the 79 fails 20% below 100
+    while the 100 passes above 80% of 79; a pair exactly at (1 - drop) x the typical pair passes."""
+    run, frame = peer_run([(0, 1, 100.0), (1, 0, 79.0)])
+    fast, slow = judge._peers(run, frame, 0.2)
+    assert (fast.status, slow.status) == (Status.PASS, Status.FAIL)
+    assert (fast.expected, slow.expected) == (pytest.approx(0.8 * 79.0), pytest.approx(80.0))
+    assert fast.reason == "GPU 0 -> GPU 1 ce push 256M: within 20% of the other pair"
+    assert slow.reason == ("GPU 1 -> GPU 0 ce push 256M 79 GB/s is 21% below the other pair (100 GB/s; peers fail "
+                           "past 20%)")
+    run, frame = peer_run([(0, 1, 100.0), (1, 2, 100.0), (2, 0, 75.0)])
+    assert [c.status for c in judge._peers(run, frame, 0.25)] == [Status.PASS] * 3  # 75 = 0.75 x the median 100
+    assert judge._peers(run, frame, 0.25)[2].reason.endswith("within 25% of the typical nvswitch pair")
+
+
+@pytest.mark.parametrize("row, judged", [(dict(bytes=64 << 20), True), (dict(bytes=(64 << 20) - 4096), False),
+                                         (dict(timing="handoff"), False), (dict(timing="host"), False),
+                                         (dict(kind="latency"), False)])
+def test_peers_hold_only_large_gated_bandwidth_rows(row, judged):
+    """Peers are compared where a transfer is bandwidth-bound and its time the pair's own: 64 MiB and up
+    (judge.PEER_MIN_BYTES), gated rows, bandwidth rows; a pair whose link is unknown is held against none."""
+    run, frame = peer_run([(0, 1, 100.0), (1, 2, 50.0), (2, 0, 101.0)], **row)
+    got = judge._peers(run, frame, 0.2)
+    assert [c.status for c in got] == ([Status.PASS, Status.FAIL, Status.PASS] if judged else [])
+    run, frame = peer_run([(0, 1, 100.0), (1, 2, 50.0), (2, 0, 101.0)], link="unknown")
+    assert judge._peers(run, frame, 0.2) == []
+    run, frame = peer_run([(0, 1, 100.0)])
+    assert judge._peers(run, frame, 0.2) == []  # one pair of its kind: no peer
+
+
+@pytest.mark.parametrize("bound, gbps, us, status, rel", [
+    (dict(floor_gbps=100.0), 100.0, 1.0, Status.PASS, ">="), (dict(floor_gbps=100.0), 99.9, 1.0, Status.FAIL, "<"),
+    (dict(floor_peak=0.5), 225.0, 1.0, Status.PASS, ">="), (dict(floor_peak=0.5), 224.9, 1.0, Status.FAIL, "<"),
+    (dict(max_us=5.0), 1.0, 5.0, Status.PASS, "<="), (dict(max_us=5.0), 1.0, 5.01, Status.FAIL, ">")])
+def test_a_row_at_its_floor_or_ceiling_passes_and_past_it_fails(bound, gbps, us, status, rel):
+    """A floor (GB/s, or a share of the link's peak: 18 NVLink 4 links, 450 GB/s) holds a row at it; a latency
+    ceiling too; only past it does the row fail."""
+    run, frame = peer_run([(0, 1, gbps)], time_us_median=us)
+    e = expect.Expectation("*", "nvswitch", "ce", "push", 1, 1 << 30, why="w", where="f:1", **bound)
+    c = judge._against(run, next(frame.itertuples()), e)
+    assert (c.status, c.expected) == (status, 5.0 if "max_us" in bound else pytest.approx(100.0 if "floor_gbps" in
+                                                                                          bound else 225.0))
+    assert f" {rel} " in c.brief and c.value == (us if "max_us" in bound else gbps)
+
+
+def test_a_floor_of_the_links_peak_cannot_judge_a_pair_whose_peak_is_unknown():
+    run, frame = peer_run([(0, 1, 100.0)], link="pcie")
+    run.meta.links.clear()
+    e = expect.Expectation("*", "nvswitch", "ce", "push", 1, 1 << 30, floor_peak=0.5, why="w", where="f:1")
+    c = judge._against(run, next(frame.itertuples()), e)
+    assert c.status is Status.UNJUDGED and c.brief.endswith("link peak unknown") and c.expected is None
+
+
 def test_a_baseline_judges_with_the_compare_statistics():
     ok = check("--from", str(QUIET2), "--any-host", "--baseline", str(QUIET), str(DATA / "compare" / "quiet3"))
     assert ok.returncode == 0, ok.stdout
@@ -267,12 +339,12 @@ def test_each_row_verdict_of_a_baseline_is_one_status():
     assert {v: v.status for v in RowVerdict} == want and set(ORDER) == set(RowVerdict)
     run = load_run(QUIET2 / "results.csv")
     r = run.frame[(run.frame["method"] == "ce") & (run.frame["bytes"] == 128 << 20)].iloc[0]
-    table = pd.DataFrame([dict(host=r["host"], src_gpu=r["src_gpu"], dst_gpu=r["dst_gpu"], method="ce",
+    table = pd.DataFrame([dict(host=r["host"], src_gpu=r["src_gpu"], dst_gpu=r["dst_gpu"], method=m,
                                direction=r["direction"], bytes=r["bytes"], unit="GB/s", base=300.0, new=200.0,
-                               change=-1 / 3, p=0.001, verdict=v) for v in RowVerdict])
+                               change=-1 / 3, p=0.001, verdict=v) for v in RowVerdict for m in ("ce", "sm_read")])
     comparison = Comparison(table, table.iloc[0:0], info={"base_labels": ["known-good"]})
     v = judge.judge(run, [], ["ce"], comparison, peers=False, evidence=[])
-    got = [c for c in v.checks if c.source == "baseline"]
+    got = [c for c in v.checks if c.source == "baseline"]  # the rows of the methods judged only
     assert [c.status for c in got] == [s for s in want.values() if s is not None]
     assert got[0].brief.endswith("33% below the baseline") and got[-1].brief.endswith(": not measured")
     assert got[1].reason.endswith(": as the baseline (known-good)") and got[1].value == 200.0

@@ -72,14 +72,15 @@ def row_verdicts(m, out, g, bound, unchanged_why, sig, enough, threshold: float,
 
 def catches(rows, threshold: float) -> list[dict]:
     """Per kind of row (engine x size band) judged by the size of its change, the smallest change it would have
-    caught: the median over its rows of max(bound, threshold). Ordered by band, then engine."""
+    caught: the median over its rows of max(bound, threshold), exactly the threshold where no row's bound is above
+    it. Ordered by band, then engine."""
     import numpy as np
 
     out = []
     for (engine, band), g in rows.groupby(["_engine", "_band"], sort=False):
         bar = float(np.nanmedian(np.fmax(g["bound"].to_numpy(dtype=float), threshold)))
         out.append({"kind": f"{engine} {BANDS[int(band)][1]}", "engine": str(engine), "band": BANDS[int(band)][1],
-                    "rows": len(g), "smallest_change": bar, "at_threshold": bar <= threshold * (1 + 1e-9)})
+                    "rows": len(g), "smallest_change": bar, "at_threshold": bar <= threshold})
     order = {e: i for i, e in enumerate(ENGINE_ORDER)}
     bands = [b[1] for b in BANDS]
     return sorted(out, key=lambda c: (bands.index(c["band"]), order.get(c["engine"], len(order)), c["engine"]))

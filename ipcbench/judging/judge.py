@@ -283,7 +283,7 @@ def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding
     `invalid`) is not compared."""
     out: list[Finding] = []
     t = comparison.table
-    t = t[t["method"].isin(methods)] if "method" in t.columns else t  # the table's own method column
+    t = t[t["method"].isin(methods)]
     labels = ", ".join(comparison.info.get("base_labels", []))
     for r in t.itertuples():
         key = RowKey.of(r)
@@ -315,8 +315,6 @@ def _peers(run, rows, drop: float) -> list[Finding]:
     (1 - drop) x the typical pair (the median of three or more; of two, the other one)."""
     out: list[Finding] = []
     big = rows[(rows["bytes"] >= PEER_MIN_BYTES) & rows["timing"].isin(PEER_TIMINGS) & (rows["kind"] == "bandwidth")]
-    if big.empty:
-        return out
     big = big.assign(link=[link_of(run, str(h), int(s), int(d)) for h, s, d in
                            zip(big["host"], big["src_gpu"], big["dst_gpu"])])
     for _, g in big.groupby(["host", "link", "method", "direction", "bytes"]):
