@@ -13,10 +13,10 @@ import sys
 import time
 
 from ipcbench import __version__
+from ipcbench.catalogue.suites import ORDER as SUITE_NAMES
 
-from ipcbench.config import (DEFAULT_RULE, DEFAULT_SIZES, PAIRS_MODES, QUICK_RULE, QUICK_SIZES, SERIAL_PAIRS,
-                             TOPOLOGIES)
-from ipcbench.suites.registry import ORDER as SUITE_NAMES
+# config.py (and through it core/ and suites/) is imported by the parser of a measuring command only: `report` and
+# `compare` load no module of the measuring side (tests/test_layering.py runs them and looks).
 
 
 def _err(msg: str, code: int = 2) -> int:
@@ -33,6 +33,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _bench_parser() -> argparse.ArgumentParser:
+    from ipcbench.config import DEFAULT_SIZES, PAIRS_MODES, QUICK_RULE, QUICK_SIZES, SERIAL_PAIRS, TOPOLOGIES
+
     p = _Parser(
         prog="ipcbench",
         description="Measure how fast the GPUs of one node exchange data across processes through CUDA IPC. "
@@ -54,23 +56,7 @@ def _bench_parser() -> argparse.ArgumentParser:
                         f"looser stopping rule ({QUICK_RULE.min_samples}-{QUICK_RULE.max_samples} samples of >= "
                         f"{QUICK_RULE.min_time_s * 1e3:g} ms, {QUICK_RULE.noise * 100:g}%% noise); every row still "
                         f"verified")
-    p.add_argument("--samples", type=int,
-                   help=f"exactly N timed samples per measurement (default: the stopping rule, "
-                        f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples until the median is known "
-                        f"to --noise)")
-    p.add_argument("--min-time", type=float, metavar="MS",
-                   help=f"minimum duration of one sample in ms (default {DEFAULT_RULE.min_time_s * 1e3:g}, "
-                        f"{QUICK_RULE.min_time_s * 1e3:g} with --quick)")
-    p.add_argument("--noise", type=float, metavar="PCT",
-                   help="stop sampling when the median is known to within PCT percent (the half-width of its "
-                        "distribution-free 90%% interval over the median) "
-                        f"(default {DEFAULT_RULE.noise * 100:g}, {QUICK_RULE.noise * 100:g} with --quick)")
-    p.add_argument("--placements", type=int, metavar="N",
-                   help="places of its buffers a row's samples rotate over, so that its median and noise hold where "
-                        f"a buffer lies (default {DEFAULT_RULE.placements}: one place; docs/measurement.md)")
-    p.add_argument("--max-time", type=float, metavar="S",
-                   help=f"stop sampling one measurement after S seconds of samples "
-                        f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)")
+    _sampling_arguments(p)
     p.add_argument("--pairs", choices=PAIRS_MODES, default="auto",
                    help="measure pairs one at a time (sequential), disjoint pairs at once (concurrent), or also every "
                         "one-way row in permutation rounds, each GPU sending once and receiving once (permutation); "
@@ -101,6 +87,29 @@ def _bench_parser() -> argparse.ArgumentParser:
                         "tuning, and to see how few SMs fill a link)")
     p.add_argument("--version", action="version", version=f"ipcbench {__version__}")
     return p
+
+
+def _sampling_arguments(p: argparse.ArgumentParser) -> None:
+    """The stopping rule's options (core/sampler.py; their defaults config.DEFAULT_RULE and QUICK_RULE)."""
+    from ipcbench.config import DEFAULT_RULE, QUICK_RULE
+
+    p.add_argument("--samples", type=int,
+                   help=f"exactly N timed samples per measurement (default: the stopping rule, "
+                        f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples until the median is known "
+                        f"to --noise)")
+    p.add_argument("--min-time", type=float, metavar="MS",
+                   help=f"minimum duration of one sample in ms (default {DEFAULT_RULE.min_time_s * 1e3:g}, "
+                        f"{QUICK_RULE.min_time_s * 1e3:g} with --quick)")
+    p.add_argument("--noise", type=float, metavar="PCT",
+                   help="stop sampling when the median is known to within PCT percent (the half-width of its "
+                        "distribution-free 90%% interval over the median) "
+                        f"(default {DEFAULT_RULE.noise * 100:g}, {QUICK_RULE.noise * 100:g} with --quick)")
+    p.add_argument("--placements", type=int, metavar="N",
+                   help="places of its buffers a row's samples rotate over, so that its median and noise hold where "
+                        f"a buffer lies (default {DEFAULT_RULE.placements}: one place; docs/measurement.md)")
+    p.add_argument("--max-time", type=float, metavar="S",
+                   help=f"stop sampling one measurement after S seconds of samples "
+                        f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)")
 
 
 def _bench(argv: list[str]) -> int:
@@ -256,7 +265,8 @@ def _command(argv: list[str]) -> int:
     if cmd in ("report", "compare"):
         import importlib
 
-        mod = importlib.import_module({"report": "ipcbench.report.command", "compare": "ipcbench.report.compare"}[cmd])
+        mod = importlib.import_module({"report": "ipcbench.report.command",
+                                       "compare": "ipcbench.report.compare_command"}[cmd])
         p = _Parser(prog=f"ipcbench {cmd}", description=(mod.__doc__ or "").strip().splitlines()[0])
         mod.add_arguments(p)
         return mod.run(p.parse_args(argv[1:]))

@@ -72,6 +72,33 @@ class RunConfig:
         """The plan of this run for n_local ranks per node (suites/registry.plan)."""
         return plan(list(self.suites), n_local, list(self.sizes), self.quick, self.thin_twins)
 
+    @classmethod
+    def from_options(cls, *, suites, sizes: str | None = None, quick: bool = False, samples: int | None = None,
+                     min_time: float | None = None, noise: float | None = None, max_time: float | None = None,
+                     placements: int | None = None, no_verify: bool = False, timeout: float = 300.0,
+                     out: str | None = None, dry_run: bool = False, json: bool = False, quiet: bool = False,
+                     pairs: str = "auto", serial_pairs: str = "auto", sm_copy: str | None = None,
+                     sm_bulk: str | None = None, topology: str | None = None, argv=(),
+                     gpu_pairs: bool = True) -> RunConfig:
+        """A run's configuration from the bench command's options, by keyword as a command line gives them (None:
+        not given; sizes as --sizes writes them, min_time in ms, noise in percent): every one checked, UsageError
+        naming the option and why. cli.py (through build_config), check and selftest build theirs here."""
+        names = _suites(suites)
+        for option, given in (("--json", json), ("--topology", topology)):
+            if given and not dry_run:
+                raise UsageError(f"{option} goes with --dry-run (it shapes the plan, and a run measures what it "
+                                 "finds)")
+        spec = _sizes(sizes, quick)
+        rule = _rule(quick, samples, min_time, noise, max_time, placements)
+        if not (5 <= timeout <= 86400) or math.isnan(timeout):
+            raise UsageError(f"--timeout must be in [5, 86400] s (got {timeout:g}): shorter waits would fire "
+                             f"while a peer is still compiling kernels or verifying")
+        shape, bulk = _shapes(sm_copy, sm_bulk)
+        return cls(suites=names, sizes=spec, rule=rule, verify=not no_verify, timeout_s=timeout, out=out,
+                   dry_run=dry_run, json_plan=json, topology=topology, quiet=quiet, quick=quick, pairs=pairs,
+                   serial_pairs=serial_pairs, copy_shape=shape, bulk_shape=bulk, argv=tuple(argv),
+                   sizes_given=sizes is not None, gpu_pairs=bool(quick) and gpu_pairs)
+
     def options_meta(self) -> dict:
         """What meta.json records under `options` (the report and compare read it)."""
         return {"samples": self.rule.max_samples if self.rule.is_fixed else None,
@@ -82,19 +109,30 @@ class RunConfig:
                 "sampling": self.rule.as_dict()}
 
 
+# The bench command's options (cli.py's parser), each a keyword of RunConfig.from_options
+OPTIONS = ("suites", "sizes", "quick", "samples", "min_time", "noise", "max_time", "placements", "no_verify", "timeout",
+           "out", "dry_run", "json", "quiet", "pairs", "serial_pairs", "sm_copy", "sm_bulk", "topology", "argv",
+           "gpu_pairs")
+
+
 def build_config(ns) -> RunConfig:
-    """Validate an argparse namespace of the bench command; UsageError names the option and why."""
+    """Validate an argparse namespace of the bench command (RunConfig.from_options: the options it has, the others
+    at their defaults); UsageError names the option and why."""
+    return RunConfig.from_options(**{k: getattr(ns, k) for k in OPTIONS if hasattr(ns, k)})
+
+
+def _suites(names) -> tuple[str, ...]:
     try:
-        suites = tuple(resolve(ns.suites))
+        return tuple(resolve(list(names)))
     except UnknownSuite as e:
         raise UsageError(str(e.args[0])) from None
-    for option, given in (("--json", getattr(ns, "json", False)), ("--topology", getattr(ns, "topology", None))):
-        if given and not ns.dry_run:
-            raise UsageError(f"{option} goes with --dry-run (it shapes the plan, and a run measures what it finds)")
-    # None is 'not given'; an empty or blank --sizes is a mistake, never the default sweep
-    spec = ns.sizes if ns.sizes is not None else (QUICK_SIZES if ns.quick else DEFAULT_SIZES)
+
+
+def _sizes(spec: str | None, quick: bool) -> tuple[int, ...]:
+    """--sizes checked: None is 'not given' (the default sweep, or --quick's sizes); an empty or blank --sizes is a
+    mistake, never the default sweep."""
     try:
-        sizes = parse_sizes(spec)
+        sizes = parse_sizes(spec if spec is not None else (QUICK_SIZES if quick else DEFAULT_SIZES))
     except SizeError as e:
         raise UsageError(f"--sizes: {e}") from None
     for s in sizes:
@@ -104,46 +142,46 @@ def build_config(ns) -> RunConfig:
     if max(sizes) > MAX_BYTES:
         raise UsageError(f"--sizes: {fmt_size(max(sizes))} is larger than any GPU buffer "
                          f"(at most {fmt_size(MAX_BYTES)})")
-    base = QUICK_RULE if ns.quick else DEFAULT_RULE
-    min_time_s = base.min_time_s if ns.min_time is None else ns.min_time / 1e3
+    return tuple(sizes)
+
+
+def _rule(quick: bool, samples: int | None, min_time: float | None, noise: float | None, max_time: float | None,
+          placements: int | None) -> SamplingRule:
+    """The stopping rule: --quick's or the default, each option given over it (checked)."""
+    base = QUICK_RULE if quick else DEFAULT_RULE
+    min_time_s = base.min_time_s if min_time is None else min_time / 1e3
     if not (0.05 <= min_time_s * 1e3 <= 1000):
         raise UsageError(f"--min-time must be in [0.05, 1000] ms (got {min_time_s * 1e3:g}): a sample shorter than "
                          f"50 µs is dominated by the gate, longer than 1 s makes a run take hours")
-    if ns.samples is not None:
-        if not (1 <= ns.samples <= 1000):
-            raise UsageError(f"--samples must be in 1..1000 (got {ns.samples})")
-        rule = SamplingRule.fixed(ns.samples, min_time_s)
+    if samples is not None:
+        if not (1 <= samples <= 1000):
+            raise UsageError(f"--samples must be in 1..1000 (got {samples})")
+        rule = SamplingRule.fixed(samples, min_time_s)
     else:
-        noise = base.noise if ns.noise is None else ns.noise / 100
-        if not (0 < noise < 0.5):
-            raise UsageError(f"--noise must be in (0, 50) percent (got {ns.noise:g})")
-        max_time = base.max_time_s if ns.max_time is None else ns.max_time
-        if not (min_time_s * base.min_samples <= max_time <= 600):
+        target = base.noise if noise is None else noise / 100
+        if not (0 < target < 0.5):
+            raise UsageError(f"--noise must be in (0, 50) percent (got {noise:g})")
+        limit = base.max_time_s if max_time is None else max_time
+        if not (min_time_s * base.min_samples <= limit <= 600):
             raise UsageError(f"--max-time must be in [{min_time_s * base.min_samples:g}, 600] s: at least "
-                             f"{base.min_samples} samples of --min-time (got {max_time:g})")
+                             f"{base.min_samples} samples of --min-time (got {limit:g})")
         # An explicit --noise asks for that precision of every row: no stopping at a share of its floor.
         rule = SamplingRule(min_time_s=min_time_s, min_samples=base.min_samples, max_samples=base.max_samples,
-                            noise=noise, max_time_s=max_time, floor_share=base.floor_share if ns.noise is None else 0.0,
-                            short_factor=base.short_factor if ns.min_time is None else 1.0)
-    placements = base.placements if getattr(ns, "placements", None) is None else ns.placements
-    if not (1 <= placements <= MAX_PLACEMENTS):
-        raise UsageError(f"--placements must be in 1..{MAX_PLACEMENTS} (got {placements})")
-    rule = replace(rule, placements=placements)
-    if not (5 <= ns.timeout <= 86400) or math.isnan(ns.timeout):
-        raise UsageError(f"--timeout must be in [5, 86400] s (got {ns.timeout:g}): shorter waits would fire "
-                         f"while a peer is still compiling kernels or verifying")
+                            noise=target, max_time_s=limit, floor_share=base.floor_share if noise is None else 0.0,
+                            short_factor=base.short_factor if min_time is None else 1.0)
+    places = base.placements if placements is None else placements
+    if not (1 <= places <= MAX_PLACEMENTS):
+        raise UsageError(f"--placements must be in 1..{MAX_PLACEMENTS} (got {places})")
+    return replace(rule, placements=places)
+
+
+def _shapes(sm_copy: str | None, sm_bulk: str | None) -> tuple[CopyShape, BulkShape]:
     try:
-        shape = CopyShape.parse(ns.sm_copy) if ns.sm_copy else CopyShape()
+        shape = CopyShape.parse(sm_copy) if sm_copy else CopyShape()
     except ValueError as e:
         raise UsageError(f"--sm-copy: {e}") from None
     try:
-        bulk = BulkShape.parse(ns.sm_bulk) if ns.sm_bulk else BulkShape()
+        bulk = BulkShape.parse(sm_bulk) if sm_bulk else BulkShape()
     except ValueError as e:
         raise UsageError(f"--sm-bulk: {e}") from None
-    return RunConfig(suites=suites, sizes=tuple(sizes), rule=rule, verify=not ns.no_verify, timeout_s=ns.timeout,
-                     out=ns.out, dry_run=ns.dry_run, json_plan=getattr(ns, "json", False),
-                     topology=getattr(ns, "topology", None), quiet=ns.quiet,
-                     quick=ns.quick, pairs=ns.pairs,
-                     serial_pairs=getattr(ns, "serial_pairs", "auto"), copy_shape=shape, bulk_shape=bulk,
-                     argv=tuple(getattr(ns, "argv", ())), sizes_given=ns.sizes is not None,
-                     gpu_pairs=bool(ns.quick) and getattr(ns, "gpu_pairs", True))
+    return shape, bulk

@@ -116,4 +116,4 @@ def run_report(capsys, *argv) -> tuple[int, str, str]:
 
 def run_compare(capsys, *argv) -> tuple[int, str, str]:
     """`ipcbench compare ARGV` in-process: (exit status, stdout, stderr)."""
-    return _in_process("compare", capsys, argv)
+    return _in_process("compare_command", capsys, argv)

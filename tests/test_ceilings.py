@@ -1,4 +1,4 @@
-"""Physical ceilings (ipcbench/report/ceilings.py): link peak, same-GPU memory ceiling, all-to-all NVLink
+"""Physical ceilings (ipcbench/judging/ceilings.py): link peak, same-GPU memory ceiling, all-to-all NVLink
 aggregate, on small synthetic frames and metas; and the report's "impossible numbers" flag."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synth  # noqa: E402
 from ipcbench.record.meta import Meta, parse_meta  # noqa: E402
 from ipcbench.record.run import derive_facts, load_run  # noqa: E402
-from ipcbench.report import ceilings  # noqa: E402
+from ipcbench.judging import ceilings  # noqa: E402
 
 K, M = 1 << 10, 1 << 20
 PEAK = 478.125  # 18 NVLink 4 links x 26.5625 GB/s: the ceiling (an entry without its generation keeps its peak)

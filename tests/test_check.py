@@ -1,4 +1,4 @@
-"""ipcbench check (check/expect.py, judge.py, outputs.py, command.py) on recorded real runs (tests/data: 2 x H200
+"""ipcbench check (judging/expect.py, judge.py, outputs.py, command.py) on recorded real runs (tests/data: 2 x H200
 through NVSwitch, quiet and with a neighbour loading one link; results/: one H100, two ranks) and on fakes for
 the measuring path. A fake GPU says nothing about a node's health: tests/test_gpu_check.py runs the real one."""
 
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, launcher_free_env
-from ipcbench.check import expect, judge, plan
+from ipcbench.check import plan
+from ipcbench.judging import expect, judge
 from ipcbench.errors import UsageError
 from ipcbench.status import Status
 from ipcbench.catalogue.costs import COSTS
@@ -117,7 +118,7 @@ def test_toml_that_does_not_parse_is_refused():
 def test_the_shipped_expectations_read_and_say_why():
     shipped = expect.defaults()
     assert {e.gpu for e in shipped} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
-    assert all(e.why and e.where.startswith("ipcbench/check/defaults.toml:") for e in shipped)
+    assert all(e.why and e.where.startswith("ipcbench/judging/defaults.toml:") for e in shipped)
     # every method the check measures by default has a floor on every link kind it ships, for both GPUs
     for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
         for link in ("nvswitch", "same_gpu"):
@@ -243,12 +244,110 @@ def test_peers_hold_each_pair_against_the_typical_pair_of_its_kind():
     assert all(c.status == "pass" for c in judge._peers(run, frame, 0.4))
 
 
+def peer_run(pairs, link: str = "nvswitch", **row):
+    """A run of one host whose GPU pairs (src, dst, GB/s) are all linked `link`, one ce push row each (`row` over
+    the defaults: 256M, gated, bandwidth)."""
+    import pandas as pd
+
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    gpus = {g for s, d, _ in pairs for g in (s, d)}
+    links = [{"src_gpu": s, "dst_gpu": d, "kind": link, "nvlink_count": 18, "nvlink_version": "4.0"}
+             for s in gpus for d in gpus if s != d]
+    meta = parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}}})
+    frame = pd.DataFrame([{**dict(host="h", method="ce", direction="push", kind="bandwidth", timing="gated",
+                                  bytes=256 << 20, src_rank=s, dst_rank=d, src_gpu=s, dst_gpu=d, verified=True,
+                                  bw_gbps_median=bw, time_us_median=1.0, note="", same_gpu=False), **row}
+                          for s, d, bw in pairs])
+    return Run("r", Path("r"), Path("r/results.csv"), meta, frame), frame
+
+
+def test_two_peers_hold_each_other_and_the_bound_itself_passes():
+    """Of two pairs, each is held against the other (not their mean): 100 and 79 GB/s, the 79 fails 20% below 100
+    while the 100 passes above 80% of 79; a pair exactly at (1 - drop) x the typical pair passes."""
+    run, frame = peer_run([(0, 1, 100.0), (1, 0, 79.0)])
+    fast, slow = judge._peers(run, frame, 0.2)
+    assert (fast.status, slow.status) == (Status.PASS, Status.FAIL)
+    assert (fast.expected, slow.expected) == (pytest.approx(0.8 * 79.0), pytest.approx(80.0))
+    assert fast.reason == "GPU 0 -> GPU 1 ce push 256M: within 20% of the other pair"
+    assert slow.reason == ("GPU 1 -> GPU 0 ce push 256M 79 GB/s is 21% below the other pair (100 GB/s; peers fail "
+                           "past 20%)")
+    run, frame = peer_run([(0, 1, 100.0), (1, 2, 100.0), (2, 0, 75.0)])
+    assert [c.status for c in judge._peers(run, frame, 0.25)] == [Status.PASS] * 3  # 75 = 0.75 x the median 100
+    assert judge._peers(run, frame, 0.25)[2].reason.endswith("within 25% of the typical nvswitch pair")
+
+
+@pytest.mark.parametrize("row, judged", [(dict(bytes=64 << 20), True), (dict(bytes=(64 << 20) - 4096), False),
+                                         (dict(timing="handoff"), False), (dict(timing="host"), False),
+                                         (dict(kind="latency"), False)])
+def test_peers_hold_only_large_gated_bandwidth_rows(row, judged):
+    """Peers are compared where a transfer is bandwidth-bound and its time the pair's own: 64 MiB and up
+    (judge.PEER_MIN_BYTES), gated rows, bandwidth rows; a pair whose link is unknown is held against none."""
+    run, frame = peer_run([(0, 1, 100.0), (1, 2, 50.0), (2, 0, 101.0)], **row)
+    got = judge._peers(run, frame, 0.2)
+    assert [c.status for c in got] == ([Status.PASS, Status.FAIL, Status.PASS] if judged else [])
+    run, frame = peer_run([(0, 1, 100.0), (1, 2, 50.0), (2, 0, 101.0)], link="unknown")
+    assert judge._peers(run, frame, 0.2) == []
+    run, frame = peer_run([(0, 1, 100.0)])
+    assert judge._peers(run, frame, 0.2) == []  # one pair of its kind: no peer
+
+
+@pytest.mark.parametrize("bound, gbps, us, status, rel", [
+    (dict(floor_gbps=100.0), 100.0, 1.0, Status.PASS, ">="), (dict(floor_gbps=100.0), 99.9, 1.0, Status.FAIL, "<"),
+    (dict(floor_peak=0.5), 225.0, 1.0, Status.PASS, ">="), (dict(floor_peak=0.5), 224.9, 1.0, Status.FAIL, "<"),
+    (dict(max_us=5.0), 1.0, 5.0, Status.PASS, "<="), (dict(max_us=5.0), 1.0, 5.01, Status.FAIL, ">")])
+def test_a_row_at_its_floor_or_ceiling_passes_and_past_it_fails(bound, gbps, us, status, rel):
+    """A floor (GB/s, or a share of the link's peak: 18 NVLink 4 links, 450 GB/s) holds a row at it; a latency
+    ceiling too; only past it does the row fail."""
+    run, frame = peer_run([(0, 1, gbps)], time_us_median=us)
+    e = expect.Expectation("*", "nvswitch", "ce", "push", 1, 1 << 30, why="w", where="f:1", **bound)
+    c = judge._against(run, next(frame.itertuples()), e)
+    assert (c.status, c.expected) == (status, 5.0 if "max_us" in bound else pytest.approx(100.0 if "floor_gbps" in
+                                                                                          bound else 225.0))
+    assert f" {rel} " in c.brief and c.value == (us if "max_us" in bound else gbps)
+
+
+def test_a_floor_of_the_links_peak_cannot_judge_a_pair_whose_peak_is_unknown():
+    run, frame = peer_run([(0, 1, 100.0)], link="pcie")
+    run.meta.links.clear()
+    e = expect.Expectation("*", "nvswitch", "ce", "push", 1, 1 << 30, floor_peak=0.5, why="w", where="f:1")
+    c = judge._against(run, next(frame.itertuples()), e)
+    assert c.status is Status.UNJUDGED and c.brief.endswith("link peak unknown") and c.expected is None
+
+
 def test_a_baseline_judges_with_the_compare_statistics():
     ok = check("--from", str(QUIET2), "--any-host", "--baseline", str(QUIET), str(DATA / "compare" / "quiet3"))
     assert ok.returncode == 0, ok.stdout
     assert "baseline " in ok.stdout and "(compare, threshold 10%)" in ok.stdout
     bad = check("--from", str(LOADED), "--any-host", "--no-defaults", "--no-peers", "--baseline", str(QUIET))
     assert bad.returncode == 1 and "below the baseline" in bad.stdout
+
+
+def test_each_row_verdict_of_a_baseline_is_one_status():
+    """A baseline's row verdicts (judging/row_verdict.RowVerdict) read as the node's Status in one place: a regression
+    fails, an improvement or an unchanged row passes, a row the baseline has and the run lacks cannot be judged, a row
+    compare did not judge or only the run has gives no baseline finding (its thresholds judge it)."""
+    import pandas as pd
+
+    from ipcbench.judging.compare import Comparison
+    from ipcbench.judging.row_verdict import ORDER, RowVerdict
+    from ipcbench.record.run import load_run
+
+    want = {RowVerdict.REGRESSION: Status.FAIL, RowVerdict.IMPROVEMENT: Status.PASS, RowVerdict.UNCHANGED: Status.PASS,
+            RowVerdict.NOT_JUDGED: None, RowVerdict.MISSING: Status.UNJUDGED, RowVerdict.NEW: None}
+    assert {v: v.status for v in RowVerdict} == want and set(ORDER) == set(RowVerdict)
+    run = load_run(QUIET2 / "results.csv")
+    r = run.frame[(run.frame["method"] == "ce") & (run.frame["bytes"] == 128 << 20)].iloc[0]
+    table = pd.DataFrame([dict(host=r["host"], src_gpu=r["src_gpu"], dst_gpu=r["dst_gpu"], method=m,
+                               direction=r["direction"], bytes=r["bytes"], unit="GB/s", base=300.0, new=200.0,
+                               change=-1 / 3, p=0.001, verdict=v) for v in RowVerdict for m in ("ce", "sm_read")])
+    comparison = Comparison(table, table.iloc[0:0], info={"base_labels": ["known-good"]})
+    v = judge.judge(run, [], ["ce"], comparison, peers=False, evidence=[])
+    got = [c for c in v.checks if c.source == "baseline"]  # the rows of the methods judged only
+    assert [c.status for c in got] == [s for s in want.values() if s is not None]
+    assert got[0].brief.endswith("33% below the baseline") and got[-1].brief.endswith(": not measured")
+    assert got[1].reason.endswith(": as the baseline (known-good)") and got[1].value == 200.0
 
 
 def test_a_baseline_of_another_gpu_is_refused(tmp_path):
@@ -286,8 +385,10 @@ def test_json_junit_and_prometheus_say_the_same_verdict(tmp_path):
 
 
 def test_the_reason_line_is_one_short_line():
-    v = judge.Verdict([judge.Finding("thresholds", "h", "GPU 0 -> GPU 1", 0, 1, "nvswitch", "ce", "push", 1 << 28, 1.0,
-                                   "GB/s", 340.0, Status.FAIL, "x" * 500, "y" * 500)] * 3)
+    v = judge.Verdict([judge.Finding(source="thresholds", host="h", pair="GPU 0 -> GPU 1", src_gpu=0, dst_gpu=1,
+                                   link="nvswitch", method="ce", direction="push", bytes=1 << 28, value=1.0,
+                                   unit="GB/s", expected=340.0, status=Status.FAIL, reason="x" * 500,
+                                   brief="y" * 500)] * 3)
     r = v.reason()
     assert "\n" not in r and len(r) <= judge.REASON_CHARS and r.endswith("… (+2 more)")
 
@@ -434,16 +535,19 @@ def test_measured_then_judged_unhealthy_on_every_rank(fake_job, monkeypatch, tmp
 @pytest.mark.parametrize("statuses, code", [(["pass", "pass"], 0), (["pass", "unknown"], 2), (["unknown", "fail"], 1),
                                             (["fail", "pass"], 1), ([], 2)])
 def test_a_failure_outranks_what_was_not_judged_and_nothing_judged_is_not_healthy(statuses, code):
-    checks = [judge.Finding("thresholds", "h", "p", 0, 1, "nvswitch", "ce", "push", 1, 1.0, "GB/s", 1.0, Status(s), "r",
-                            "b") for s in statuses]
+    checks = [judge.Finding(source="thresholds", host="h", pair="p", src_gpu=0, dst_gpu=1, link="nvswitch",
+                            method="ce", direction="push", bytes=1, value=1.0, unit="GB/s", expected=1.0,
+                            status=Status(s), reason="r", brief="b") for s in statuses]
     v = judge.Verdict(checks)
     assert v.exit_code == code and v.status is Status.of(map(Status, statuses)) and v.word == judge.VERDICTS[v.status]
 
 
 def test_each_node_gets_its_worst_status_and_a_whole_run_check_counts_for_every_node():
     def c(host, src, status):
-        return judge.Finding("thresholds", host, "p", src, src + 1 if src >= 0 else -1, "nvswitch", "ce", "push", 1,
-                           1.0, "GB/s", 1.0, Status(status), "r", "b")
+        return judge.Finding(source="thresholds", host=host, pair="p", src_gpu=src,
+                             dst_gpu=src + 1 if src >= 0 else -1, link="nvswitch", method="ce", direction="push",
+                             bytes=1, value=1.0, unit="GB/s", expected=1.0, status=Status(status), reason="r",
+                             brief="b")
     v = judge.Verdict([c("a", 0, "pass"), c("a", 1, "fail"), c("b", 0, "pass")])
     assert v.nodes() == {"a": "fail", "b": "pass"}
     assert v.as_dict()["nodes"] == [{"host": "a", "status": "fail"}, {"host": "b", "status": "pass"}]

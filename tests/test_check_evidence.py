@@ -1,4 +1,4 @@
-"""check judges the node's own evidence (check/evidence_rules.py, the [[evidence]] tables of check/expect.py and
+"""check judges the node's own evidence (judging/evidence_rules.py, the [[evidence]] tables of judging/expect.py and
 defaults.toml): every rule on hand-built Evidence of an H100 node; each failure named once, with its GPU, link
 and count; "not available" never passes where required; the verdict, REASON line, JSON, JUnit and Prometheus
 outputs carry them; the shipped numbers are pinned."""
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ipcbench.check import command, evidence_rules, expect, judge, outputs, plan
+from ipcbench.check import command, outputs, plan
+from ipcbench.judging import evidence_rules, expect, judge
 from ipcbench.errors import UsageError
 from ipcbench.evidence import delta
 from ipcbench.evidence.model import Evidence, GpuReading, Item, LinkReading, ProcessReading, Snapshot
@@ -344,7 +345,7 @@ def test_the_shipped_evidence_expectations_are_pinned():
             "link_error_rate_allowed": {"crc_flit": 100.0, "crc_data": 100.0, "crc": 100.0},
             "slowdowns": ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake", "thermal"),
             "foreign_processes_allowed": 0}, model
-        assert all(s.table.why and s.table.where.startswith("ipcbench/check/defaults.toml:") for s in r.values())
+        assert all(s.table.why and s.table.where.startswith("ipcbench/judging/defaults.toml:") for s in r.values())
     other = expect.resolve(expect.evidence_defaults(), "NVIDIA H100 PCIe")  # 12 links, not the SXM's 18
     assert "nvlinks" not in other and other["require"].value == ()
 
@@ -352,7 +353,7 @@ def test_the_shipped_evidence_expectations_are_pinned():
 def test_a_users_key_wins_and_the_shipped_rest_stays():
     r = expect.resolve(mine('[[evidence]]\ngpu = "NVIDIA H100*"\nnvlinks = 16\nwhy = "two links fused"\n'), H100)
     assert r["nvlinks"].value == 16 and r["nvlinks"].table.where == "site.toml:1"
-    assert r["nvlink_gbps"].value == 25.0 and r["nvlink_gbps"].table.where.startswith("ipcbench/check/defaults")
+    assert r["nvlink_gbps"].value == 25.0 and r["nvlink_gbps"].table.where.startswith("ipcbench/judging/defaults")
     links = [link(j, active=j < 16) for j in range(18)]
     assert not failed(run_rules(node(2, before={0: gpu(0, links)}, after={0: gpu(0, links)}), mine(
         '[[evidence]]\ngpu = "NVIDIA H100*"\nnvlinks = 16\nwhy = "two links fused"\n')))
@@ -547,6 +548,34 @@ def test_prometheus_says_which_items_were_not_available(tmp_path):
     gone = {(s.labels["gpu"], s.labels["item"]) for s in fams["ipcbench_evidence_missing"].samples}
     assert gone == {("0", "nvlinks"), ("0", "ecc")}
     assert {s.labels["gpu"] for s in fams["ipcbench_nvlinks_active"].samples} == {"1"}  # no 0 for "not available"
+
+
+def test_prometheus_growth_is_delta_s_and_needs_both_snapshots(tmp_path):
+    """The gauges' growth is evidence/delta's: the GPUs paired by UUID (delta.paired) even where NVML numbered them
+    otherwise after the run; with only one snapshot a growth is unknown, so it is no sample (never 0)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    run = recorded(None)
+    v = judge.judge(run, expect.defaults(), list(plan.METHODS_JUDGED))
+    renumbered = quiet_node(run, before={0: gpu(0, [link(j, replay=1) for j in range(18)])},
+                            after={0: gpu(0, [link(j, replay=4) for j in range(18)])})
+    b, a = renumbered.snapshots  # after the run, NVML named GPU 0 "1" and GPU 1 "0": the UUIDs still pair them
+    a = dataclasses.replace(a, gpus=[dataclasses.replace(g, index=1 - g.index) for g in a.gpus])
+
+    def samples(ev) -> dict:
+        prom = tmp_path / "c.prom"
+        prom.unlink(missing_ok=True)
+        outputs.write_prometheus(str(prom), v, host_of(run), ev)
+        return {(s.name, s.labels.get("gpu"), s.labels.get("link"), s.labels.get("counter")): s.value
+                for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
+
+    got = samples(Evidence([b, a]))
+    assert got[("ipcbench_nvlink_errors_delta", "1", "2", "replay")] == 3  # GPU-0's links, named 1 after the run
+    assert got[("ipcbench_nvlink_errors_delta", "0", "2", "replay")] == 0
+    for one in ([b], [a]):
+        got = samples(Evidence(one))
+        assert got[("ipcbench_nvlinks_active", "0", None, None)] == 18
+        assert not [k for k in got if k[0].endswith("_delta") or k[0] == "ipcbench_clock_event_seconds"]
 
 
 # ---- check --from a recorded run: meta.json's "evidence" read through record/meta.Meta ------------------

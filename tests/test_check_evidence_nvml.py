@@ -8,7 +8,7 @@ import json
 
 from nvml_fake import FakePynvml, NVMLError, NVMLError_LibraryNotFound, h100
 
-from ipcbench.check import evidence_rules, expect
+from ipcbench.judging import evidence_rules, expect
 from ipcbench.evidence import read
 from ipcbench.evidence.model import Evidence
 from ipcbench.status import Status

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, launcher_free_env
-from ipcbench.check import expect
+from ipcbench.judging import expect
 
 H100X2 = REPO / "tests" / "data" / "h100x2"
 MODEL = "NVIDIA H100 80GB HBM3"

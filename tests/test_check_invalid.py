@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, launcher_free_env
-from ipcbench.check import expect, judge, plan
+from ipcbench.check import plan
+from ipcbench.judging import expect, judge
 from ipcbench.record.run import load_run
 from ipcbench.status import Status
 

@@ -36,7 +36,9 @@ from ipcbench.catalogue import noise  # noqa: E402
 from ipcbench.errors import UsageError  # noqa: E402
 from ipcbench.record.meta import Meta, read_meta  # noqa: E402
 from ipcbench.record.run import derive_facts, load_run  # noqa: E402
-from ipcbench.report import compare, significance  # noqa: E402
+from ipcbench.judging import compare, significance  # noqa: E402
+from ipcbench.judging.bounds import pct  # noqa: E402
+from ipcbench.report import compare_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("IPCBENCH_RESULTS_DIR", REPO / "results"))
@@ -222,7 +224,7 @@ def test_old_runs_use_median_and_cv(base_run, new_run, capsys):
     row = verdict_of(t, suite="latency", method="ce", src_gpu=0, dst_gpu=1, bytes=8)
     assert row["unit"] == "µs" and row["verdict"] == "regression" and row["change"] == pytest.approx(1.0, abs=1e-4)
     floor = noise.floor_for(SYNTH_GPU, "ce", "gated", 8).fraction
-    assert row["note"] == f"no noise in NEW: the ce <= 256K floor ±{compare._pct(floor)}"
+    assert row["note"] == f"no noise in NEW: the ce <= 256K floor ±{pct(floor)}"
     assert (t[t["kind"] == "latency"]["unit"] == "µs").all()
     assert_mirrors(base_run, new_run)
 
@@ -306,7 +308,7 @@ def test_the_default_threshold_is_2_percent(base_run, new_run, capsys):
 @pytest.mark.parametrize("bad", ["5", "-0.1", "fast", "150%"])
 def test_bad_threshold(bad):
     parser = argparse.ArgumentParser()
-    compare.add_arguments(parser)
+    compare_command.add_arguments(parser)
     with pytest.raises(SystemExit) as e:
         parser.parse_args(["a", "b", "--threshold", bad])
     assert e.value.code == 2
@@ -315,7 +317,7 @@ def test_bad_threshold(bad):
 @pytest.mark.parametrize("bad", ["0", "0.9", "x"])
 def test_bad_alpha(bad):
     parser = argparse.ArgumentParser()
-    compare.add_arguments(parser)
+    compare_command.add_arguments(parser)
     with pytest.raises(SystemExit):
         parser.parse_args(["a", "b", "--alpha", bad])
 
@@ -371,7 +373,7 @@ def test_swapping_mirrors_every_check_synthetic(base_run, tmp_path):
 
 
 # Every ordered pair of real runs, of one GPU family or two: each side takes the floors of its own GPU model
-# (compare._gpu_model), so swapping them mirrors every verdict.
+# (judging/bounds.gpu_model), so swapping them mirrors every verdict.
 @pytest.mark.parametrize("pair", [p for p in itertools.product(real_runs(), repeat=2) if p[0] != p[1]] or [None],
                          ids=lambda p: f"{p[0].name}-vs-{p[1].name}" if p else "none")
 def test_swapping_mirrors_every_verdict_real(pair):
@@ -610,7 +612,7 @@ def test_missing_input(base_run, tmp_path, capsys):
 
 def test_one_path_is_not_enough():
     parser = argparse.ArgumentParser()
-    compare.add_arguments(parser)
+    compare_command.add_arguments(parser)
     with pytest.raises(SystemExit) as e:
         parser.parse_args(["only-one"])
     assert e.value.code == 2

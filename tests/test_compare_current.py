@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ipcbench.report import compare
+from ipcbench.judging import compare
 
 DATA = Path(__file__).resolve().parent / "data"
 SETS = {"all": [DATA / "h100x2-current" / f"all-{i}" for i in range(1, 6)],

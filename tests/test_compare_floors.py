@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from ipcbench.catalogue import noise
-from ipcbench.report import compare
+from ipcbench.judging import compare
+from ipcbench.judging.bounds import gpu_model
 
 DATA = Path(__file__).resolve().parent / "data"
 H100 = DATA / "h100x2"
@@ -102,7 +103,7 @@ def test_the_h100_floors_cover_the_recorded_h100_runs(tmp_path, base, new):
     beyond its within-run noise and the catalogue's H100 floor combined."""
     b, n = (copies(H100 / r, tmp_path / r, 1, meta_from=H100 / "all-1")[0] for r in (base, new))
     c = compare.compare([compare.load(b)], compare.load(n), threshold=0.0)
-    assert compare._gpu_model(compare.load(n)) == "NVIDIA H100 80GB HBM3"
+    assert gpu_model(compare.load(n)) == "NVIDIA H100 80GB HBM3"
     t = c.table[c.table["rule"] != ""]
     worst = t.assign(over=np.abs(t["gain"]) / np.log1p(t["bound"])).sort_values("over").tail(3)
     assert c.exit_code == 0, worst[["method", "direction", "bytes", "change", "bound", "verdict"]].to_string()

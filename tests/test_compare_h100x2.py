@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synth  # noqa: E402
 from ipcbench.catalogue import noise  # noqa: E402
 from ipcbench.record.run import load_run  # noqa: E402
-from ipcbench.report import compare  # noqa: E402
+from ipcbench.judging import compare  # noqa: E402
+from ipcbench.judging.bounds import pct  # noqa: E402
 from conftest import MIRROR, run_compare as cli
 
 DATA = Path(__file__).resolve().parent / "data" / "h100x2"
@@ -93,7 +94,7 @@ def test_a_pass_says_what_it_covers(capsys):
                                  ("sm_bulk <= 256K", "sm_bulk", 4096), ("sm 256K-64M", "sm", 1 << 20)):
         twice = 2 * noise.floor_for(GPU, engine, "gated", nbytes).fraction
         assert twice <= caught[kind] < twice * 1.03, kind
-        assert f"{kind}: {compare._pct(caught[kind])}" in line
+        assert f"{kind}: {pct(caught[kind])}" in line
     # all-2's meta.json names no GPU model: its rows take the largest floors known, the H200's event ping-pong's (40%)
     # among them, so that kind is caught only beyond 0.06 + 0.40 and more
     assert caught["event <= 256K"] >= 0.46

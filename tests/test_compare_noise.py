@@ -27,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
 from ipcbench.catalogue import noise  # noqa: E402
-from ipcbench.report import compare  # noqa: E402
+from ipcbench.judging import compare  # noqa: E402
+from ipcbench.judging.bounds import pct  # noqa: E402
+from ipcbench.report.compare_view import catches_line  # noqa: E402
 from conftest import MIRROR, run_compare as cli
 
 K, M = 1 << 10, 1 << 20
@@ -178,7 +180,7 @@ def test_a_missing_noise_is_the_floor_never_zero(tmp_path):
     synth.scale_rows(new, where(**SM4K), 1 / 1.08)
     c = judge(base, new, threshold=0.02)
     r = row(c, **SM4K)
-    said = f"no noise in NEW: the sm <= 256K floor ±{compare._pct(SM4K_FLOOR)}"
+    said = f"no noise in NEW: the sm <= 256K floor ±{pct(SM4K_FLOOR)}"
     assert r["bound"] == pytest.approx(0.001 + SM4K_FLOOR) and r["rule"] == "noise"
     assert (r["verdict"], r["note"]) == ("unchanged", f"within the rows' noise; {said}")
     assert c.info["no_noise"] == 1 and any("1 row(s) have no noise on a side" in w for w in c.warnings)
@@ -268,26 +270,26 @@ def test_the_check_says_the_smallest_change_caught_per_kind(tmp_path, capsys):
     base = make(tmp_path, "base")
     new = another(base, tmp_path / "new")
     c = judge(base, new, threshold=0.05)
-    assert compare.catches_line(c) == ("smallest change caught (typical per kind of row): every engine <= 256K: 5% "
+    assert catches_line(c) == ("smallest change caught (typical per kind of row): every engine <= 256K: 5% "
                                        "(the threshold); every engine 256K-64M: 5% (the threshold); every engine "
                                        ">= 64M: 5% (the threshold)")
     c = judge(base, new, threshold=0.01)
     kinds = {x["kind"]: x for x in c.info["catches"]}
     assert set(kinds) == {f"{e} {b}" for e in ("ce", "sm", "shm") for b in ("<= 256K", "256K-64M", ">= 64M")}
     assert all(x["smallest_change"] == pytest.approx(0.02) and not x["at_threshold"] for x in kinds.values())
-    line = compare.catches_line(c)
+    line = catches_line(c)
     assert line.startswith("smallest change caught (typical per kind of row): ce <= 256K: 2%; sm <= 256K: 2%; "
                            "shm <= 256K: 2%; ce 256K-64M: 2%;")
     # the sm 4K rows state 10%: their kind says 20%, the others stay
     set_noise(base, lambda r: r["method"].startswith("sm") and r["bytes"] == str(4 * K), 0.1)
     set_noise(new, lambda r: r["method"].startswith("sm") and r["bytes"] == str(4 * K), 0.1)
     c = judge(base, new, threshold=0.05)
-    assert "sm <= 256K: 20%; shm <= 256K: 5% (the threshold);" in compare.catches_line(c)
+    assert "sm <= 256K: 20%; shm <= 256K: 5% (the threshold);" in catches_line(c)
     for fmt in ("text", "md"):
         rc, out, _ = cli(capsys, base, new, "--format", fmt, "--threshold", "5%")
-        assert rc == 0 and compare.catches_line(c) in out and "noise rule: between-runs noise" in out
+        assert rc == 0 and catches_line(c) in out and "noise rule: between-runs noise" in out
     rc, out, err = cli(capsys, base, new, "--format", "csv", "--threshold", "5%")
-    assert compare.catches_line(c) in err and "noise rule: between-runs noise" in err
+    assert catches_line(c) in err and "noise rule: between-runs noise" in err
 
 
 def test_rows_decided_before_their_size_are_not_counted_as_covered(tmp_path):

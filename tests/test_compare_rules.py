@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
 from ipcbench.catalogue import noise  # noqa: E402
-from ipcbench.report import compare, significance  # noqa: E402
+from ipcbench.judging import compare, significance  # noqa: E402
 
 SIZES = [4096, 1 << 20, 64 << 20]
 ROW = dict(suite="copy", method="ce", direction="push", src_gpu=0, dst_gpu=1, bytes=4096)  # ~10 µs a copy

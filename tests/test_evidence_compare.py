@@ -12,7 +12,7 @@ from evidence_synth import RUN, host_of, quiet, run_with, troubled
 
 from conftest import run_compare
 from ipcbench.evidence.model import Evidence
-from ipcbench.report.evidence_view import NO_EVIDENCE, compare_warnings
+from ipcbench.judging.evidence_notes import NO_EVIDENCE, compare_warnings
 
 
 def pair(tmp_path, base_ev, new_ev):
@@ -66,8 +66,9 @@ def test_malformed_evidence_is_said_never_a_traceback(tmp_path):
     section says unreadable (review)."""
     import json
 
+    from ipcbench.judging.evidence_notes import compare_warnings
     from ipcbench.record.meta import MetaError, read_meta
-    from ipcbench.report.evidence_view import compare_warnings, evidence_blocks, glance_lines
+    from ipcbench.report.evidence_view import evidence_blocks, glance_lines
 
     run = run_with(tmp_path, quiet(host_of(RUN)), "bad")
     meta = json.loads((run / "meta.json").read_text())

@@ -1,6 +1,6 @@
 """`ipcbench check` on a real GPU machine of any GPU count: two ranks, on one GPU (the same-GPU pair every
 machine has) or on GPUs 0 and 1 (one rank each, where there are two or more GPUs), judged by the shipped
-expectations of its GPU and link (check/defaults.toml). What is asserted follows the topology the run
+expectations of its GPU and link (judging/defaults.toml). What is asserted follows the topology the run
 recorded (its meta.json's ranks, its verdict's links), never an assumed one:
 
 - a quiet node is healthy (exit 0), and every row the shipped expectations name for its GPU model and link at
@@ -29,7 +29,7 @@ from gpu_mpi import mpiexec_cmd
 
 NEIGHBOUR = Path(__file__).with_name("neighbour_load.py")
 SMALL = 4096
-SPREAD_SET = "NVIDIA H100 80GB HBM3"  # its cross-GPU 4K ceilings keep ~15% (check/defaults.toml); others ~2x
+SPREAD_SET = "NVIDIA H100 80GB HBM3"  # its cross-GPU 4K ceilings keep ~15% (judging/defaults.toml); others ~2x
 
 
 def _check(out: Path) -> tuple[subprocess.CompletedProcess, dict, float]:
@@ -60,7 +60,8 @@ def _skip_without_expectations(verdict: dict) -> None:
 def _named_by_the_shipped_expectations(model: str, link: str) -> set[tuple[str, str, int]]:
     """(method, direction, bytes) of every row check measures that the shipped expectations name for this
     GPU model and link (bidir rows are judged once per pair)."""
-    from ipcbench.check import expect, plan
+    from ipcbench.check import plan
+    from ipcbench.judging import expect
     from ipcbench.sizes import parse_sizes
 
     sizes = parse_sizes(plan.SIZES)
@@ -82,7 +83,7 @@ def test_check_on_a_quiet_node_is_healthy(tmp_path):
     else:  # one rank per GPU: one link kind between them
         assert len(links) == 1 and "same_gpu" not in links, (gpus, links)
     # This test's own process may hold a context on the GPUs (other GPU tests of the session made one): the node's
-    # evidence names it as another job's process (check/evidence_rules), and that is the only failure allowed here.
+    # evidence names it as another job's process (judging/evidence_rules), and that is the only failure allowed here.
     failed = [c for c in verdict["checks"] if c["status"] != "pass"]
     assert all(c["source"] == "evidence" and f"pid {os.getpid()} " in c["reason"] for c in failed), failed
     assert p.returncode == (1 if failed else 0), p.stderr[-2000:]
@@ -112,7 +113,7 @@ def test_a_neighbour_on_what_the_pair_uses_makes_the_node_unhealthy(tmp_path):
     assert sorted(set(gpus)) == sorted({src, dst}), (gpus, src, dst)  # the neighbour loads the pair measured
     assert p.returncode == 1, p.stderr[-2000:]
     every = [c for c in verdict["checks"] if c["status"] == "fail"]
-    # the neighbour is another job's process on the GPUs measured: the node's evidence names it (check/evidence_rules)
+    # the neighbour is another job's process on the GPUs measured: the node's evidence names it (judging/evidence_rules)
     assert any(str(load.pid) in c["reason"] for c in every if c["source"] == "evidence"), every
     failed = [c for c in every if c["source"] != "evidence"]  # and the rows it slowed fail their floors
     assert failed and verdict["reason"].startswith("FAIL: ")

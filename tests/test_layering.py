@@ -92,9 +92,12 @@ def package_of(module: str) -> str:
     return module.split(".")[1] if module.count(".") else module
 
 
-# What each package of the measuring side may import besides itself: imports point down, never back up.
-# The catalogue (methods, suites' rows, link rates) is the bottom both sides stand on; the reading side
-# (record/, report/) imports nothing of the measuring side (core/, ipc/, suites/, run/, config).
+# What each package may import besides itself: imports point down, never back up, and no two packages import each
+# other (test_no_package_circles). The catalogue (methods, suites' rows, link rates) is the bottom both sides stand on;
+# the reading side (record/, judging/, report/, check --from) imports nothing of the measuring side (core/, ipc/,
+# suites/, run/, config). judging/ (row matching, validity, ceilings, significance, compare's engine, check's judge,
+# expectations, evidence rules and findings) sits below report/ (rendering) and check/ (the gate), above record/,
+# evidence/ and the catalogue: report/ and check/ never import each other, not even inside a function.
 MAY_IMPORT = {
     "catalogue": {"results"},
     # the node's evidence: its record (model, delta) is pure, read.py imports pynvml inside its functions
@@ -105,16 +108,37 @@ MAY_IMPORT = {
     "config": {"core", "errors", "sizes", "suites"},
     "run": {"ipcbench", "catalogue", "config", "core", "evidence", "ipc", "record", "suites", "errors", "results",
             "sizes"},
-    "selftest": {"catalogue", "config", "core", "run", "suites", "errors", "sizes", "status"},
+    "selftest": {"catalogue", "config", "core", "judging", "run", "suites", "errors", "sizes", "status"},
     "record": {"catalogue", "errors", "evidence", "results", "sizes"},
-    # report/headline.py's verdict is check's judgement of the run (check/judge.py, imported inside health():
-    # check reads compare's statistics and the ceilings from report/ at its top, so neither loads the other twice)
-    "report": {"ipcbench", "catalogue", "check", "evidence", "record", "errors", "results", "sizes", "status"},
-    "check": {"catalogue", "evidence", "record", "report", "errors", "results", "sizes", "status"},
+    "judging": {"catalogue", "evidence", "record", "errors", "results", "sizes", "status"},
+    "report": {"ipcbench", "catalogue", "evidence", "judging", "record", "errors", "results", "sizes", "status"},
+    "check": {"catalogue", "evidence", "judging", "record", "errors", "results", "sizes", "status"},
 }
 # check measures too: these modules reach the measuring side, and only inside functions (a check --from, the
 # layer above, never loads them; test_check_reaches_the_measuring_side_only_lazily).
 CHECK_MEASURES = {"ipcbench.check.plan": {"core", "suites"}, "ipcbench.check.command": {"config", "run"}}
+
+
+def package_graph() -> dict[str, set[str]]:
+    """{package: the other packages its modules import}, at the top or inside a function."""
+    out: dict[str, set[str]] = {}
+    for m, ts in graph().items():
+        out.setdefault(package_of(m), set()).update(package_of(t) for t in ts if package_of(t) != package_of(m))
+    return out
+
+
+def test_no_package_circles():
+    """No two packages import each other, directly or through others (report and check once did, through a lazy
+    import in report/headline.py): neither the imports found nor the rules allow a circle."""
+    assert circles(package_graph()) == []
+    assert circles({p: set(ts) | set().union(*(CHECK_MEASURES[m] for m in CHECK_MEASURES if package_of(m) == p))
+                    for p, ts in MAY_IMPORT.items()}) == []
+
+
+def test_report_and_check_never_import_each_other():
+    edges = package_graph()
+    assert "check" not in edges.get("report", set()) and "report" not in edges.get("check", set())
+    assert edges.get("judging", set()) <= MAY_IMPORT["judging"]
 
 
 @pytest.mark.parametrize("package", sorted(MAY_IMPORT))
@@ -147,7 +171,7 @@ def test_check_reaches_the_measuring_side_only_lazily():
 # Reading a run (report, compare, check --from) loads none of the measuring side: no NCCL, fdpass or suite code.
 READER = """
 import sys
-import ipcbench.record.run, ipcbench.report.command, ipcbench.report.compare
+import ipcbench.record.run, ipcbench.report.command, ipcbench.report.compare_command, ipcbench.check.command
 print(" ".join(sorted(m for m in sys.modules if m.split(".")[:2] in (["ipcbench", "suites"], ["ipcbench", "core"],
                                                                       ["ipcbench", "ipc"], ["ipcbench", "run"]))))
 """
@@ -157,6 +181,38 @@ def test_reading_a_run_loads_no_measuring_module():
     res = subprocess.run([sys.executable, "-c", READER], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == []
+
+
+# The real command line, run as a user runs it, on recorded runs: `ipcbench report` (figures included) and `ipcbench
+# compare` load no module of core/, suites/, ipc/ or run/ (cli.py imports config.py, which reaches them, only for a
+# measuring command). Its stdout is left out; the modules it loaded are written to a file at its exit.
+MEASURING = ("core", "suites", "ipc", "run")
+LOADED = """
+import atexit, sys
+def loaded():
+    with open(sys.argv[1], "w") as fh:
+        fh.write(" ".join(sorted(m for m in sys.modules if m.startswith("ipcbench."))))
+atexit.register(loaded)
+from ipcbench.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+RUNS = ROOT / "results"
+
+
+@pytest.mark.parametrize("argv", [["report", str(RUNS / "h200x2-all-1"), str(RUNS / "h200x2-check-1"), "--quiet"],
+                                  ["compare", str(RUNS / "h200x2-all-1"), str(RUNS / "h200x2-all-2")],
+                                  ["compare", str(RUNS / "h200x2-all-1"), str(RUNS / "h200x2-all-2"),
+                                   str(RUNS / "h200x2-all-3"), "--format", "csv"],
+                                  ["check", "--from", str(RUNS / "h200x2-check-1")]])
+def test_report_compare_and_check_from_load_no_measuring_module(argv, tmp_path):
+    out = ["--out", str(tmp_path / "report")] if argv[0] == "report" else []
+    res = subprocess.run([sys.executable, "-c", LOADED, str(tmp_path / "loaded"), *argv, *out], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=300)
+    assert res.returncode in (0, 1), res.stderr
+    loaded = (tmp_path / "loaded").read_text().split()
+    assert "ipcbench.judging.judge" in loaded or argv[0] == "compare"  # it ran: the judging layer was loaded
+    assert "ipcbench.judging.compare" in loaded or argv[0] != "compare"
+    assert [m for m in loaded if m.split(".")[1] in MEASURING] == []
 
 
 # Modules that `--help`, `report`, `compare`, `--version`, a dry run (through run/runner.py), and `info` and
@@ -172,7 +228,7 @@ for name in registry.ORDER:
         registry.row_facts(name, method)
 import ipcbench.core.bulk, ipcbench.core.link_rates, ipcbench.core.sampler, ipcbench.core.schedule
 import ipcbench.info, ipcbench.run.dryrun, ipcbench.run.runner, ipcbench.selftest.command
-import ipcbench.record.run, ipcbench.report.command, ipcbench.report.compare
+import ipcbench.record.run, ipcbench.report.command, ipcbench.report.compare_command, ipcbench.check.command
 heavy = ("cupy", "mpi4py", "cuda.bindings", "cuda.core", "pynvml", "pandas", "matplotlib")
 print(" ".join(m for m in heavy if m in sys.modules))
 """

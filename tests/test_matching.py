@@ -1,4 +1,4 @@
-"""What compare says differs between BASE and NEW (report/matching.meta_warnings): MPS on one side only, other
+"""What compare says differs between BASE and NEW (judging/matching.meta_warnings): MPS on one side only, other
 GPU boards (UUIDs), other options, on the committed runs. No GPU needed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ipcbench.record.run import load_run
-from ipcbench.report.matching import meta_warnings
+from ipcbench.judging.matching import meta_warnings
 
 REPO = Path(__file__).resolve().parents[1]
 MPS = REPO / "tests" / "data" / "mps"

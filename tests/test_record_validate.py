@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ipcbench.record.run import load_run
-from ipcbench.report import ceilings
+from ipcbench.judging import ceilings
 
 DATA = Path(__file__).resolve().parent / "data"
 H200 = DATA / "h200x2" / "20261123-090753-vm"
@@ -91,7 +91,7 @@ def test_a_rate_above_the_links_ceiling_is_named_and_kept_out_of_every_number(tm
     assert "bw_gbps_median 600 GB/s on GPU 0→1 is above the link's ceiling 478 GB/s" in run.invalid[0]
     row = run.frame[run.frame["invalid"] != ""].iloc[0]
     assert all(np.isnan(row[c]) for c in ("bw_gbps_median", "bw_gbps_max", "time_us_median", "time_us_min"))
-    # report/ceilings.py, as report, compare and check call it, still gives the row, as recorded
+    # judging/ceilings.py, as report, compare and check call it, still gives the row, as recorded
     imp = ceilings.impossible_rows(run.frame, run.meta)
     assert len(imp) == 1 and imp["bw_gbps_median"].tolist() == [600.0] and imp["check"].tolist() == ["link"]
     assert imp["ceiling_gbps"].tolist() == [pytest.approx(478.125)]

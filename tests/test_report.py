@@ -655,7 +655,7 @@ def test_figure_caps_for_many_runs(tmp_path, capsys):
 def test_import_is_light():
     import subprocess
 
-    code = ("import sys, ipcbench.report.command, ipcbench.report.compare; "
+    code = ("import sys, ipcbench.report.command, ipcbench.report.compare_command; "
             "print('pandas' in sys.modules, 'matplotlib' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.split() == ["False", "False"]

@@ -18,7 +18,8 @@ from conftest import REPO
 from ipcbench import cli
 from ipcbench.record.run import load_run
 from ipcbench.report import command as report
-from ipcbench.report import headline, options, validity
+from ipcbench.judging import validity
+from ipcbench.report import headline, options
 from ipcbench.status import Status
 
 DATA = REPO / "tests" / "data"

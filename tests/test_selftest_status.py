@@ -13,7 +13,7 @@ from test_selftest import anchors_of, row
 
 
 def test_the_row_check_is_not_named_as_checks_class():
-    """Two classes named `Check` (check/judge.Check and selftest/verdict.Check) judged different things."""
+    """Two classes named `Check` (judging/judge.Check and selftest/verdict.Check) judged different things."""
     assert not hasattr(verdict, "Check")
     (c,) = verdict.judge([row()], anchors_of(), Tolerance())
     assert type(c) is verdict.RowVsAnchor

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth  # noqa: E402
 from ipcbench.report import command as report  # noqa: E402
-from ipcbench.report import compare  # noqa: E402
+from ipcbench.report import compare_command as compare  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ONEGPU = REPO / "tests" / "data" / "onegpu"  # runs of two ranks on one GPU (their README)

@@ -3,11 +3,11 @@
 `mpirun -np N ipcbench check` measures every GPU pair of the node with the engines a job relies on (the copy
 engine both ways, SM kernels reading and writing) at 4K and 256M, every row verified (check/plan.py), then
 judges the run; `ipcbench check --from RUN` judges a recorded run of any node, without a GPU or MPI.
-Expectations come from the thresholds ipcbench ships for the GPUs it has measured (check/defaults.toml), a
+Expectations come from the thresholds ipcbench ships for the GPUs it has measured (judging/defaults.toml), a
 thresholds file of your own (--thresholds), known-good runs (--baseline: the compare statistics) and the node's
-other pairs of the same link kind; every verdict says which (check/judge.py). The node's own evidence (NVML
+other pairs of the same link kind; every verdict says which (judging/judge.py). The node's own evidence (NVML
 before and after the run: links, counters, PCIe, ECC, other processes, slowdowns) is judged beside the rows
-against the [[evidence]] tables (check/evidence_rules.py, docs/check.md). Exit 0 healthy, 1 unhealthy (what
+against the [[evidence]] tables (judging/evidence_rules.py, docs/check.md). Exit 0 healthy, 1 unhealthy (what
 failed, by how much, against which expectation), 2 cannot judge (a missing row, an incomplete run, no
 expectation for this GPU or link, an unknown link, a value that cannot be true, bad input): never 0 for what
 was not judged. Outputs: the summary, --json, --junit FILE, --prometheus FILE, and a last `REASON:` line to
@@ -20,7 +20,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ipcbench.check import expect, inputs, judge, outputs, plan
+from ipcbench.check import inputs, outputs, plan
+from ipcbench.judging import expect, judge
 from ipcbench.errors import ResultsError, UsageError
 from ipcbench.sizes import SizeError, parse_sizes
 
@@ -39,7 +40,7 @@ def add_arguments(p) -> None:
     p.add_argument("--from", dest="from_run", metavar="RUN",
                    help="judge this recorded run (a run directory or its results.csv) instead of measuring: no GPU, "
                         "no MPI")
-    p.add_argument("--thresholds", metavar="FILE", help="your expectations (TOML, the keys of ipcbench/check/"
+    p.add_argument("--thresholds", metavar="FILE", help="your expectations (TOML, the keys of ipcbench/judging/"
                                                         "defaults.toml); yours win over a shipped one for the same row")
     p.add_argument("--no-defaults", action="store_true", help="leave out the shipped expectations")
     p.add_argument("--baseline", nargs="+", metavar="RUN",
@@ -77,7 +78,7 @@ class Options:
     """The command's arguments, checked (UsageError, one line, before anything runs)."""
 
     def __init__(self, ns, argv: list[str]):
-        from ipcbench.report.compare import threshold_arg
+        from ipcbench.judging.compare import threshold_arg
 
         self.ns, self.argv = ns, argv
         try:
@@ -105,7 +106,7 @@ class Options:
         self.evidence = expect.combine_evidence([] if ns.no_defaults else expect.evidence_defaults(), users_ev)
         self.sources = ([f"thresholds {ns.thresholds} ({len(users)} [[expect]], {len(users_ev)} [[evidence]])"]
                         if users or users_ev else []) + \
-            ([] if ns.no_defaults else ["thresholds shipped with ipcbench (ipcbench/check/defaults.toml)"])
+            ([] if ns.no_defaults else ["thresholds shipped with ipcbench (ipcbench/judging/defaults.toml)"])
         if not self.expectations and not self.evidence and not ns.baseline:
             raise UsageError("nothing to judge against: --no-defaults without --thresholds or --baseline")
         if ns.out:  # the runner's own rule (run/outdir.py), asked here: before MPI starts or a GPU is touched
@@ -121,19 +122,15 @@ class Options:
                              runs + ([Path(ns.out)] if ns.out else []), {"--thresholds": ns.thresholds})
 
     def config(self):
-        """The measurement's RunConfig: --quick's stopping rule, the transfer suites' steps of the methods."""
-        from types import SimpleNamespace
-
-        from ipcbench.config import build_config
+        """The measurement's RunConfig: --quick's stopping rule, the transfer suites' steps of the methods; every
+        rank pair judged (coverage), not one per GPU pair."""
+        from ipcbench.config import RunConfig
 
         ns = self.ns
-        bench = SimpleNamespace(suites=plan.suites_of(self.methods), sizes=self.sizes, quick=True, samples=None,
-                                min_time=None, noise=None, max_time=None, no_verify=False, timeout=ns.timeout,
-                                out=ns.out, dry_run=ns.dry_run, json=ns.json and ns.dry_run, quiet=ns.quiet,
-                                pairs="auto", serial_pairs="auto", sm_copy=None, sm_bulk=None,
-                                topology=ns.topology, argv=["check", *self.argv],
-                                gpu_pairs=False)  # every rank pair is judged (coverage), not one per GPU pair
-        return build_config(bench)
+        return RunConfig.from_options(suites=plan.suites_of(self.methods), sizes=self.sizes, quick=True,
+                                      timeout=ns.timeout, out=ns.out, dry_run=ns.dry_run,
+                                      json=ns.json and ns.dry_run, quiet=ns.quiet, topology=ns.topology,
+                                      argv=["check", *self.argv], gpu_pairs=False)
 
 
 def run(opts: Options) -> int:
@@ -205,7 +202,7 @@ def check_tail(gpu_of, node_ranks) -> tuple[float, str]:
 def _baseline(opts: Options, run):
     """compare(BASE..., this run) for --baseline, after refusing a baseline of another GPU model or link kind."""
     from ipcbench.record.run import load_run
-    from ipcbench.report.compare import compare
+    from ipcbench.judging.compare import compare
 
     try:
         bases = [load_run(p) for p in opts.baseline_csvs]

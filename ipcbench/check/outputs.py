@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import time
 
-from ipcbench.check.judge import Finding, Verdict
+from ipcbench.evidence.delta import counter_growth, foreign, time_growth
+from ipcbench.judging.evidence_rules import readable
+from ipcbench.judging.finding import Finding
+from ipcbench.judging.judge import Verdict
 from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
 
@@ -113,79 +116,100 @@ def evidence_gauges(reg, evidence) -> None:
     as read after the run and how much it grew during it, active links, PCIe generation and width (current and
     maximum), volatile ECC counts and their growth, pending and failed row remaps, processes of other jobs,
     seconds of each clock event during the run, and which items were not available (1). An item not read is
-    no sample: Prometheus never sees "not available" as 0."""
-    from prometheus_client import Gauge
+    no sample: Prometheus never sees "not available" as 0; nor is a growth without both snapshots. What grew is
+    evidence/delta's (the GPUs paired by delta.paired, counters by delta.counter_growth, clock time by
+    delta.time_growth, other jobs' processes by delta.foreign), as check judges it."""
+    from ipcbench.evidence.delta import paired
 
-    from ipcbench.check.evidence_rules import readable
-    from ipcbench.evidence.delta import foreign
-
-    def gauge(name: str, doc: str, labels: list[str]) -> Gauge:
-        return Gauge(name, doc, ["host", "gpu", *labels], registry=reg)
-
-    errors = gauge("ipcbench_nvlink_errors", "an NVLink error counter as read after the run", ["link", "counter"])
-    errors_d = gauge("ipcbench_nvlink_errors_delta", "how much an NVLink error counter grew during the run",
-                     ["link", "counter"])
-    active = gauge("ipcbench_nvlinks_active", "NVLinks active after the run", [])
-    speed = gauge("ipcbench_nvlink_speed_gbps", "an active NVLink's speed, GB/s per direction", ["link"])
-    pcie = {k: gauge(f"ipcbench_pcie_{k}", f"the PCIe link's {k.replace('_', ' ')} after the run", [])
-            for k in ("gen", "width", "max_gen", "max_width")}
-    ecc = gauge("ipcbench_ecc_uncorrected_volatile", "volatile uncorrectable ECC errors after the run", [])
-    ecc_d = gauge("ipcbench_ecc_uncorrected_volatile_delta", "new uncorrectable ECC errors during the run", [])
-    ecc_c = gauge("ipcbench_ecc_corrected_volatile", "volatile corrected ECC errors after the run", [])
-    remap = gauge("ipcbench_remap", "1 where a row remap is pending / has failed after the run", ["state"])
-    procs = gauge("ipcbench_foreign_processes", "compute processes of other jobs seen before or after the run (not the "
-                                                "run's ranks, nor the MPS server)", [])
-    clock = gauge("ipcbench_clock_event_seconds", "seconds a clock event reason was active during the run",
-                  ["reason"])
-    missing = gauge("ipcbench_evidence_missing", "1 where an item was not available (the driver, the binding or "
-                                                 "the VM did not give it)", ["item"])
+    gauges = _EvidenceGauges(reg)
     for host in evidence.hosts():
         before, after = evidence.before(host), evidence.after(host)
         last = after if after is not None else before
         if last is None or last.missing:
             continue
-        b = {g.index: g for g in before.gpus} if before is not None and not before.missing else {}
+        both = before is not None and not before.missing and after is not None
+        earlier = {id(a): b for b, a in paired(before, after)} if both else {}
         own = {int(p) for s in (before, after) if s is not None for p in s.own_pids or []}
         for g in last.gpus:
             lab = dict(host=host, gpu=str(g.index))
-            gb = b.get(g.index)
-            for item, readings in (("nvlinks", [g.links]), ("pcie", [g.pcie_gen, g.pcie_width]),
-                                   ("clock_events", [g.clock_events]), ("clock_event_ns", [g.clock_event_ns]),
-                                   ("ecc", [g.ecc_uncorrected_volatile]), ("remap", [g.remap_pending]),
-                                   ("processes", [g.processes])):
-                if any(not readable(r) for r in readings):
-                    missing.labels(**lab, item=item).set(1)
-            if readable(g.links):
-                old = {ln.link: ln for ln in gb.links.value} if gb is not None and readable(gb.links) else {}
-                active.labels(**lab).set(sum(1 for ln in g.links.value if readable(ln.active) and ln.active.value))
-                for ln in g.links.value:
-                    if readable(ln.active) and ln.active.value and readable(ln.speed_gbps):
-                        speed.labels(**lab, link=str(ln.link)).set(float(ln.speed_gbps.value))
-                    if not readable(ln.errors):
-                        continue
-                    was = old.get(ln.link)
-                    for counter, n in ln.errors.value.items():
-                        errors.labels(**lab, link=str(ln.link), counter=counter).set(n)
-                        if was is not None and readable(was.errors) and counter in was.errors.value:
-                            errors_d.labels(**lab, link=str(ln.link), counter=counter).set(
-                                n - was.errors.value[counter])
-            for k, item in (("gen", g.pcie_gen), ("width", g.pcie_width), ("max_gen", g.pcie_max_gen),
-                            ("max_width", g.pcie_max_width)):
-                if readable(item):
-                    pcie[k].labels(**lab).set(item.value)
-            if readable(g.ecc_uncorrected_volatile):
-                ecc.labels(**lab).set(g.ecc_uncorrected_volatile.value)
-                if gb is not None and readable(gb.ecc_uncorrected_volatile):
-                    ecc_d.labels(**lab).set(g.ecc_uncorrected_volatile.value - gb.ecc_uncorrected_volatile.value)
-            if readable(g.ecc_corrected_volatile):
-                ecc_c.labels(**lab).set(g.ecc_corrected_volatile.value)
-            for state, item in (("pending", g.remap_pending), ("failure", g.remap_failure)):
-                if readable(item):
-                    remap.labels(**lab, state=state).set(int(bool(item.value)))
+            gb = earlier.get(id(g))
+            gauges.missing_items(lab, g)
+            gauges.links(lab, g, gb)
+            gauges.pcie_ecc_remap(lab, g, gb)
             if readable(g.processes) and (gb is None or readable(gb.processes)):
                 pids = {p.pid for s in (before, after) if s is not None and not s.missing
                         for i, p in foreign(s) if i == g.index and p.pid not in own}
-                procs.labels(**lab).set(len(pids))
-            if readable(g.clock_event_ns) and gb is not None and readable(gb.clock_event_ns):
-                for reason, ns in g.clock_event_ns.value.items():
-                    clock.labels(**lab, reason=reason).set(max(0, ns - gb.clock_event_ns.value.get(reason, ns)) / 1e9)
+                gauges.procs.labels(**lab).set(len(pids))
+            if gb is not None:
+                for reason, nb, na in time_growth(gb, g):
+                    gauges.clock.labels(**lab, reason=reason).set(max(0, na - nb) / 1e9)
+
+
+class _EvidenceGauges:
+    """The evidence's gauge families (evidence_gauges), each GPU's samples set by the methods below."""
+
+    def __init__(self, reg):
+        from prometheus_client import Gauge
+
+        def gauge(name: str, doc: str, labels: list[str]) -> Gauge:
+            return Gauge(name, doc, ["host", "gpu", *labels], registry=reg)
+
+        self.errors = gauge("ipcbench_nvlink_errors", "an NVLink error counter as read after the run",
+                            ["link", "counter"])
+        self.errors_d = gauge("ipcbench_nvlink_errors_delta", "how much an NVLink error counter grew during the run",
+                              ["link", "counter"])
+        self.active = gauge("ipcbench_nvlinks_active", "NVLinks active after the run", [])
+        self.speed = gauge("ipcbench_nvlink_speed_gbps", "an active NVLink's speed, GB/s per direction", ["link"])
+        self.pcie = {k: gauge(f"ipcbench_pcie_{k}", f"the PCIe link's {k.replace('_', ' ')} after the run", [])
+                     for k in ("gen", "width", "max_gen", "max_width")}
+        self.ecc = gauge("ipcbench_ecc_uncorrected_volatile", "volatile uncorrectable ECC errors after the run", [])
+        self.ecc_d = gauge("ipcbench_ecc_uncorrected_volatile_delta", "new uncorrectable ECC errors during the run",
+                           [])
+        self.ecc_c = gauge("ipcbench_ecc_corrected_volatile", "volatile corrected ECC errors after the run", [])
+        self.remap = gauge("ipcbench_remap", "1 where a row remap is pending / has failed after the run", ["state"])
+        self.procs = gauge("ipcbench_foreign_processes", "compute processes of other jobs seen before or after the "
+                                                         "run (not the run's ranks, nor the MPS server)", [])
+        self.clock = gauge("ipcbench_clock_event_seconds", "seconds a clock event reason was active during the run",
+                           ["reason"])
+        self.missing = gauge("ipcbench_evidence_missing", "1 where an item was not available (the driver, the "
+                                                          "binding or the VM did not give it)", ["item"])
+
+    def missing_items(self, lab: dict, g) -> None:
+        for item, readings in (("nvlinks", [g.links]), ("pcie", [g.pcie_gen, g.pcie_width]),
+                               ("clock_events", [g.clock_events]), ("clock_event_ns", [g.clock_event_ns]),
+                               ("ecc", [g.ecc_uncorrected_volatile]), ("remap", [g.remap_pending]),
+                               ("processes", [g.processes])):
+            if any(not readable(r) for r in readings):
+                self.missing.labels(**lab, item=item).set(1)
+
+    def links(self, lab: dict, g, gb) -> None:
+        """Active links, each active link's speed, each counter as read after and its growth (delta.counter_growth)."""
+        if not readable(g.links):
+            return
+        old = {ln.link: ln for ln in gb.links.value} if gb is not None and readable(gb.links) else {}
+        self.active.labels(**lab).set(sum(1 for ln in g.links.value if readable(ln.active) and ln.active.value))
+        for ln in g.links.value:
+            if readable(ln.active) and ln.active.value and readable(ln.speed_gbps):
+                self.speed.labels(**lab, link=str(ln.link)).set(float(ln.speed_gbps.value))
+            if not readable(ln.errors):
+                continue
+            for counter, n in ln.errors.value.items():
+                self.errors.labels(**lab, link=str(ln.link), counter=counter).set(n)
+            if ln.link in old:
+                for counter, nb, na in counter_growth(old[ln.link], ln):
+                    self.errors_d.labels(**lab, link=str(ln.link), counter=counter).set(na - nb)
+
+    def pcie_ecc_remap(self, lab: dict, g, gb) -> None:
+        for k, item in (("gen", g.pcie_gen), ("width", g.pcie_width), ("max_gen", g.pcie_max_gen),
+                        ("max_width", g.pcie_max_width)):
+            if readable(item):
+                self.pcie[k].labels(**lab).set(item.value)
+        if readable(g.ecc_uncorrected_volatile):
+            self.ecc.labels(**lab).set(g.ecc_uncorrected_volatile.value)
+            if gb is not None and readable(gb.ecc_uncorrected_volatile):
+                self.ecc_d.labels(**lab).set(g.ecc_uncorrected_volatile.value - gb.ecc_uncorrected_volatile.value)
+        if readable(g.ecc_corrected_volatile):
+            self.ecc_c.labels(**lab).set(g.ecc_corrected_volatile.value)
+        for state, item in (("pending", g.remap_pending), ("failure", g.remap_failure)):
+            if readable(item):
+                self.remap.labels(**lab, state=state).set(int(bool(item.value)))

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from ipcbench.catalogue.methods import METHOD_FACTS as METHODS
 from ipcbench.catalogue.methods import suite_of
+from ipcbench.catalogue.suites import ORDER
+from ipcbench.judging.judge import METHODS_JUDGED
 
-METHODS_JUDGED = ("ce", "sm_read", "sm_write")
-SIZES = "4K,256M"  # the per-transfer cost and the peak: what the shipped expectations name (check/defaults.toml)
+SIZES = "4K,256M"  # the per-transfer cost and the peak: what the shipped expectations name (judging/defaults.toml)
 
 
 def check_methods(text: str | None) -> list[str]:
@@ -25,8 +26,8 @@ def check_methods(text: str | None) -> list[str]:
 
 
 def suites_of(methods: list[str]) -> list[str]:
-    order = ["copy", "kernel", "pool", "vmm", "nccl"]
-    return sorted({"nccl" if m == "nccl" else suite_of(m) for m in methods}, key=order.index)
+    """The suites whose steps measure these methods, in the catalogue's suite order."""
+    return sorted({"nccl" if m == "nccl" else suite_of(m) for m in methods}, key=ORDER.index)
 
 
 def make_steps(methods: list[str], sizes: list[int]):

@@ -6,7 +6,7 @@ held down for a reason ("GPU 0 throttled for power for 0.8 s of the run") or a s
 process of another job that appeared. A counter that went back (a driver reload, a reset by an administrator) is
 "counter_reset": its growth during the run is unknown, said as such. An item missing on either side is no change,
 but not "nothing happened" either: `not_compared` names it, so a gate that needs it cannot call it healthy.
-Judging is check's (check/evidence_rules.py); the report and compare show these texts.
+Judging is check's (judging/evidence_rules.py); the report and compare show these texts.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ipcbench.evidence.model import GpuReading, Item, ProcessReading, Snapshot
+from ipcbench.evidence.model import GpuReading, Item, LinkReading, ProcessReading, Snapshot
 
 KINDS = ("link_error", "counter_reset", "link_down", "ecc_uncorrected", "remap_pending", "clock_event", "process")
 UNREAD = "unread"  # the kind of not_compared's entries
@@ -46,8 +46,9 @@ class Change:
     text: str
 
 
-def _pair(before: Snapshot, after: Snapshot) -> list[tuple[GpuReading, GpuReading]]:
-    """The GPUs of both snapshots, matched by UUID where both have one, else by NVML index."""
+def paired(before: Snapshot, after: Snapshot) -> list[tuple[GpuReading, GpuReading]]:
+    """The GPUs of both snapshots, matched by UUID where both have one, else by NVML index (check's Prometheus
+    gauges pair them so too)."""
     out = []
     for a in after.gpus:
         b = next((g for g in before.gpus if a.uuid and g.uuid == a.uuid), None) or before.gpu(a.index)
@@ -74,6 +75,16 @@ def _reset(host: str, gpu: int, link: int | None, what: str, b: Any, a: Any) -> 
                   f"{what} of {where} went back from {b} to {a} during the run (reset): its growth is unknown")
 
 
+def counter_growth(lb: LinkReading, la: LinkReading) -> list[tuple[str, int, int]]:
+    """(counter, before, after) of each error counter of one link read on both sides: it grew by after - before
+    during the run (below zero: it was reset). The one place a counter's growth is taken: `changes` names it,
+    check's Prometheus gauges export it."""
+    if not _both(lb.errors, la.errors):
+        return []
+    return [(name, nb, la.errors.value[name]) for name, nb in lb.errors.value.items()
+            if la.errors.value.get(name) is not None]
+
+
 def _link_changes(host: str, gpu: int, b: GpuReading, a: GpuReading) -> list[Change]:
     if not _both(b.links, a.links):
         return []
@@ -86,11 +97,8 @@ def _link_changes(host: str, gpu: int, b: GpuReading, a: GpuReading) -> list[Cha
         if _both(lb.active, la.active) and lb.active.value and not la.active.value:
             out.append(Change(host, gpu, "link_down", lb.link, True, False,
                               f"GPU {gpu} link {lb.link} went down during the run"))
-        if not _both(lb.errors, la.errors):
-            continue
-        for name, nb in lb.errors.value.items():
-            na = la.errors.value.get(name)
-            if na is None or na == nb:
+        for name, nb, na in counter_growth(lb, la):
+            if na == nb:
                 continue
             if na < nb:
                 out.append(_reset(host, gpu, lb.link, f"the {name} counter", nb, na))
@@ -101,20 +109,28 @@ def _link_changes(host: str, gpu: int, b: GpuReading, a: GpuReading) -> list[Cha
     return out
 
 
+def time_growth(b: GpuReading, a: GpuReading) -> list[tuple[str, int, int]]:
+    """(reason, ns before, ns after) of each clock event reason whose cumulative time both readings give: the clocks
+    were held down for it by after - before during the run (below zero: reset). `changes` names it, check's
+    Prometheus gauges export it."""
+    if not _both(b.clock_event_ns, a.clock_event_ns):
+        return []
+    return [(reason, nb, a.clock_event_ns.value[reason]) for reason, nb in b.clock_event_ns.value.items()
+            if a.clock_event_ns.value.get(reason) is not None]
+
+
 def _clock_changes(host: str, gpu: int, b: GpuReading, a: GpuReading) -> list[Change]:
     out = []
     grew = set()
-    if _both(b.clock_event_ns, a.clock_event_ns):
-        for reason, nb in b.clock_event_ns.value.items():
-            na = a.clock_event_ns.value.get(reason)
-            if na is None or na == nb or reason in BENIGN_REASONS:
-                continue
-            if na < nb:
-                out.append(_reset(host, gpu, None, f"the {reason} time", nb, na))
-                continue
-            grew.add(reason)
-            out.append(Change(host, gpu, "clock_event", None, {reason: nb}, {reason: na},
-                              f"GPU {gpu} {REASON_WORDS.get(reason, reason)} for {seconds(na - nb)} of the run"))
+    for reason, nb, na in time_growth(b, a):
+        if na == nb or reason in BENIGN_REASONS:
+            continue
+        if na < nb:
+            out.append(_reset(host, gpu, None, f"the {reason} time", nb, na))
+            continue
+        grew.add(reason)
+        out.append(Change(host, gpu, "clock_event", None, {reason: nb}, {reason: na},
+                          f"GPU {gpu} {REASON_WORDS.get(reason, reason)} for {seconds(na - nb)} of the run"))
     if a.clock_events.ok and a.clock_events.value:
         for reason in a.clock_events.value:
             if reason in BENIGN_REASONS or reason in grew:
@@ -146,7 +162,7 @@ def changes(before: Snapshot, after: Snapshot) -> list[Change]:
     host = after.host
     out: list[Change] = []
     earlier = {(g, p.pid) for g, p in foreign(before)}
-    for b, a in _pair(before, after):
+    for b, a in paired(before, after):
         gpu = a.index
         out += _link_changes(host, gpu, b, a)
         if _both(b.ecc_uncorrected_volatile, a.ecc_uncorrected_volatile):
@@ -176,11 +192,11 @@ def not_compared(before: Snapshot, after: Snapshot) -> list[Change]:
     for snap in (before, after):
         if snap.missing:
             return [Change(host, -1, UNREAD, None, None, None, f"{snap.when} the run: {snap.missing}")]
-    paired = _pair(before, after)
+    pairs = paired(before, after)
     for a in after.gpus:
-        if all(a is not x for _, x in paired):
+        if all(a is not x for _, x in pairs):
             out.append(Change(host, a.index, UNREAD, None, None, None, f"GPU {a.index}: no reading before the run"))
-    for b, a in paired:
+    for b, a in pairs:
         gpu = a.index
         items = {"NVLink state and errors": (b.links, a.links), "uncorrectable ECC": (b.ecc_uncorrected_volatile,
                  a.ecc_uncorrected_volatile), "row remaps": (b.remap_pending, a.remap_pending),

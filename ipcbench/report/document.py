@@ -20,7 +20,7 @@ from ipcbench.report.headline import glance_blocks
 from ipcbench.report.mps_view import side_by_side
 from ipcbench.report.options import options_line, run_options
 from ipcbench.report.render import Block, Figure, Heading, Para, Table, clean
-from ipcbench.report.validity import valid_frame
+from ipcbench.judging.validity import valid_frame
 from ipcbench.results import META_NAME
 
 MAX_FLAG_ROWS = 40  # rows listed per kind of flag in the report (all are counted)
@@ -221,8 +221,8 @@ def _alltoall_blocks(a2a) -> list[Block]:
             Para(f"Every GPU sends one buffer of the size to every other GPU at once: {paths}. **NVLink** is the "
                  "GPU's aggregate (the NVLinks that are up × one link's peak); **% NVLink** the best path's share of "
                  "it" + ("; **× NCCL** the best IPC path over NCCL's." if nccl else ".")),
-            Table(["host", "GPU", "size"] + [h for _, h in cols] + ["NVLink", "% NVLink"] + (["× NCCL"] if nccl else []),
-                  rows, numeric=[False, True, True] + [True] * (len(cols) + 2 + nccl))]
+            Table(["host", "GPU", "size"] + [h for _, h in cols] + ["NVLink", "% NVLink"]
+                  + (["× NCCL"] if nccl else []), rows, numeric=[False, True, True] + [True] * (len(cols) + 2 + nccl))]
 
 
 def _peak_blocks(run: Run, pk_pair, pk_meth) -> list[Block]:

@@ -20,7 +20,8 @@ from ipcbench.report.figure_style import series_of, size_label
 from ipcbench.report.options import (MAX_TERMINAL_RUN_ROWS, is_quick, options_blocks, options_line, options_short,
                                      run_options)
 from ipcbench.report.render import Block, Callout, Heading, Para, Table, clean
-from ipcbench.report.validity import invalid
+from ipcbench.judging.judge import shipped_verdict
+from ipcbench.judging.validity import invalid
 from ipcbench.results import STAGED_ENGINES
 from ipcbench.status import Status
 
@@ -31,7 +32,7 @@ WEAK_PCT = 10.0  # a run this far below the other runs of its GPU model is slow 
 MAX_CHECKS_SHOWN = 3  # failed or unjudged checks named in a run's verdict line
 MAX_INVALID_SHOWN = 3  # invalid values named (file:line) in a run's headline
 MAX_RUNS_NAMED = 8  # runs named per verdict in the multi-run headline
-CHECK_EXPECTATIONS = "the expectations it ships (ipcbench/check/defaults.toml) and the node's own pairs"
+CHECK_EXPECTATIONS = "the expectations it ships (ipcbench/judging/defaults.toml) and the node's own pairs"
 # how the headline names the family of the fastest path (figure_style.Series.family)
 FAMILY_WORDS = {"ce": "the copy engine", "sm read": "SM read kernels", "sm write": "SM write kernels",
                 "sm_bulk read": "bulk-copy read kernels", "sm_bulk write": "bulk-copy write kernels",
@@ -320,12 +321,9 @@ def _flags(run: Run, t: dict, cv_threshold: float, flags: list[str]) -> list[tup
 
 
 def health(run: Run):
-    """check's judgement of the run (check/judge.Verdict): the expectations `ipcbench check` ships, its default
-    methods and rules, the node's own pairs; what `ipcbench check --from RUN` says, so that the report and the
-    gate cannot disagree. Judged on the run as read, as check reads it."""
-    from ipcbench.check import expect, judge, plan
-
-    return judge.judge(run, expect.defaults(), list(plan.METHODS_JUDGED))
+    """check's judgement of the run (judging/judge.shipped_verdict): what `ipcbench check --from RUN` says, so that
+    the report and the gate cannot disagree. Judged on the run as read, as check reads it."""
+    return shipped_verdict(run)
 
 
 def _worst(verdict, limit: int = MAX_CHECKS_SHOWN) -> str:

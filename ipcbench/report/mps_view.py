@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from ipcbench.record.run import Run
 from ipcbench.record.table import Frame
-from ipcbench.report.matching import measured_as, node_of
-from ipcbench.report.validity import valid_frame
+from ipcbench.judging.matching import measured_as, node_of
+from ipcbench.judging.validity import valid_frame
 
 
 def side_by_side(runs: list[Run]) -> list[tuple[str, str, str, Frame]]:

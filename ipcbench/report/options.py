@@ -5,6 +5,7 @@ warning when runs reported side by side were measured differently. Used by headl
 
 from __future__ import annotations
 
+from ipcbench.judging.measured import is_quick, sizes_of, sizes_text
 from ipcbench.record.meta import Meta
 from ipcbench.record.run import Run
 from ipcbench.report.cells import size_text
@@ -16,24 +17,8 @@ PAIR_MODES = {"sequential": ("one pair at a time", "one at a time"),  # (the opt
               "concurrent": ("disjoint pairs at once", "at once")}
 
 
-def sizes_of(meta: Meta, frame=None) -> list[int]:
-    """The run's sizes from meta.json, else (older runs) from its rows."""
-    return meta.sizes or (sorted(int(b) for b in set(frame["bytes"]) if b > 0) if frame is not None else [])
-
-
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def sizes_text(sizes: list[int]) -> str:
-    """"17 sizes, 4K–256M"."""
-    return f"{len(sizes)} sizes, {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "not recorded"
-
-
-def is_quick(meta: Meta) -> bool | None:
-    """Whether the run was measured with --quick, from its recorded options (None: not recorded)."""
-    quick = meta.options.get("quick")
-    return quick if isinstance(quick, bool) else None
 
 
 def run_options(meta: Meta, frame=None) -> dict[str, str]:

@@ -310,8 +310,8 @@ def impossible_rows(df: pd.DataFrame, metas: dict[str, Meta]) -> pd.DataFrame:
     """Rows above a physical ceiling of their run's meta.json (ceilings.py: link peak, memory bandwidth of
     a same-GPU copy, a GPU's NVLink aggregate for all-to-all flows), with `check`, `ceiling_gbps`,
     `value_gbps` and `reason`; runs without the numbers in meta.json are not checked."""
-    from ipcbench.report.ceilings import COLUMNS
-    from ipcbench.report.ceilings import impossible_rows as above_ceiling
+    from ipcbench.judging.ceilings import COLUMNS
+    from ipcbench.judging.ceilings import impossible_rows as above_ceiling
 
     parts = [above_ceiling(g, metas[str(run)]) for run, g in df.groupby("run", observed=True, sort=False)]
     parts = [p for p in parts if not p.empty]

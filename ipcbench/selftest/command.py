@@ -20,9 +20,9 @@ config.py), so the runner and the anchor, which import CuPy, are imported when t
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 
-from ipcbench.config import build_config
+from ipcbench.catalogue.suites import ORDER
+from ipcbench.config import RunConfig
 from ipcbench.core.methods import METHODS
 from ipcbench.errors import UsageError
 from ipcbench.run.console import say
@@ -68,12 +68,11 @@ def build(ns, argv: list[str]):
     for option, pct in (("--tolerance", ns.tolerance), ("--small-tolerance", ns.small_tolerance)):
         if not (0 <= pct <= 50):
             raise UsageError(f"{option} must be in [0, 50] percent (got {pct:g})")
-    suites = sorted({plan.suite_of(m) for m in names}, key=["copy", "kernel", "pool", "vmm"].index)
-    bench = SimpleNamespace(suites=suites, sizes=ns.sizes, quick=False, samples=None, min_time=None, noise=None,
-                            max_time=None, no_verify=False, timeout=ns.timeout, out=ns.out, dry_run=ns.dry_run,
-                            json=False, quiet=ns.quiet, pairs="sequential", serial_pairs="all", sm_copy=ns.sm_copy,
-                            sm_bulk=ns.sm_bulk, argv=["selftest", *argv])
-    return build_config(bench), names, plan.Tolerance(ns.tolerance / 100, ns.small_tolerance / 100)
+    suites = sorted({plan.suite_of(m) for m in names}, key=ORDER.index)
+    cfg = RunConfig.from_options(suites=suites, sizes=ns.sizes, timeout=ns.timeout, out=ns.out, dry_run=ns.dry_run,
+                                 quiet=ns.quiet, pairs="sequential", serial_pairs="all", sm_copy=ns.sm_copy,
+                                 sm_bulk=ns.sm_bulk, argv=["selftest", *argv])
+    return cfg, names, plan.Tolerance(ns.tolerance / 100, ns.small_tolerance / 100)
 
 
 def make_steps(names: list[str], sizes: list[int], cross: str):
@@ -179,7 +178,8 @@ def _say(status: Status, checks: list[verdict.RowVsAnchor]) -> int:
     """The verdict in words (stdout when it passed, one line on stderr when not); its exit code."""
     def named(cs):
         worst = sorted(cs, key=lambda c: -abs(c.diff or 0))[:5]
-        return "; ".join(f"{c.method} {c.direction} {c.src_rank}->{c.dst_rank} {c.bytes} B: {c.why}" for c in worst)
+        return "; ".join(f"{c.key.method} {c.key.direction} {c.src_rank}->{c.dst_rank} {c.key.bytes} B: {c.why}"
+                         for c in worst)
 
     if status is Status.PASS:
         print(f"selftest passed: {len(checks)} rows within their anchor's tolerance")

@@ -9,6 +9,7 @@ import os
 import statistics
 from dataclasses import asdict, dataclass
 
+from ipcbench.judging.row_key import RowKey
 from ipcbench.selftest.plan import Tolerance, anchor_key
 from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
@@ -53,15 +54,11 @@ def by_transfer(anchors: dict) -> dict:
 
 @dataclass(frozen=True)
 class RowVsAnchor:
-    """One of ipcbench's rows held against its anchor."""
+    """One of ipcbench's rows held against its anchor: the row's RowKey (judging/row_key.py) and its ranks."""
 
-    method: str
-    direction: str
+    key: RowKey
     src_rank: int
     dst_rank: int
-    src_gpu: int
-    dst_gpu: int
-    bytes: int
     ipcbench_gbps: float
     ipcbench_noise: float
     anchor: str
@@ -76,6 +73,11 @@ class RowVsAnchor:
     @property
     def ok(self) -> bool:
         return self.status is Status.PASS
+
+    def as_row(self) -> dict:
+        """The check as selftest.csv writes it: the key's fields, then the others, then `ok`."""
+        fields = {k: v for k, v in asdict(self).items() if k != "key"}
+        return {**asdict(self.key), **fields, "ok": self.ok}
 
 
 def judge(rows, anchors: dict, tolerance: Tolerance) -> list[RowVsAnchor]:
@@ -92,8 +94,7 @@ def judge(rows, anchors: dict, tolerance: Tolerance) -> list[RowVsAnchor]:
         key = anchor_key(r.method, r.direction, r.src_rank, r.dst_rank, r.src_gpu, r.dst_gpu).transfer()
         a, drivers = combined.get((r.host, key, r.bytes), (None, []))
         noise = r.noise if r.noise is not None else float("inf")
-        base = dict(method=r.method, direction=r.direction, src_rank=r.src_rank, dst_rank=r.dst_rank,
-                    src_gpu=r.src_gpu, dst_gpu=r.dst_gpu, bytes=r.bytes, ipcbench_gbps=r.bw_gbps_median,
+        base = dict(key=RowKey.of(r), src_rank=r.src_rank, dst_rank=r.dst_rank, ipcbench_gbps=r.bw_gbps_median,
                     ipcbench_noise=noise, anchor=key.describe(drivers))
         if a is None:
             out.append(RowVsAnchor(**base, anchor_gbps=None, anchor_noise=None, diff=None, tolerance=None,
@@ -119,10 +120,11 @@ def overall(checks: list[RowVsAnchor]) -> Status:
 def table(checks: list[RowVsAnchor]) -> str:
     """One line per (method, direction, pair), one column per size: the difference from the anchor, with
     '!' where it is beyond what is allowed."""
-    sizes = sorted({c.bytes for c in checks})
+    sizes = sorted({c.key.bytes for c in checks})
     lines: dict[tuple, dict[int, RowVsAnchor]] = {}
     for c in checks:
-        lines.setdefault((c.method, c.direction, c.src_rank, c.dst_rank, c.src_gpu, c.dst_gpu), {})[c.bytes] = c
+        k = c.key
+        lines.setdefault((k.method, k.direction, c.src_rank, c.dst_rank, k.src_gpu, k.dst_gpu), {})[k.bytes] = c
     head = f"{'method':14s} {'dir':4s} {'ranks':7s} {'GPUs':6s}" + "".join(f"{fmt_size(s):>8s}" for s in sizes)
     out = [head]
     for (m, d, a, b, ga, gb), by_size in lines.items():
@@ -150,13 +152,15 @@ def anchors_table(anchors: dict) -> str:
 
 
 def write_csv(path: str | os.PathLike, checks: list[RowVsAnchor]) -> None:
-    """Every check as a row (a new file: the selftest writes into its own new run directory): its fields,
-    `status` in the vocabulary's words (pass, fail, unknown), and `ok` (True only for pass) as before."""
+    """Every check as a row (a new file: the selftest writes into its own new run directory): its key's fields
+    (host, GPUs, method, direction, bytes) and ranks, the rest, `status` in the vocabulary's words (pass, fail,
+    unknown), and `ok` (True only for pass) as before."""
+    fields = [*RowKey.COLUMNS, *(f for f in RowVsAnchor.__dataclass_fields__ if f != "key"), "ok"]
     with open(path, "x", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=[*RowVsAnchor.__dataclass_fields__, "ok"])
+        w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         for c in checks:
-            w.writerow({**{k: ("" if v is None else str(v)) for k, v in asdict(c).items()}, "ok": c.ok})
+            w.writerow({k: ("" if v is None else str(v)) for k, v in c.as_row().items()})
 
 
 def summary(checks: list[RowVsAnchor], tolerance: Tolerance) -> dict:

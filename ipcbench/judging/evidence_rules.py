@@ -18,9 +18,10 @@ the expectations require "recorded", else the run is judged by its rows alone an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from ipcbench.check.expect import POWER_CAP, EvidenceExpectation, Setting, resolve
-from ipcbench.check.finding import Finding
+from ipcbench.judging.expect import POWER_CAP, EvidenceExpectation, Setting, resolve
+from ipcbench.judging.finding import Finding
 from ipcbench.evidence import delta
 from ipcbench.status import Status
 
@@ -72,10 +73,52 @@ def _snap(snaps, host: str, when: str):
     return next((s for s in snaps if s.host == host and s.when == when), None)
 
 
-def _finding(host: str, gpu: int, rule: str, status: Status, reason: str, brief: str = "", value=None,
-             unit: str = "", expected=None, link: str = "", against: str = "") -> Finding:
-    return Finding(SOURCE, host, f"GPU {gpu}" if gpu >= 0 else "node", gpu, gpu, link, rule, "", 0, value, unit,
-                   expected, status, reason, brief or reason, against)
+@dataclass
+class Gpu:
+    """One GPU of one host as every rule reads it (the rules' one context): its readings before and after the run
+    (either may be None), what changed on it during the run (evidence/delta.py), the rules its model resolves to
+    (judging/expect.resolve), and the findings it adds to. `side_missing` says why a side is missing ("" when both
+    were read); `window_s` is the time between the snapshots; `alone`: the only GPU of its host's snapshots."""
+
+    out: Judged
+    host: str
+    index: int
+    rules: dict[str, Setting]
+    before: Any = None  # evidence/model.GpuReading
+    after: Any = None
+    side_missing: str = ""
+    changed: list = field(default_factory=list)
+    window_s: float = 0.0
+    alone: bool = False
+
+    @property
+    def readings(self) -> list:
+        return [g for g in (self.before, self.after) if g is not None]
+
+    @property
+    def name(self) -> str:
+        return f"GPU {self.index}"
+
+    def required(self, item: str) -> bool:
+        return _required(self.rules, item)
+
+    def add(self, rule: str, status: Status, reason: str, brief: str = "", value=None, unit: str = "",
+            expected=None, link: str = "", against: str = "") -> None:
+        """A finding of this GPU under `rule` (the finding's method: nvlinks, pcie, ...)."""
+        gpu = self.index
+        self.out.findings.append(Finding(source=SOURCE, host=self.host, pair=f"GPU {gpu}" if gpu >= 0 else "node",
+                                         src_gpu=gpu, dst_gpu=gpu, link=link, method=rule, value=value, unit=unit,
+                                         expected=expected, status=status, reason=reason, brief=brief or reason,
+                                         against=against))
+
+    def missing(self, item: str, why: str, what: str = "") -> None:
+        """A finding for an item the rule needs that was not read: UNJUDGED where required, nothing where not."""
+        if not self.required(item):
+            return
+        name = self.name if self.index >= 0 else self.host or "the node"
+        words = what or ITEM_WORDS[item]
+        self.add(item, Status.UNJUDGED, f"{name}: {words} not available ({why}): required, so it cannot be judged",
+                 f"{name}: {words} not available ({why})", against=self.rules["require"].against("require"))
 
 
 def _required(rules: dict[str, Setting], item: str) -> bool:
@@ -83,17 +126,11 @@ def _required(rules: dict[str, Setting], item: str) -> bool:
     return req is not None and item in tuple(req.value)
 
 
-def _missing(out: Judged, host: str, gpu: int, rules: dict[str, Setting], item: str, why: str,
-             what: str = "") -> None:
-    """A finding for an item the rule needs that was not read: UNJUDGED where required, nothing where not."""
-    if not _required(rules, item):
-        return
-    name = f"GPU {gpu}" if gpu >= 0 else host or "the node"
-    words = what or ITEM_WORDS[item]
-    out.findings.append(_finding(host, gpu, item, Status.UNJUDGED,
-                                 f"{name}: {words} not available ({why}): required, so it cannot be judged",
-                                 f"{name}: {words} not available ({why})",
-                                 against=rules["require"].against("require")))
+def _require_all(gpu: Gpu, why: str) -> None:
+    """Every item the GPU's rules require (but "recorded") cannot be judged, for `why`."""
+    for item in tuple(gpu.rules["require"].value) if "require" in gpu.rules else ():
+        if item != "recorded":
+            gpu.missing(item, why)
 
 
 def _unrecorded(out: Judged, host: str, models: dict[int, str], tables: list[EvidenceExpectation], why: str,
@@ -102,11 +139,8 @@ def _unrecorded(out: Judged, host: str, models: dict[int, str], tables: list[Evi
     (or `force`: the run recorded evidence, but none of this host)."""
     for gpu, model in sorted(models.items()) or [(-1, "")]:
         rules = resolve(tables, model)
-        if not (force or _required(rules, "recorded")):
-            continue
-        req = [i for i in tuple(rules["require"].value) if i != "recorded"] if "require" in rules else []
-        for item in req:
-            _missing(out, host, gpu, rules, item, why)
+        if force or _required(rules, "recorded"):
+            _require_all(Gpu(out, host, gpu, rules), why)
 
 
 def readable(item) -> bool:
@@ -130,10 +164,7 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables,
         why = next(s.missing for s in sides if s.missing)
         gpus = {g.index: g.model for s in sides for g in s.gpus} or dict(models)
         for gpu, model in sorted(gpus.items()) or [(-1, "")]:
-            rules = resolve(tables, model or models.get(gpu, ""))
-            for item in tuple(rules["require"].value) if "require" in rules else ():
-                if item != "recorded":
-                    _missing(out, host, gpu, rules, item, why)
+            _require_all(Gpu(out, host, gpu, resolve(tables, model or models.get(gpu, ""))), why)
         return
     b = {g.index: g for g in before.gpus} if before is not None else {}
     a = {g.index: g for g in after.gpus} if after is not None else {}
@@ -141,47 +172,40 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables,
     window = max(after.time - before.time, 0.0) if before is not None and after is not None else 0.0
     foreign = [f for snap in sides for f in delta.foreign(snap)]  # (GPU, process) of other jobs, each reading
     own = {int(p) for s in sides for p in (s.own_pids or [])}
-    for gpu in sorted(set(b) | set(a) | set(models)):
-        g_b, g_a = b.get(gpu), a.get(gpu)
-        model = next((g.model for g in (g_a, g_b) if g is not None and g.model), models.get(gpu, ""))
-        rules = resolve(tables, model)
-        if g_b is None or g_a is None:
-            side = "before" if g_b is None else "after"
-            why = f"GPU {gpu} not in the snapshot {side} the run"
-        else:
-            why = ""
-        mine = [c for c in changed if c.gpu == gpu]
-        readings = [g for g in (g_b, g_a) if g is not None]
-        _links(out, host, gpu, g_b, g_a, rules, why, mine, alone=len(set(b) | set(a)) == 1, window_s=window)
-        _pcie(out, host, gpu, readings, rules)
-        _ecc(out, host, gpu, g_b, g_a, rules, why, mine)
-        _remap(out, host, gpu, readings, rules)
-        if not used or any(g.uuid in used for g in readings):
-            _processes(out, host, gpu, readings, [p for i, p in foreign if i == gpu and p.pid not in own], rules)
-        _clocks(out, host, gpu, g_b, g_a, rules, why, mine)
+    for index in sorted(set(b) | set(a) | set(models)):
+        g_b, g_a = b.get(index), a.get(index)
+        model = next((g.model for g in (g_a, g_b) if g is not None and g.model), models.get(index, ""))
+        side = "" if g_b is not None and g_a is not None else "before" if g_b is None else "after"
+        gpu = Gpu(out, host, index, resolve(tables, model), g_b, g_a,
+                  f"GPU {index} not in the snapshot {side} the run" if side else "",
+                  [c for c in changed if c.gpu == index], window, alone=len(set(b) | set(a)) == 1)
+        _links(gpu)
+        _pcie(gpu)
+        _ecc(gpu)
+        _remap(gpu)
+        if not used or any(g.uuid in used for g in gpu.readings):
+            _processes(gpu, [p for i, p in foreign if i == index and p.pid not in own])
+        _clocks(gpu)
 
 
 # ---- NVLink: state, speed, error counters ----------------------------------------------------------------
 
-def _links(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list,
-           alone: bool = False, window_s: float = 0.0) -> None:
+def _links(gpu: Gpu) -> None:
     """The NVLink rules. A GPU `alone` on its host (one GPU in the snapshot: a one-GPU VM, whose links to the
     NVSwitch fabric are not given to it) has no peer to link to: its link count is not judged, and links NVML
     does not answer for are no finding; a link that went down, a slow or retrying active link still fail."""
-    readings = [g for g in (g_b, g_a) if g is not None]
-    bad = [g.links for g in readings if not readable(g.links)]
-    if bad and alone:
+    bad = [g.links for g in gpu.readings if not readable(g.links)]
+    if bad and gpu.alone:
         return
-    if bad or not readings:  # no link table: one finding names every NVLink item required
-        why = _why(*bad) if bad else side_missing
-        items = [i for i in ("nvlinks", "nvlink_speed", "nvlink_errors") if _required(rules, i)]
+    if bad or not gpu.readings:  # no link table: one finding names every NVLink item required
+        why = _why(*bad) if bad else gpu.side_missing
+        items = [i for i in ("nvlinks", "nvlink_speed", "nvlink_errors") if gpu.required(i)]
         if items:
-            _missing(out, host, gpu, rules, items[0], why,
-                     " and ".join(ITEM_WORDS[i] for i in items).replace("NVLink error", "error"))
+            gpu.missing(items[0], why, " and ".join(ITEM_WORDS[i] for i in items).replace("NVLink error", "error"))
         return
-    _link_state(out, host, gpu, g_b, g_a, rules, changed, alone)
-    _link_speed(out, host, gpu, readings, rules)
-    _link_errors(out, host, gpu, g_b, g_a, rules, side_missing, changed, window_s)
+    _link_state(gpu)
+    _link_speed(gpu)
+    _link_errors(gpu)
 
 
 def _active(g) -> tuple[dict[int, bool], list[int]]:
@@ -195,19 +219,19 @@ def _active(g) -> tuple[dict[int, bool], list[int]]:
     return state, unread
 
 
-def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list, alone: bool = False) -> None:
+def _link_state(gpu: Gpu) -> None:
     """One finding per GPU: how many links are active against the model's count, which are down, which went
     down during the run (active before, not after)."""
-    want = None if alone else rules.get("nvlinks")
-    states = {when: _active(g) for when, g in (("before", g_b), ("after", g_a)) if g is not None}
+    want = None if gpu.alone else gpu.rules.get("nvlinks")
+    states = {when: _active(g) for when, g in (("before", gpu.before), ("after", gpu.after)) if g is not None}
     unread = sorted({ln for _, u in states.values() for ln in u})
-    if unread and not alone:
-        g = g_a if g_a is not None else g_b
+    if unread and not gpu.alone:
+        g = gpu.after if gpu.after is not None else gpu.before
         why = _why(*(ln.active for ln in g.links.value if int(ln.link) in unread))
-        _missing(out, host, gpu, rules, "nvlinks", why, f"the state of NVLink {delta.links_text(unread)}")
-        if _required(rules, "nvlinks"):
+        gpu.missing("nvlinks", why, f"the state of NVLink {delta.links_text(unread)}")
+        if gpu.required("nvlinks"):
             return
-    went_down = sorted(int(c.link) for c in changed if c.kind == "link_down")
+    went_down = sorted(int(c.link) for c in gpu.changed if c.kind == "link_down")
     counts = {when: sum(s.values()) for when, (s, _) in states.items()}
     fewest = min(counts, key=lambda w: (counts[w], w != "after"))  # the after reading where they tie
     n = counts[fewest]
@@ -217,10 +241,9 @@ def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list
     short = expected is not None and n < expected
     if not short and not went_down:
         total = f"{n} of {expected}" if expected is not None else f"{n}"
-        why = " (the only GPU of its host: no peer to link to, the count is not judged)" if alone else ""
-        out.findings.append(_finding(host, gpu, "nvlinks", Status.PASS,
-                                     f"GPU {gpu}: {total} NVLinks active {' and '.join(states)} the run{why}",
-                                     value=n, unit="links", expected=expected, link="nvlink", against=against))
+        why = " (the only GPU of its host: no peer to link to, the count is not judged)" if gpu.alone else ""
+        gpu.add("nvlinks", Status.PASS, f"GPU {gpu.index}: {total} NVLinks active {' and '.join(states)} the run{why}",
+                value=n, unit="links", expected=expected, link="nvlink", against=against)
         return
     parts = []
     if went_down:
@@ -228,23 +251,23 @@ def _link_state(out: Judged, host: str, gpu: int, g_b, g_a, rules, changed: list
     rest = [ln for ln in down if ln not in went_down]
     if rest:
         parts.append(f"{delta.links_text(rest)} down")
-    head = f"GPU {gpu}: {n} of {expected} NVLinks active" if expected is not None else \
-        f"GPU {gpu}: {n} NVLinks active"
+    head = f"GPU {gpu.index}: {n} of {expected} NVLinks active" if expected is not None else \
+        f"GPU {gpu.index}: {n} NVLinks active"
     brief = f"{head} ({'; '.join(parts)})" if parts else head
-    out.findings.append(_finding(host, gpu, "nvlinks", Status.FAIL, f"{brief} [{fewest} the run]", brief, value=n,
-                                 unit="links", expected=expected, link="nvlink", against=against))
+    gpu.add("nvlinks", Status.FAIL, f"{brief} [{fewest} the run]", brief, value=n, unit="links", expected=expected,
+            link="nvlink", against=against)
 
 
-def _link_speed(out: Judged, host: str, gpu: int, readings, rules) -> None:
+def _link_speed(gpu: Gpu) -> None:
     """Each active link's speed against the per-link floor: a FAIL per slow link (its slowest reading)."""
-    floor = rules.get("nvlink_gbps")
+    floor = gpu.rules.get("nvlink_gbps")
     if floor is None:
         return
     bound = float(floor.value)
     slow: dict[int, float] = {}
     unread: list = []
     n = 0
-    for g in readings:
+    for g in gpu.readings:
         for ln in g.links.value:
             if not (readable(ln.active) and ln.active.value):
                 continue
@@ -254,38 +277,53 @@ def _link_speed(out: Judged, host: str, gpu: int, readings, rules) -> None:
             elif float(ln.speed_gbps.value) < bound:
                 slow[int(ln.link)] = min(float(ln.speed_gbps.value), slow.get(int(ln.link), float("inf")))
     if unread:
-        _missing(out, host, gpu, rules, "nvlink_speed", _why(*(ln.speed_gbps for ln in unread)),
-                 f"the speed of NVLink {delta.links_text({int(ln.link) for ln in unread})}")
+        gpu.missing("nvlink_speed", _why(*(ln.speed_gbps for ln in unread)),
+                    f"the speed of NVLink {delta.links_text({int(ln.link) for ln in unread})}")
     against = floor.against("nvlink_gbps")
     for ln, v in sorted(slow.items()):
-        brief = f"GPU {gpu} link {ln} at {v:.4g} GB/s, expected at least {bound:g} GB/s"
-        out.findings.append(_finding(host, gpu, "nvlink_speed", Status.FAIL, brief, brief, value=v, unit="GB/s",
-                                     expected=bound, link="nvlink", against=against))
-    if not slow and not (unread and _required(rules, "nvlink_speed")) and n:
-        out.findings.append(_finding(host, gpu, "nvlink_speed", Status.PASS,
-                                     f"GPU {gpu}: every active NVLink at {bound:g} GB/s or more", value=None,
-                                     unit="GB/s", expected=bound, link="nvlink", against=against))
+        brief = f"GPU {gpu.index} link {ln} at {v:.4g} GB/s, expected at least {bound:g} GB/s"
+        gpu.add("nvlink_speed", Status.FAIL, brief, brief, value=v, unit="GB/s", expected=bound, link="nvlink",
+                against=against)
+    if not slow and not (unread and gpu.required("nvlink_speed")) and n:
+        gpu.add("nvlink_speed", Status.PASS, f"GPU {gpu.index}: every active NVLink at {bound:g} GB/s or more",
+                value=None, unit="GB/s", expected=bound, link="nvlink", against=against)
 
 
-def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list,
-                 window_s: float = 0.0) -> None:
+def _link_errors(gpu: Gpu) -> None:
     """Each counter of each link that grew during the run (evidence/delta.py), against its allowance: a FAIL per
     (link, counter) past it ("12 replays on GPU 1 link 4 during the run"); a counter that went back cannot be
     judged (its growth is unknown). CRC counters with a rate allowance (link_error_rate_allowed) are judged by their
     rate over the run's window (snapshot to snapshot), as DCGM's NVLink health watch does: a link moving data counts
     some CRC errors that its replays absorb (on the quiet H100 pair 13-146 CRC data errors a link in a 22 s run, 0
     replays, 0 recoveries); at or above the rate they fail, below it they are recorded in a passing finding."""
-    allowed = rules.get("link_errors_allowed")
+    allowed = gpu.rules.get("link_errors_allowed")
     if allowed is None:
         return
-    rates: dict = dict(rules["link_error_rate_allowed"].value) if "link_error_rate_allowed" in rules else {}
-    if g_b is None or g_a is None:
-        _missing(out, host, gpu, rules, "nvlink_errors", side_missing)
+    if gpu.before is None or gpu.after is None:
+        gpu.missing("nvlink_errors", gpu.side_missing)
         return
-    limits: dict = dict(allowed.value)
-    before = {int(ln.link): ln for ln in g_b.links.value}
+    n, unread = _counters_read(gpu)
+    bad, below_rate = _counters_grown(gpu, allowed)
+    if not bad and n and not (unread and gpu.required("nvlink_errors")):
+        rates = _rates(gpu)
+        crc = (f"; CRC errors below the rate that matters ({', '.join(f'{k} {v:g}/s' for k, v in rates.items())}): "
+               + ", ".join(below_rate)) if below_rate else ""
+        gpu.add("nvlink_errors", Status.PASS,
+                f"GPU {gpu.index}: no NVLink error counter grew past its allowance on {n} links{crc}", link="nvlink",
+                against=allowed.against("link_errors_allowed"))
+
+
+def _rates(gpu: Gpu) -> dict:
+    """{CRC counter: errors a second that fail} (link_error_rate_allowed), {} where no table sets it."""
+    return dict(gpu.rules["link_error_rate_allowed"].value) if "link_error_rate_allowed" in gpu.rules else {}
+
+
+def _counters_read(gpu: Gpu) -> tuple[int, list]:
+    """(links whose counters were read on both sides, [(after, before) of active links whose were not]); the
+    latter said as not available where required."""
+    before = {int(ln.link): ln for ln in gpu.before.links.value}
     unread, n = [], 0
-    for ln in g_a.links.value:
+    for ln in gpu.after.links.value:
         lb = before.get(int(ln.link))
         if lb is not None and readable(lb.errors) and readable(ln.errors):
             n += 1
@@ -293,58 +331,57 @@ def _link_errors(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing
             unread.append((ln, lb))
     if unread:
         why = _why(*(x.errors for pair in unread for x in pair if not readable(x.errors)))
-        _missing(out, host, gpu, rules, "nvlink_errors", why,
-                 f"the error counters of NVLink {delta.links_text({int(ln.link) for ln, _ in unread})}")
+        gpu.missing("nvlink_errors", why,
+                    f"the error counters of NVLink {delta.links_text({int(ln.link) for ln, _ in unread})}")
+    return n, unread
+
+
+def _counters_grown(gpu: Gpu, allowed: Setting) -> tuple[int, list[str]]:
+    """A finding per counter that grew past its allowance (or its rate) or went back; (how many, the CRC counters
+    that grew below their rate, as words)."""
+    limits: dict = dict(allowed.value)
+    rates = _rates(gpu)
     against = allowed.against("link_errors_allowed")
     bad = 0
     below_rate: list[str] = []
-    for c in changed:
+    for c in gpu.changed:
         if c.kind == "link_error":
             (counter, was), now = next(iter(c.before.items())), next(iter(c.after.values()))
             allow = int(limits.get(counter, 0))
-            if counter in rates and window_s > 0:
-                rate = (now - was) / window_s
+            if counter in rates and gpu.window_s > 0:
+                rate = (now - was) / gpu.window_s
                 if rate >= rates[counter]:
                     bad += 1
-                    out.findings.append(_finding(host, gpu, "nvlink_errors", Status.FAIL,
-                                                 f"{c.text}: {rate:.3g} a second ({rates[counter]:g} a second fail)",
-                                                 f"{c.text} ({rate:.3g}/s, {rates[counter]:g}/s fail)", value=rate,
-                                                 unit=f"{counter}/s",
-                                                 expected=rates[counter], link="nvlink",
-                                                 against=rules["link_error_rate_allowed"].against(
-                                                     "link_error_rate_allowed")))
+                    gpu.add("nvlink_errors", Status.FAIL,
+                            f"{c.text}: {rate:.3g} a second ({rates[counter]:g} a second fail)",
+                            f"{c.text} ({rate:.3g}/s, {rates[counter]:g}/s fail)", value=rate, unit=f"{counter}/s",
+                            expected=rates[counter], link="nvlink",
+                            against=gpu.rules["link_error_rate_allowed"].against("link_error_rate_allowed"))
                 else:
                     below_rate.append(f"link {c.link} {now - was} ({rate:.1f}/s)")
                 continue
             if now - was > allow:
                 bad += 1
-                out.findings.append(_finding(host, gpu, "nvlink_errors", Status.FAIL, f"{c.text} ({allow} allowed)",
-                                             c.text, value=now - was, unit=counter, expected=allow, link="nvlink",
-                                             against=against))
+                gpu.add("nvlink_errors", Status.FAIL, f"{c.text} ({allow} allowed)", c.text, value=now - was,
+                        unit=counter, expected=allow, link="nvlink", against=against)
         elif c.kind == "counter_reset" and c.link is not None:
             bad += 1
-            out.findings.append(_finding(host, gpu, "nvlink_errors", Status.UNJUDGED, c.text, c.text, link="nvlink",
-                                         against=against))
-    if not bad and n and not (unread and _required(rules, "nvlink_errors")):
-        crc = (f"; CRC errors below the rate that matters ({', '.join(f'{k} {v:g}/s' for k, v in rates.items())}): "
-               + ", ".join(below_rate)) if below_rate else ""
-        out.findings.append(_finding(host, gpu, "nvlink_errors", Status.PASS,
-                                     f"GPU {gpu}: no NVLink error counter grew past its allowance on {n} links{crc}",
-                                     link="nvlink", against=against))
+            gpu.add("nvlink_errors", Status.UNJUDGED, c.text, c.text, link="nvlink", against=against)
+    return bad, below_rate
 
 
 # ---- PCIe ----------------------------------------------------------------------------------------------
 
-def _pcie(out: Judged, host: str, gpu: int, readings, rules) -> None:
+def _pcie(gpu: Gpu) -> None:
     """The link's width against `pcie_width` (else the GPU's maximum), at every reading; its generation only
     against `pcie_gen` where the thresholds set it: NVML's current generation drops while a GPU idles, and the
     readings are taken at rest, so a lower generation than the maximum is said, never failed, unless asked."""
-    want_w, want_g = rules.get("pcie_width"), rules.get("pcie_gen")
+    want_w, want_g = gpu.rules.get("pcie_width"), gpu.rules.get("pcie_gen")
     seen = []
-    for g in readings:
+    for g in gpu.readings:
         need = [g.pcie_gen, g.pcie_width] + ([] if want_w is not None else [g.pcie_max_width])
         if not all(readable(x) for x in need):
-            _missing(out, host, gpu, rules, "pcie", _why(*(x for x in need if not readable(x))))
+            gpu.missing("pcie", _why(*(x for x in need if not readable(x))))
             return
         exp_w = int(want_w.value) if want_w is not None else int(g.pcie_max_width.value)
         gen, width = int(g.pcie_gen.value), int(g.pcie_width.value)
@@ -359,57 +396,57 @@ def _pcie(out: Judged, host: str, gpu: int, readings, rules) -> None:
         or "the GPU's maximum width (NVML)"
     if width < exp_w or (exp_g is not None and gen < exp_g):
         expected = f"gen{exp_g} x{exp_w}" if exp_g is not None else f"x{exp_w}"
-        brief = f"GPU {gpu} PCIe gen{gen} x{width}, expected {expected}"
-        out.findings.append(_finding(host, gpu, "pcie", Status.FAIL, brief, brief, value=width, unit="lanes",
-                                     expected=exp_w, link="pcie", against=against))
+        brief = f"GPU {gpu.index} PCIe gen{gen} x{width}, expected {expected}"
+        gpu.add("pcie", Status.FAIL, brief, brief, value=width, unit="lanes", expected=exp_w, link="pcie",
+                against=against)
         return
     note = ""
     if exp_g is None and max_g is not None and gen < max_g:
         note = (f" (gen{gen} of gen{max_g} at rest: a GPU may idle at a lower generation; not judged without "
                 f"pcie_gen)")
-    out.findings.append(_finding(host, gpu, "pcie", Status.PASS, f"GPU {gpu} PCIe gen{gen} x{width}{note}",
-                                 value=width, unit="lanes", expected=exp_w, link="pcie", against=against))
+    gpu.add("pcie", Status.PASS, f"GPU {gpu.index} PCIe gen{gen} x{width}{note}", value=width, unit="lanes",
+            expected=exp_w, link="pcie", against=against)
 
 
 # ---- ECC and row remaps --------------------------------------------------------------------------------
 
-def _ecc(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+def _ecc(gpu: Gpu) -> None:
     """New uncorrectable volatile ECC errors during the run (evidence/delta.py) fail; a count that went back
     cannot be judged."""
+    g_b, g_a = gpu.before, gpu.after
     if g_b is None or g_a is None:
-        _missing(out, host, gpu, rules, "ecc", side_missing)
+        gpu.missing("ecc", gpu.side_missing)
         return
     if not (readable(g_b.ecc_uncorrected_volatile) and readable(g_a.ecc_uncorrected_volatile)):
-        _missing(out, host, gpu, rules, "ecc", _why(g_b.ecc_uncorrected_volatile, g_a.ecc_uncorrected_volatile))
+        gpu.missing("ecc", _why(g_b.ecc_uncorrected_volatile, g_a.ecc_uncorrected_volatile))
         return
-    for c in changed:
+    for c in gpu.changed:
         if c.kind == "ecc_uncorrected":
-            out.findings.append(_finding(host, gpu, "ecc", Status.FAIL, c.text, c.text, value=c.after - c.before,
-                                         unit="errors", expected=0))
+            gpu.add("ecc", Status.FAIL, c.text, c.text, value=c.after - c.before, unit="errors", expected=0)
             return
         if c.kind == "counter_reset" and c.link is None and "ECC" in c.text:
-            out.findings.append(_finding(host, gpu, "ecc", Status.UNJUDGED, c.text, c.text))
+            gpu.add("ecc", Status.UNJUDGED, c.text, c.text)
             return
-    out.findings.append(_finding(host, gpu, "ecc", Status.PASS,
-                                 f"GPU {gpu}: no new uncorrectable ECC error during the run", value=0,
-                                 unit="errors", expected=0))
+    gpu.add("ecc", Status.PASS, f"GPU {gpu.index}: no new uncorrectable ECC error during the run", value=0,
+            unit="errors", expected=0)
 
 
-def _remap(out: Judged, host: str, gpu: int, readings, rules) -> None:
+def _remap(gpu: Gpu) -> None:
     """A pending row remap (the GPU needs a reset) or a failed one (it needs service), at any reading, fails."""
+    readings = gpu.readings
     need = [x for g in readings for x in (g.remap_pending, g.remap_failure)]
     if not readings or not all(readable(x) for x in need):
-        _missing(out, host, gpu, rules, "remap", _why(*(x for x in need if not readable(x))))
+        gpu.missing("remap", _why(*(x for x in need if not readable(x))))
         return
     pending = any(bool(g.remap_pending.value) for g in readings)
     failed = any(bool(g.remap_failure.value) for g in readings)
     parts = (["a row remap is pending (the GPU needs a reset)"] if pending else []) + \
         (["a row remap failed (the GPU needs service)"] if failed else [])
     if parts:
-        brief = f"GPU {gpu}: {'; '.join(parts)}"
-        out.findings.append(_finding(host, gpu, "remap", Status.FAIL, brief, brief))
+        brief = f"GPU {gpu.index}: {'; '.join(parts)}"
+        gpu.add("remap", Status.FAIL, brief, brief)
     else:
-        out.findings.append(_finding(host, gpu, "remap", Status.PASS, f"GPU {gpu}: no row remap pending or failed"))
+        gpu.add("remap", Status.PASS, f"GPU {gpu.index}: no row remap pending or failed")
 
 
 # ---- other jobs' processes -----------------------------------------------------------------------------
@@ -418,21 +455,21 @@ def gib(n: int | None) -> str:
     return "an unreported amount of memory" if n is None else f"{n / (1 << 30):.1f} GiB"
 
 
-def _processes(out: Judged, host: str, gpu: int, readings, foreign: list, rules) -> None:
+def _processes(gpu: Gpu, foreign: list) -> None:
     """Every compute process on the GPU, before or after the run, that is none of the run's own ranks nor the
     MPS server that runs them (evidence/delta.foreign), nor named like a `processes_ignored` pattern, fails when
     more than `foreign_processes_allowed` are seen: each named once, with its pid, name and memory (its largest
     reading)."""
     import fnmatch
 
-    allowed = rules.get("foreign_processes_allowed")
+    allowed = gpu.rules.get("foreign_processes_allowed")
     if allowed is None:
         return
+    readings = gpu.readings
     if not readings or not all(readable(g.processes) for g in readings):
-        _missing(out, host, gpu, rules, "processes",
-                 _why(*(g.processes for g in readings if not readable(g.processes))))
+        gpu.missing("processes", _why(*(g.processes for g in readings if not readable(g.processes))))
         return
-    ignored = tuple(rules["processes_ignored"].value) if "processes_ignored" in rules else ()
+    ignored = tuple(gpu.rules["processes_ignored"].value) if "processes_ignored" in gpu.rules else ()
     largest: dict = {}
     for p in foreign:
         if not any(fnmatch.fnmatchcase(p.name.rsplit("/", 1)[-1], pat) for pat in ignored):
@@ -442,59 +479,51 @@ def _processes(out: Judged, host: str, gpu: int, readings, foreign: list, rules)
     against = allowed.against("foreign_processes_allowed")
     if len(largest) > limit:
         for pid, p in sorted(largest.items()):
-            brief = f"pid {pid} ({p.name or 'name unknown'}) holds {gib(p.used_bytes)} on GPU {gpu}"
-            out.findings.append(_finding(host, gpu, "processes", Status.FAIL,
-                                         f"{brief}: not one of the run's ranks ({len(largest)} such on the GPU, "
-                                         f"{limit} allowed)", brief, value=len(largest), unit="processes",
-                                         expected=limit, against=against))
+            brief = f"pid {pid} ({p.name or 'name unknown'}) holds {gib(p.used_bytes)} on GPU {gpu.index}"
+            gpu.add("processes", Status.FAIL, f"{brief}: not one of the run's ranks ({len(largest)} such on the GPU, "
+                    f"{limit} allowed)", brief, value=len(largest), unit="processes", expected=limit, against=against)
     else:
-        out.findings.append(_finding(host, gpu, "processes", Status.PASS,
-                                     f"GPU {gpu}: {len(largest)} process{'es' if len(largest) != 1 else ''} of "
-                                     f"another job ({limit} allowed)", value=len(largest), unit="processes",
-                                     expected=limit, against=against))
+        gpu.add("processes", Status.PASS, f"GPU {gpu.index}: {len(largest)} process{'es' if len(largest) != 1 else ''} "
+                f"of another job ({limit} allowed)", value=len(largest), unit="processes", expected=limit,
+                against=against)
 
 
 # ---- clock events: slowdown fails, a power cap explains ------------------------------------------------
 
-def _clocks(out: Judged, host: str, gpu: int, g_b, g_a, rules, side_missing: str, changed: list) -> None:
+def _clocks(gpu: Gpu) -> None:
     """A slowdown reason (`slowdowns`: thermal, hardware, power brake) during the run fails (evidence/delta.py:
     for how long where NVML gives the reasons' cumulative time, else seen active at the end). The power cap
     (sw_power_cap) is a pass with a note: it explains slower rows, and is no fault by itself."""
-    slow = rules.get("slowdowns")
+    slow = gpu.rules.get("slowdowns")
     if slow is None:
         return
-    readings = [g for g in (g_b, g_a) if g is not None]
+    g_b, g_a, readings = gpu.before, gpu.after, gpu.readings
     if not readings or not all(readable(g.clock_events) for g in readings):
-        _missing(out, host, gpu, rules, "clock_events",
-                 _why(*(g.clock_events for g in readings if not readable(g.clock_events))))
+        gpu.missing("clock_events", _why(*(g.clock_events for g in readings if not readable(g.clock_events))))
         return
     if not (g_b is not None and g_a is not None and readable(g_b.clock_event_ns) and readable(g_a.clock_event_ns)):
-        _missing(out, host, gpu, rules, "clock_event_ns",
-                 _why(*(g.clock_event_ns for g in readings if not readable(g.clock_event_ns))) if g_b and g_a
-                 else side_missing)
+        gpu.missing("clock_event_ns", _why(*(g.clock_event_ns for g in readings if not readable(g.clock_event_ns)))
+                    if g_b and g_a else gpu.side_missing)
     fails = tuple(slow.value)
     against = slow.against("slowdowns")
-    events = [(next(iter(c.after)) if isinstance(c.after, dict) else str(c.after), c) for c in changed
+    events = [(next(iter(c.after)) if isinstance(c.after, dict) else str(c.after), c) for c in gpu.changed
               if c.kind == "clock_event"]
     hit = [(r, c) for r, c in events if r in fails]
     for r, c in hit:
         secs = (c.after[r] - c.before[r]) / 1e9 if isinstance(c.after, dict) else None
-        out.findings.append(_finding(host, gpu, "clock_events", Status.FAIL, f"{c.text} ({r})", c.text, value=secs,
-                                     unit="s", expected=0, against=against))
-    for c in changed:
+        gpu.add("clock_events", Status.FAIL, f"{c.text} ({r})", c.text, value=secs, unit="s", expected=0,
+                against=against)
+    for c in gpu.changed:
         if c.kind == "counter_reset" and c.link is None and "ECC" not in c.text:
-            out.findings.append(_finding(host, gpu, "clock_events", Status.UNJUDGED, c.text, c.text,
-                                         against=against))
+            gpu.add("clock_events", Status.UNJUDGED, c.text, c.text, against=against)
             hit.append(("", c))
     capped = [c for r, c in events if r == POWER_CAP and r not in fails]
     for c in capped:
         note = f"{c.text}: explains slower rows, not a failure by itself"
-        out.notes.append(note)
+        gpu.out.notes.append(note)
         if not hit:
             secs = (c.after[POWER_CAP] - c.before[POWER_CAP]) / 1e9 if isinstance(c.after, dict) else None
-            out.findings.append(_finding(host, gpu, "clock_events", Status.PASS, note, note, value=secs, unit="s",
-                                         against=against))
+            gpu.add("clock_events", Status.PASS, note, note, value=secs, unit="s", against=against)
     if not hit and not capped:
-        out.findings.append(_finding(host, gpu, "clock_events", Status.PASS,
-                                     f"GPU {gpu}: no {', '.join(fails)} during the run", value=0.0, unit="s",
-                                     expected=0, against=against))
+        gpu.add("clock_events", Status.PASS, f"GPU {gpu.index}: no {', '.join(fails)} during the run", value=0.0,
+                unit="s", expected=0, against=against)

@@ -10,22 +10,24 @@ from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
-    """One thing check found about a row, a pair or the run: its status and why (selftest's is another)."""
+    """One thing check found about a row, a pair or the run: its status and why (selftest's is another). Made by
+    keyword: what a finding of the whole node or of one GPU does not have (a method, a size, a value) is left out.
+    The fields' order is check's JSON (outputs.as_json)."""
 
-    source: str  # thresholds | baseline | peers | coverage | run | verification
+    source: str  # thresholds | baseline | peers | coverage | run | verification | evidence
     host: str
-    pair: str  # "GPU 0 -> GPU 1" (ranks where two share a GPU)
+    pair: str  # "GPU 0 -> GPU 1" (ranks where two share a GPU: judging/row_key.pair_name), "GPU 3", "node"
     src_gpu: int
     dst_gpu: int
-    link: str  # nvswitch | nvlink | pcie | same_gpu | unknown
-    method: str
-    direction: str
-    bytes: int
-    value: float | None
-    unit: str  # GB/s | µs | ""
-    expected: float | None  # the bound the value was held against
+    link: str = ""  # nvswitch | nvlink | pcie | same_gpu | unknown
+    method: str = ""  # an evidence finding: its rule (nvlinks, pcie, ...)
+    direction: str = ""
+    bytes: int = 0
+    value: float | None = None
+    unit: str = ""  # GB/s | µs | ""
+    expected: float | None = None  # the bound the value was held against
     status: Status
     reason: str  # what, by how much, against which expectation (one line, with the expectation's why)
     brief: str = ""  # the same in a few words (the summary's lines, the REASON line)

@@ -11,7 +11,7 @@ adds a user's, whose entries win over a default for the same (gpu, link, method,
 
 It may also hold `[[evidence]]` tables: what the node's own evidence (NVLink state and error counters, PCIe
 training, clock events, ECC, row remaps, other processes; ipcbench/evidence/) must show for a GPU model
-(`gpu`, shell wildcards), judged by check/evidence_rules.py. Their keys (EVIDENCE_KEYS) are resolved one by
+(`gpu`, shell wildcards), judged by judging/evidence_rules.py. Their keys (EVIDENCE_KEYS) are resolved one by
 one: for each key, the first table that matches the GPU and sets it wins, a user's before the shipped ones,
 so a site overrides one number without restating the rest.
 
@@ -217,17 +217,17 @@ def load_evidence(path: str | Path) -> list[EvidenceExpectation]:
 
 
 def _shipped_text() -> str:
-    return (resources.files("ipcbench.check") / DEFAULTS).read_text(encoding="utf-8")
+    return (resources.files("ipcbench.judging") / DEFAULTS).read_text(encoding="utf-8")
 
 
 def defaults() -> list[Expectation]:
     """The expectations ipcbench ships (defaults.toml: the GPUs it has measured)."""
-    return parse(_shipped_text(), f"ipcbench/check/{DEFAULTS}")
+    return parse(_shipped_text(), f"ipcbench/judging/{DEFAULTS}")
 
 
 def evidence_defaults() -> list[EvidenceExpectation]:
     """The node-evidence expectations ipcbench ships (defaults.toml's [[evidence]] tables)."""
-    return parse_evidence(_shipped_text(), f"ipcbench/check/{DEFAULTS}")
+    return parse_evidence(_shipped_text(), f"ipcbench/judging/{DEFAULTS}")
 
 
 def combine(shipped: list[Expectation], users: list[Expectation]) -> list[Expectation]:
@@ -247,14 +247,14 @@ def find(expectations: list[Expectation], gpu_model: str, link: str, method: str
     return out
 
 
-# ---- [[evidence]]: what the node's own evidence must show (check/evidence_rules.py judges it) --------------
+# ---- [[evidence]]: what the node's own evidence must show (judging/evidence_rules.py judges it) --------------
 
 # evidence/model.LinkReading.errors' names ("crc": the one CRC field a driver gives where the error-counter call does
 # not: evidence/read.ERROR_FIELDS)
 NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data", "crc")
 CRC_COUNTERS = ("crc_flit", "crc_data", "crc")  # judged by their rate over the run (link_error_rate_allowed), as DCGM
 SLOWDOWNS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake")
-POWER_CAP = "sw_power_cap"  # recorded and explained, never a failure by itself (check/evidence_rules.py)
+POWER_CAP = "sw_power_cap"  # recorded and explained, never a failure by itself (judging/evidence_rules.py)
 # every reason evidence/read.py names (the older PERF_POLICY field's "thermal" included)
 CLOCK_EVENTS = (*SLOWDOWNS, "thermal", POWER_CAP, "sync_boost", "idle", "applications_clocks", "display_clock",
                 "board_limit", "reliability")

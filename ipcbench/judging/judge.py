@@ -3,11 +3,12 @@ its floor or ceiling, its baseline and its peers; what cannot be judged said as 
 
 A finding's status is a Status (ipcbench/status.py: PASS, FAIL, UNJUDGED, written "pass", "fail", "unknown").
 It FAILS when a row is below its floor (or above its
-latency ceiling), significantly slower than its baseline (report/compare.py's statistics), far below the
+latency ceiling), significantly slower than its baseline (judging/compare.py's statistics: a row's RowVerdict read as
+a Status by RowVerdict.status), far below the
 node's other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not
 complete, when a row the expectations name is missing, when a pair's link kind is unknown, when a pair has no
 expectation at all (peers alone never pass a pair), or when a number is above a physical ceiling (the
-instrument, not the node, is then in doubt). The node's own evidence adds its findings (check/evidence_rules.py:
+instrument, not the node, is then in doubt). The node's own evidence adds its findings (judging/evidence_rules.py:
 a link down, a counter that grew, another job's process fail; a required item not available is UNKNOWN). The
 node is unhealthy (exit 1) when anything failed, cannot be judged (exit 2) when nothing failed but something
 could not be judged or nothing was judged, healthy (0) only when every check passed: never 0 for what was not
@@ -19,14 +20,18 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
-from ipcbench.check import evidence_rules
-from ipcbench.check.expect import EvidenceExpectation, Expectation, evidence_defaults
-from ipcbench.check.finding import Finding
-from ipcbench.report.validity import invalid
+from ipcbench.judging import evidence_rules
+from ipcbench.judging.expect import EvidenceExpectation, Expectation, defaults, evidence_defaults
+from ipcbench.judging.finding import Finding
+from ipcbench.judging.row_key import RowKey, pair_name
+from ipcbench.judging.row_verdict import RowVerdict
+from ipcbench.judging.validity import invalid
 from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
 
 VERDICTS = {Status.PASS: "healthy", Status.FAIL: "unhealthy", Status.UNJUDGED: "cannot judge"}
+# the methods check measures and judges unless told otherwise (check/plan.py), those defaults.toml names
+METHODS_JUDGED = ("ce", "sm_read", "sm_write")
 PEER_DROP = 0.20  # a pair this far below the typical pair of its kind fails
 PEER_MIN_BYTES = 64 << 20  # peers are compared where transfers are bandwidth-bound
 PEER_TIMINGS = ("gated",)  # rows whose time is the pair's own (not a window over a time-sliced GPU, a hand-off)
@@ -74,7 +79,7 @@ class Verdict:
 
     def reason(self) -> str:
         """One line: the worst failure (or the first thing not judged), and how many more; the node's own
-        evidence first (a link down, a counter that grew: the cause of slow rows, check/evidence_rules.py)."""
+        evidence first (a link down, a counter that grew: the cause of slow rows, judging/evidence_rules.py)."""
         if self.exit_code == 0:
             return f"ok: {len(self.checks)} checks passed"
         bad = [c for c in self.checks if c.status is self.status]
@@ -96,12 +101,6 @@ class Verdict:
                 "checks": [asdict(c) for c in self.checks]}
 
 
-def pair_name(src_gpu: int, dst_gpu: int, src_rank: int, dst_rank: int) -> str:
-    if src_gpu == dst_gpu:
-        return f"GPU {src_gpu} ranks {src_rank} -> {dst_rank}"
-    return f"GPU {src_gpu} -> GPU {dst_gpu}"
-
-
 def _passed(ok: bool) -> Status:
     return Status.PASS if ok else Status.FAIL
 
@@ -112,12 +111,12 @@ def _num(v, unit: str) -> str:
 
 def judge(run, expectations: list[Expectation], methods: list[str], baseline=None, peers: bool = True,
           peer_drop: float = PEER_DROP, evidence: list[EvidenceExpectation] | None = None) -> Verdict:
-    """The checks of a run (record/run.Run) against its expectations (check/expect.py), a baseline comparison
-    (report/compare.Comparison of this run against known-good runs, or None) and its peers, and the node's own
-    evidence against `evidence` (the [[evidence]] tables; None: the shipped ones; check/evidence_rules.py).
+    """The checks of a run (record/run.Run) against its expectations (judging/expect.py), a baseline comparison
+    (judging/compare.Comparison of this run against known-good runs, or None) and its peers, and the node's own
+    evidence against `evidence` (the [[evidence]] tables; None: the shipped ones; judging/evidence_rules.py).
     `methods`: the methods judged (rows of others are left alone). A row whose value cannot be true
     (invalid_rows) is a finding of its own, UNJUDGED, and is judged by nothing else nor used to judge another
-    pair."""
+    pair (nor compared with the baseline: its RowKey is left out)."""
     v = Verdict()
     v.checks, v.notes = _evidence(run, evidence_defaults() if evidence is None else evidence)
     frame = run.frame
@@ -132,13 +131,20 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
                             f"{_what(run, r)}: {invalid[r.Index]}") for r in frame.loc[list(invalid)].itertuples()]
     v.checks += _coverage_and_floors(run, rows, expectations, methods, set(invalid))
     if baseline is not None:
-        v.checks += _baseline(run, baseline, methods, {_key(r) for r in frame.loc[list(invalid)].itertuples()})
+        v.checks += _baseline(run, baseline, methods, {RowKey.of(r) for r in frame.loc[list(invalid)].itertuples()})
     if peers:
         v.checks += _peers(run, good, peer_drop)
     v.checks += [_row_check(run, r, "verification", None, "", None, Status.FAIL,
                             f"{_what(run, r)}: failed verification ({r.note})", f"{_what(run, r)} failed verification")
                  for r in rows.itertuples() if not r.verified]
     return v
+
+
+def shipped_verdict(run) -> Verdict:
+    """check's judgement of a run with what ipcbench ships: the expectations of defaults.toml, the methods check
+    judges by default, its peer rule and the shipped evidence tables; what `ipcbench check --from RUN` says, so that
+    the report's headline (report/headline.py) and the gate cannot disagree."""
+    return judge(run, defaults(), list(METHODS_JUDGED))
 
 
 def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], list[str]]:
@@ -153,19 +159,14 @@ def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], li
 
 def invalid_rows(run) -> dict:
     """{frame index: "results.csv:LINE: why"} of the rows whose value cannot be true, as the record named them
-    when the run was read (record/validate.py, through report/validity.invalid: the one validator of check,
+    when the run was read (record/validate.py, through judging/validity.invalid: the one validator of check,
     compare and the report). Such a value says the instrument, not the node, is in doubt."""
     return dict(sorted(invalid(run).items()))
 
 
-def _key(r) -> tuple:
-    """What names a row across runs: (host, src GPU, dst GPU, method, direction, bytes)."""
-    return str(r.host), int(r.src_gpu), int(r.dst_gpu), str(r.method), str(r.direction), int(r.bytes)
-
-
 def _whole(run, source: str, reason: str, brief: str) -> Finding:
-    return Finding(source, run.meta.hosts[0] if run.meta.hosts else "", "node", -1, -1, "", "", "", 0, None, "", None,
-                 Status.UNJUDGED, reason, brief)
+    return Finding(source=source, host=run.meta.hosts[0] if run.meta.hosts else "", pair="node", src_gpu=-1,
+                   dst_gpu=-1, status=Status.UNJUDGED, reason=reason, brief=brief)
 
 
 def link_of(run, host: str, src_gpu: int, dst_gpu: int) -> str:
@@ -192,9 +193,12 @@ def _what(run, r) -> str:
 
 
 def _row_check(run, r, source, value, unit, expected, status, reason, brief="", against="") -> Finding:
-    return Finding(source, str(r.host), pair_name(r.src_gpu, r.dst_gpu, r.src_rank, r.dst_rank), int(r.src_gpu),
-                 int(r.dst_gpu), link_of(run, str(r.host), int(r.src_gpu), int(r.dst_gpu)), str(r.method),
-                 str(r.direction), int(r.bytes), value, unit, expected, status, reason, brief, against)
+    """A finding of one row (a frame's itertuples row) of the run."""
+    key = RowKey.of(r)
+    return Finding(source=source, host=key.host, pair=pair_name(key.src_gpu, key.dst_gpu, r.src_rank, r.dst_rank),
+                   src_gpu=key.src_gpu, dst_gpu=key.dst_gpu, link=link_of(run, key.host, key.src_gpu, key.dst_gpu),
+                   method=key.method, direction=key.direction, bytes=key.bytes, value=value, unit=unit,
+                   expected=expected, status=status, reason=reason, brief=brief, against=against)
 
 
 def _pairs(run, rows) -> list[tuple]:
@@ -218,7 +222,8 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
         host, sr, dr, sg, dg = str(host), int(sr), int(dr), int(sg), int(dg)
         name = pair_name(sg, dg, sr, dr)
         link, model = link_of(run, host, sg, dg), gpu_model(run, host, sg)
-        base = Finding("coverage", host, name, sg, dg, link, "", "", 0, None, "", None, Status.UNJUDGED, "")
+        base = Finding(source="coverage", host=host, pair=name, src_gpu=sg, dst_gpu=dg, link=link,
+                       status=Status.UNJUDGED, reason="")
         if link == "unknown":
             out.append(replace(base, reason=f"{name}: the link between the GPUs is unknown (no NVML table, or NVML "
                                             f"could not name it): no expectation can be chosen",
@@ -272,32 +277,34 @@ def _against(run, r, e: Expectation) -> Finding:
 
 
 def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding]:
-    """Each judged row of this run against the known-good runs (report/compare.py: Welch's t on the log
-    samples and --threshold): a regression fails, a row the baseline has and this run lacks cannot be judged;
-    a row of this run whose value is invalid (its `_key`) is not compared."""
+    """Each judged row of this run against the known-good runs (judging/compare.py: Welch's t on the log samples
+    and --threshold), as its RowVerdict's status says: a regression fails, a row as good or better passes, a row
+    the baseline has and this run lacks cannot be judged; a row of this run whose value is invalid (its RowKey in
+    `invalid`) is not compared."""
     out: list[Finding] = []
     t = comparison.table
-    t = t[t["method"].isin(methods)] if "method" in t.columns else t  # the table's own method column
+    t = t[t["method"].isin(methods)]
     labels = ", ".join(comparison.info.get("base_labels", []))
     for r in t.itertuples():
-        method = str(r.method)
-        if (str(r.host), int(r.src_gpu), int(r.dst_gpu), method, str(r.direction), int(r.bytes)) in invalid:
+        key = RowKey.of(r)
+        status = RowVerdict(r.verdict).status
+        if key in invalid or status is None:
             continue
-        sg, dg = int(r.src_gpu), int(r.dst_gpu)
-        name = pair_name(sg, dg, -1, -1) if sg != dg else f"GPU {sg} (same GPU)"
-        what = f"{name} {method} {r.direction} {fmt_size(int(r.bytes))}"
-        base = Finding("baseline", str(r.host), name, sg, dg, link_of(run, str(r.host), sg, dg), method,
-                       str(r.direction), int(r.bytes), None, str(r.unit), float(r.base), Status.UNJUDGED, "")
-        if r.verdict == "regression":
+        name = key.pair
+        what = f"{name} {key.method} {key.direction} {fmt_size(key.bytes)}"
+        base = Finding(source="baseline", host=key.host, pair=name, src_gpu=key.src_gpu, dst_gpu=key.dst_gpu,
+                       link=link_of(run, key.host, key.src_gpu, key.dst_gpu), method=key.method,
+                       direction=key.direction, bytes=key.bytes, unit=str(r.unit), expected=float(r.base),
+                       status=status, reason="")
+        if status is Status.FAIL:
             how = f"{abs(float(r.change)):.0%} {'below' if r.unit == 'GB/s' else 'above'} the baseline"
-            out.append(replace(base, value=float(r.new), status=Status.FAIL,
+            out.append(replace(base, value=float(r.new),
                                reason=f"{what} {_num(float(r.new), str(r.unit))}, {how}'s "
                                       f"{_num(float(r.base), str(r.unit))} (p={float(r.p):.2g}; baseline {labels})",
                                brief=f"{what} {how}"))
-        elif r.verdict in ("unchanged", "improvement"):
-            out.append(replace(base, value=float(r.new), status=Status.PASS,
-                               reason=f"{what}: as the baseline ({labels})"))
-        elif r.verdict == "missing":
+        elif status is Status.PASS:
+            out.append(replace(base, value=float(r.new), reason=f"{what}: as the baseline ({labels})"))
+        else:
             out.append(replace(base, reason=f"{what}: in the baseline ({labels}), not in this run",
                                brief=f"{what}: not measured"))
     return out
@@ -308,8 +315,6 @@ def _peers(run, rows, drop: float) -> list[Finding]:
     (1 - drop) x the typical pair (the median of three or more; of two, the other one)."""
     out: list[Finding] = []
     big = rows[(rows["bytes"] >= PEER_MIN_BYTES) & rows["timing"].isin(PEER_TIMINGS) & (rows["kind"] == "bandwidth")]
-    if big.empty:
-        return out
     big = big.assign(link=[link_of(run, str(h), int(s), int(d)) for h, s, d in
                            zip(big["host"], big["src_gpu"], big["dst_gpu"])])
     for _, g in big.groupby(["host", "link", "method", "direction", "bytes"]):

@@ -1,5 +1,5 @@
 """Runs matched by what they are: which node and GPUs a run measured and how (`node_of`, `measured_as`: the
-MPS side-by-side pairs runs that agree in both), and for `ipcbench compare` (report/compare.py): naming their
+MPS side-by-side pairs runs that agree in both), and for `ipcbench compare` (judging/compare.py): naming their
 GPUs by UUID (or index), turning each run into one value per matched row key in its natural unit, combining
 several BASE runs, and the warnings when the runs differ in options, sizes, ranks, MPS, GPUs or versions.
 """
@@ -10,9 +10,9 @@ import json
 
 from ipcbench.record.meta import Meta
 from ipcbench.record.run import Run
-from ipcbench.report.ceilings import impossible_rows
-from ipcbench.report.options import is_quick, sizes_of, sizes_text
-from ipcbench.report.significance import _sample_stats, host_timed, time_sliced
+from ipcbench.judging.ceilings import impossible_rows
+from ipcbench.judging.measured import is_quick, sizes_of, sizes_text
+from ipcbench.judging.significance import sample_stats, host_timed, time_sliced
 
 KEY = ["suite", "method", "direction", "src", "dst", "bytes"]
 WARN_OPTIONS = ("quick", "sampling", "samples", "min_time_ms", "verify", "sm_copy", "sm_bulk")
@@ -82,7 +82,7 @@ def prepare(run: Run, src, dst, key: list[str]):
     k["value"] = value
     with np.errstate(divide="ignore", invalid="ignore"):
         k["lv"] = np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan)
-    k["s_n"], k["s_mean"], k["s_m2"] = _sample_stats(f)
+    k["s_n"], k["s_mean"], k["s_m2"] = sample_stats(f)
     # the approximation for rows without samples: location log(median time), variance log(1 + cv^2)
     med, lo, hi = (k[f"time_us_{x}"].to_numpy(dtype=float) for x in ("median", "min", "max"))
     cv = k["cv"].to_numpy(dtype=float)

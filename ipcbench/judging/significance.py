@@ -1,4 +1,4 @@
-"""The statistics of `ipcbench compare` (report/compare.py): how far a row is known to move between runs of
+"""The statistics of `ipcbench compare` (judging/compare.py): how far a row is known to move between runs of
 the same code (the between-runs floors per kind of row, for runs older than the between-runs noise), Welch's
 t-test on the log of two rows' sample times and Student's t computed here (regularized incomplete beta; no
 scipy), each row's sample statistics, and which rows need the variation between runs (host-timed,
@@ -137,7 +137,7 @@ def welch(n1, mean1, m2_1, n2, mean2, m2_2):
     return np.where((n1 < 2) | (n2 < 2) | np.isnan(se2) | np.isnan(diff), np.nan, p), diff
 
 
-def _sample_stats(frame):
+def sample_stats(frame):
     """Per row, from samples_us: (count, mean of log time, sum of squared deviations of log time); count 0
     where the row has no (usable) samples."""
     import numpy as np
@@ -185,3 +185,32 @@ def host_timed(frame):
     """Boolean array: rows timed on the host clock with Python in the loop (the rows' `timing`); error-path
     probes are listed, never judged."""
     return ((frame["timing"] == "host") & (frame["kind"] != "error")).to_numpy(dtype=bool)
+
+
+def row_significance(m, out, g, nb: int):
+    """(p, exact, use_runs, enough): for rows that need it with several BASE runs (host-timed, time-sliced), a
+    prediction t-test of NEW's median against the pooled variance of the BASE runs' log medians (never below
+    the row's own): part of their verdict. For every other row Welch's test on the samples (exact where both
+    sides have them, else the cv approximation), printed and never deciding: rows move between runs by more
+    than their samples vary, so in-run samples call any such move significant (docs/report.md)."""
+    import numpy as np
+    import pandas as pd
+
+    exact = (m["exact_b"].fillna(False).astype(bool) & m["exact_n"].fillna(False).astype(bool)).to_numpy()
+    stat = {f"{c}_{s}": np.where(exact, m[f"s_{c}_{s}"], m[f"c_{c}_{s}"]).astype(float)
+            for c in ("n", "mean", "m2") for s in "bn"}
+    p_samples, _ = welch(stat["n_b"], stat["mean_b"], stat["m2_b"], stat["n_n"], stat["mean_n"], stat["m2_n"])
+    ht = (out["_runs_why"] != "").to_numpy()
+    k = m["k"].fillna(0).to_numpy(dtype=float)
+    var_runs = m["var_runs"].to_numpy(dtype=float)
+    grp = out["suite"].astype(str) + "/" + out["method"].astype(str) + "/" + out["direction"].astype(str)
+    dfr = np.where(ht & (k >= 2) & np.isfinite(var_runs), k - 1.0, 0.0)
+    pooled = pd.DataFrame({"grp": grp, "w": dfr * np.nan_to_num(var_runs), "df": dfr}).groupby("grp").transform("sum")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s2 = np.fmax(pooled["w"].to_numpy() / pooled["df"].to_numpy(), np.where(dfr > 0, var_runs, np.nan))
+        t_runs = g / np.sqrt(s2 * (1.0 + 1.0 / k))
+    p_runs = t_pvalue(t_runs, pooled["df"].to_numpy())
+    p_runs = np.where((s2 == 0) & (dfr > 0), np.where(g == 0, 1.0, 0.0), p_runs)
+    use_runs = ht & (nb > 1)
+    enough = np.where(use_runs, dfr > 0, np.isfinite(p_samples))
+    return np.where(use_runs, p_runs, p_samples), exact, use_runs, enough
