@@ -297,7 +297,7 @@ def ns(**kw):
 def test_build_checks_the_arguments():
     cfg, names, tol = command.build(ns(), [])
     assert names == plan.methods() and tol == Tolerance(0.02, 0.10, 10.0)
-    assert cfg.pairs == "sequential" and cfg.serial_pairs == "all"
+    assert cfg.pairs == "auto" and cfg.serial_pairs == "all"  # disjoint rounds where the node allows them
     assert cfg.sizes == (4096, 65536, 1 << 20, 64 << 20, 128 << 20, 256 << 20, 384 << 20, 512 << 20, 768 << 20, 1 << 30)
     assert cfg.sizes_given and cfg.verify and set(cfg.suites) == {"copy", "kernel", "pool", "vmm"}
     cfg, names, _ = command.build(ns(methods="sm_read,ce"), [])
@@ -447,3 +447,22 @@ def test_on_fakes_a_dry_run_of_two_ranks_on_one_gpu_plans_their_one_pair_and_its
     statuses, _ = fake_job(cfg, entry=lambda c: command.run(c, names, tol, "ring"))
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert statuses == [0, 0] and again["estimated_s"] == plan_["estimated_s"] and set(asked) == {1}
+
+
+def test_anchors_of_disjoint_gpus_share_a_round_only_where_pairs_run_at_once():
+    """Four GPUs on a ring: where the run measures pairs of disjoint GPUs at once, the anchor jobs of disjoint GPUs
+    share a round (no GPU twice in one), so the anchors cost half their jobs; one pair at a time, one job a round.
+    anchor_units counts the rounds' measurements, which the cost model prices."""
+    gpu_of, ranks = [0, 1, 2, 3], [0, 1, 2, 3]
+    same, across = plan.pairs(gpu_of, "ring")
+    jobs = plan.anchor_jobs(gpu_of, ranks, same, across, ["ce", "sm_read"])
+    alone, at_once = plan.anchor_rounds(jobs, False), plan.anchor_rounds(jobs, True)
+    assert [len(r) for r in alone] == [1] * len(jobs)
+    assert sorted(map(str, (j for r in at_once for j in r))) == sorted(map(str, jobs))  # every job once
+    assert len(at_once) == len(jobs) // 2
+    for r in at_once:
+        gpus = [g for _, k in r for g in {k.src_gpu, k.dst_gpu}]
+        assert len(gpus) == len(set(gpus)), r
+    per_job = sum(plan.placements(n) for n in (4096, 1 << 30))
+    assert plan.anchor_units(gpu_of, ranks, ["ce", "sm_read"], "ring", [4096, 1 << 30], True) == len(at_once) * per_job
+    assert plan.anchor_units(gpu_of, ranks, ["ce", "sm_read"], "ring", [4096, 1 << 30]) == len(jobs) * per_job

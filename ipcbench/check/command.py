@@ -186,8 +186,9 @@ def measure_and_judge(opts: Options) -> int:
     return 1 if 1 in (status, agreed) else agreed
 
 
-def check_tail(gpu_of, node_ranks) -> tuple[float, str]:
-    """run/runner.start's tail: the verdict after the run, as the cost model expects it (catalogue/costs.py)."""
+def check_tail(gpu_of, node_ranks, mode=None) -> tuple[float, str]:
+    """run/runner.start's tail: the verdict after the run, as the cost model expects it (catalogue/costs.py); the
+    same whatever the pair mode."""
     from ipcbench.catalogue.costs import COSTS
     from ipcbench.run.costmodel import check_seconds
 

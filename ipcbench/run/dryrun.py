@@ -121,8 +121,9 @@ def assumptions(gpu_source: str, link_source: str, mode, gpus: int = 0, ranks_pe
 
 def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) -> int:
     """Print the plan on world rank 0 (human-readable, or one JSON object with --json). `make_plan(local_size,
-    gpu_of)`: the steps, for the GPUs the plan assumes (rank i on GPU i mod G); `tail(gpu_of, node_ranks)`: what the
-    command adds beyond its suites (run/runner.start), for the same GPUs, in the estimate and said."""
+    gpu_of)`: the steps, for the GPUs the plan assumes (rank i on GPU i mod G); `tail(gpu_of, node_ranks, mode)`:
+    what the command adds beyond its suites (run/runner.start), for the same GPUs and pair mode, in the estimate and
+    said."""
     local = assumed_ranks or world.local_size
     info = world.comm.allgather((world.host, local, None if cfg.topology else topology.nvml_gpu_count()))
     gpus_here = info[world.rank][2] or local
@@ -136,7 +137,7 @@ def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) 
     per_node = {host: (n, g) for host, n, g in info}
     if world.rank != 0:
         return 0
-    after_s, after_what = tail(gpu_of, list(range(local))) if tail else (0.0, "")
+    after_s, after_what = tail(gpu_of, list(range(local)), mode) if tail else (0.0, "")
     gpus = {h: (g if g is not None else n) for h, (n, g) in per_node.items()}
     rounds = rounds_of(steps, mode)
     plan = {"nodes": world.n_nodes, "hosts": list(per_node), "ranks": assumed_ranks or world.size,

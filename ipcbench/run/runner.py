@@ -143,7 +143,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     dry run's exit status. `make_steps(local_size, gpu_of)`: a command's own plan (ipcbench selftest, check;
     in a dry run, which selects no GPU, gpu_of is what it assumes: rank i on GPU i mod the GPUs NVML sees, one per
     rank without NVML); the configuration's suites otherwise. `example`: how to start it, for the error without
-    mpirun. `tail(gpu_of, node_ranks)`: what the command does beyond its suites, as (seconds the cost model
+    mpirun. `tail(gpu_of, node_ranks, mode)`: what the command does beyond its suites, as (seconds the cost model
     expects, what it is) for the estimate (run/dryrun.py); None: nothing."""
 
     def plan(n: int, gpu_of: list[int]) -> list:
@@ -214,7 +214,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     with PHASES.phase("evidence"):
         s.evidence_before = before.done(world)  # before any measurement
     estimated = estimate_seconds(steps, cfg.rule, mode, -(-len(gpu_of) // len(set(gpu_of))), gpus=len(set(gpu_of)))
-    estimated += tail(gpu_of, world.node_ranks)[0] if tail else 0.0
+    estimated += tail(gpu_of, world.node_ranks, mode)[0] if tail else 0.0
     say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
                f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(cfg.suites)}; "
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "

@@ -70,14 +70,15 @@ def build(ns, argv: list[str]):
             raise UsageError(f"{option} must be in [0, 50] percent (got {pct:g})")
     suites = sorted({plan.suite_of(m) for m in names}, key=ORDER.index)
     cfg = RunConfig.from_options(suites=suites, sizes=ns.sizes, timeout=ns.timeout, out=ns.out, dry_run=ns.dry_run,
-                                 quiet=ns.quiet, pairs="sequential", serial_pairs="all", sm_copy=ns.sm_copy,
+                                 quiet=ns.quiet, pairs="auto", serial_pairs="all", sm_copy=ns.sm_copy,
                                  sm_bulk=ns.sm_bulk, argv=["selftest", *argv])
     return cfg, names, plan.Tolerance(ns.tolerance / 100, ns.small_tolerance / 100)
 
 
 def make_steps(names: list[str], sizes: list[int], cross: str):
     """make_steps(local_size, gpu_of) for run/runner.start: one step per method and one-way direction over
-    the selftest's pairs (plan.pairs), each pair measured alone."""
+    the selftest's pairs (plan.pairs), each pair measured alone or in a round of disjoint pairs (never a
+    permutation round: no run_round), as the run's pair mode allows."""
     def steps(n: int, gpu_of: list[int]):
         same, across = plan.pairs(gpu_of, cross)
         out = []
@@ -87,7 +88,7 @@ def make_steps(names: list[str], sizes: list[int], cross: str):
                 if d in m.directions:
                     suite = plan.suite_of(name)
                     out.append(Step(suite, f"{name} {d}", same + across, list(sizes), pair_runner(suite, name, d),
-                                    needs=(m.buffers, *m.gpu_needs), engine=m.engine))
+                                    needs=(m.buffers, *m.gpu_needs), engine=m.engine, rounds_ok=True))
         return out
 
     return steps
@@ -99,33 +100,37 @@ def measurable(ctx, names: list[str]) -> list[str]:
 
 
 def measure_anchors(s, measured: list[str], cross: str) -> dict:
-    """Every anchor the rows of the `measured` methods need, one job at a time on its driving GPU's lowest
-    rank while the node's other ranks wait; {(host, key, bytes): Anchor} gathered on world rank 0 ({}
-    elsewhere)."""
+    """Every anchor the rows of the `measured` methods need, a round of jobs at a time (plan.anchor_rounds: one job,
+    or jobs of disjoint GPUs where the run's pair mode is concurrent), each on its driving GPU's lowest rank while
+    the node's other ranks wait; {(host, key, bytes): Anchor} gathered on world rank 0 ({} elsewhere)."""
     from ipcbench.selftest import anchor
 
     ctx, world = s.ctx, s.world
     same, across = plan.pairs(ctx.gpu_of, cross)
-    jobs = plan.anchor_jobs(ctx.gpu_of, ctx.node_ranks, same, across, measured)
+    rounds = plan.anchor_rounds(plan.anchor_jobs(ctx.gpu_of, ctx.node_ranks, same, across, measured),
+                                s.mode.concurrent)
     sizes = list(s.cfg.sizes)
     mine = {}
-    for i, (owner, key) in enumerate(jobs):
-        say(world, f"[selftest] anchor {i + 1}/{len(jobs)}: {key.describe()}, one process, no IPC")
-        world.node_barrier(f"the selftest anchor {key.describe()}")
-        if world.local_rank == owner:
-            mine.update({(world.host, k, n): a for (k, n), a in anchor.measure(ctx.gpu, key, sizes).items()})
-        world.node_barrier(f"the selftest anchor {key.describe()} to end")
+    for i, jobs in enumerate(rounds):
+        what = "; ".join(key.describe() for _, key in jobs)
+        say(world, f"[selftest] anchor round {i + 1}/{len(rounds)}: {what}, one process each, no IPC")
+        world.node_barrier(f"the selftest anchors {what}")
+        for owner, key in jobs:
+            if world.local_rank == owner:
+                mine.update({(world.host, k, n): a for (k, n), a in anchor.measure(ctx.gpu, key, sizes).items()})
+        world.node_barrier(f"the selftest anchors {what} to end")
     parts = world.world_gather(mine, "the selftest anchors")
     return {k: v for p in parts for k, v in p.items()} if parts is not None else {}
 
 
 def anchors_tail(names: list[str], sizes: list[int], cross: str):
     """run/runner.start's tail: the anchors after the rows, as the cost model expects them (catalogue/costs.py)."""
-    def tail(gpu_of: list[int], node_ranks: list[int]) -> tuple[float, str]:
+    def tail(gpu_of: list[int], node_ranks: list[int], mode) -> tuple[float, str]:
         from ipcbench.catalogue.costs import COSTS
         from ipcbench.run.costmodel import anchor_seconds
 
-        units, gpus = plan.anchor_units(gpu_of, node_ranks, names, cross, sizes), len(set(gpu_of))
+        units = plan.anchor_units(gpu_of, node_ranks, names, cross, sizes, mode.concurrent)
+        gpus = len(set(gpu_of))
         per = COSTS.anchor_for(gpus)
         if per is None:
             return 0.0, (f"the anchors after the rows ({units} anchor measurements) are not in the estimate: the "
@@ -155,7 +160,8 @@ def run(cfg, names: list[str], tolerance: plan.Tolerance, cross: str) -> int:
     if world.rank == 0:
         checks = verdict.judge(rows, anchors, tolerance)
         verdict.write_csv(s.run_dir / "selftest.csv", checks)
-        units = plan.anchor_units(s.ctx.gpu_of, s.ctx.node_ranks, measured, cross, list(s.cfg.sizes))
+        units = plan.anchor_units(s.ctx.gpu_of, s.ctx.node_ranks, measured, cross, list(s.cfg.sizes),
+                                  s.mode.concurrent)
         extra = {"selftest": {**verdict.summary(checks, tolerance), "cross": cross, "methods": names,
                               "anchor_units": units}}
     status = runner.finish(s, rows, round_checks, extra)

@@ -2,7 +2,8 @@
 
 ipcbench's own rows: every one-way method (push, pull) of the copy, kernel, pool and vmm suites, over a
 sweep of the sizes people pick (powers of two and the sizes between them) plus three small ones for the
-per-transfer cost, on these pairs of node-local ranks, measured one pair at a time:
+per-transfer cost, on these pairs of node-local ranks, measured one pair at a time (in rounds of disjoint pairs where
+the node allows them, --pairs auto: every GPU pair through NVSwitch, one rank per GPU):
   - on every GPU that two or more ranks share: its two lowest ranks (a, b) -- push is a's process writing
     into b's memory, pull is b's process reading a's;
   - across GPUs: the lowest rank of each GPU on a ring of the GPUs (`--cross ring`, each GPU once as sender
@@ -15,8 +16,9 @@ number of bytes in ONE process, between buffers it allocated itself with cudaMal
 stream between events behind a spin kernel (selftest/anchor.py): on one GPU a local copy, which serves both
 directions and every twin (pool, VMM, cuda.core memory); across GPUs a peer copy driven from the driver's
 GPU (push: the source's, pull: the destination's). It is measured in the process of each rank that drives
-such rows (`anchor_jobs`; push: the source rank, pull: the destination rank) while every other rank waits,
-so that the anchor differs from the row in how the memory is reached and timed, not in which process
+such rows (`anchor_jobs`; push: the source rank, pull: the destination rank) while every other rank waits (or,
+where the rows ran in rounds of disjoint pairs, measures an anchor of other GPUs: `anchor_rounds`), so that the
+anchor differs from the row in how the memory is reached and timed, not in which process
 launches; a row is held against its transfer's anchors of every driver combined (verdict.by_transfer): on
 one GPU both ranks' processes, whose difference is part of how well the transfer can be known.
 """
@@ -162,10 +164,30 @@ def anchor_jobs(gpu_of: list[int], node_ranks: list[int], same: list[tuple[int, 
                                        j[0]))
 
 
+def anchor_rounds(jobs: list[tuple[int, AnchorKey]], at_once: bool) -> list[list[tuple[int, AnchorKey]]]:
+    """The anchor jobs in rounds measured at the same time, in the jobs' order: where the run measures pairs of
+    disjoint GPUs at once (`at_once`: its pair mode is concurrent, every GPU pair through NVSwitch), jobs whose GPUs
+    are disjoint share a round (so do their measuring ranks, one per GPU: each job stays alone on its GPUs, as
+    the rows' rounds of disjoint pairs are); elsewhere one job a round."""
+    rounds: list[list[tuple[int, AnchorKey]]] = []
+    busy: list[set[int]] = []
+    for job in jobs:
+        gpus = {job[1].src_gpu, job[1].dst_gpu}
+        i = next((k for k, b in enumerate(busy) if at_once and not b & gpus), None)
+        if i is None:
+            rounds.append([job])
+            busy.append(set(gpus))
+        else:
+            rounds[i].append(job)
+            busy[i] |= gpus
+    return rounds
+
+
 def anchor_units(gpu_of: list[int], node_ranks: list[int], method_names: list[str], cross: str,
-                 sizes: list[int]) -> int:
-    """What the anchors of a selftest cost, in anchor measurements (one size at one place: selftest/anchor.py):
-    the dry run's cost model counts with it (run/costmodel.py)."""
+                 sizes: list[int], at_once: bool = False) -> int:
+    """What the anchors of a selftest cost, in anchor measurements (one size at one place: selftest/anchor.py) of
+    its rounds (anchor_rounds: jobs measured at once cost one): the dry run's cost model counts with it
+    (run/costmodel.py)."""
     same, across = pairs(gpu_of, cross)
     jobs = anchor_jobs(gpu_of, node_ranks, same, across, method_names)
-    return len(jobs) * sum(placements(n) for n in sizes)
+    return len(anchor_rounds(jobs, at_once)) * sum(placements(n) for n in sizes)
