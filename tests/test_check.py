@@ -164,8 +164,11 @@ def test_a_run_with_rows_removed_cannot_be_judged(tmp_path):
     run = copy_run(QUIET, tmp_path / "run", drop=lambda r: r["method"] == "sm_write" and r["src_rank"] == "1")
     p = check("--from", str(run), "--any-host")
     assert p.returncode == 2, p.stdout
-    assert "?? [coverage] GPU 1 -> GPU 0 sm_write push 64M:1G: no row" in p.stdout.replace("??   ", "?? ")
-    assert p.stdout.rstrip().splitlines()[-1].startswith("REASON: cannot judge: GPU 1 -> GPU 0 sm_write push")
+    # the GPU pair, the rank pair and the sizes expected (the run's own in the expectation's 64M:1G)
+    assert "?? [coverage] GPU 1 -> GPU 0 ranks 1 -> 0 sm_write push 128M, 512M: no row" in p.stdout.replace("??   ",
+                                                                                                          "?? ")
+    assert p.stdout.rstrip().splitlines()[-1].startswith("REASON: cannot judge: GPU 1 -> GPU 0 ranks 1 -> 0 sm_write "
+                                                         "push")
 
 
 def test_a_run_whose_last_line_was_cut_cannot_be_judged(tmp_path):

@@ -20,16 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipcbench.judging.expect import POWER_CAP, EvidenceExpectation, Setting, resolve
+from ipcbench.judging.expect import ITEM_WORDS, POWER_CAP, EvidenceExpectation, Setting, resolve
 from ipcbench.judging.finding import Finding
 from ipcbench.evidence import delta
 from ipcbench.status import Status
 
 SOURCE = "evidence"
-ITEM_WORDS = {"nvlinks": "NVLink state", "nvlink_speed": "NVLink speed", "nvlink_errors": "NVLink error counters",
-              "pcie": "PCIe link generation and width", "clock_events": "clock event reasons",
-              "clock_event_ns": "clock event durations", "ecc": "volatile ECC counts",
-              "remap": "row remap state", "processes": "compute processes"}
 NO_EVIDENCE = "no node evidence recorded (run made before ipcbench recorded it, or by a version that did not)"
 
 
