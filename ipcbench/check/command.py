@@ -9,10 +9,10 @@ other pairs of the same link kind; every verdict says which (judging/judge.py). 
 before and after the run: links, counters, PCIe, ECC, other processes, slowdowns) is judged beside the rows
 against the [[evidence]] tables (judging/evidence_rules.py, docs/check.md). Exit 0 healthy, 1 unhealthy (what
 failed, by how much, against which expectation), 2 cannot judge (a missing row, an incomplete run, no
-expectation for this GPU or link, an unknown link, a value that cannot be true, bad input): never 0 for what
-was not judged. Outputs: the summary, --json, --junit FILE, --prometheus FILE, and a last `REASON:` line to
-drain a node with. Every input and output path is checked before any GPU work or judging (check/inputs.py);
-check never writes into a run directory.
+expectation for this GPU or link, an unknown link, a value that cannot be true, a floor above the link's
+ceiling, a run that is not a check input, bad input): never 0 for what was not judged. Outputs: the summary,
+--json, --junit FILE, --prometheus FILE, and a last `REASON:` line to drain a node with. Every input and output
+path is checked before any GPU work or judging (check/inputs.py); check never writes into a run directory.
 """
 
 from __future__ import annotations

@@ -2,17 +2,16 @@
 its floor or ceiling, its baseline and its peers; what cannot be judged said as such.
 
 A finding's status is a Status (ipcbench/status.py: PASS, FAIL, UNJUDGED, written "pass", "fail", "unknown").
-It FAILS when a row is below its floor (or above its
-latency ceiling), significantly slower than its baseline (judging/compare.py's statistics: a row's RowVerdict read as
-a Status by RowVerdict.status), far below the
-node's other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not
-complete, when a row the expectations name is missing, when a pair's link kind is unknown, when a pair has no
-expectation at all (peers alone never pass a pair), or when a number is above a physical ceiling (the
-instrument, not the node, is then in doubt). The node's own evidence adds its findings (judging/evidence_rules.py:
-a link down, a counter that grew, another job's process fail; a required item not available is UNKNOWN). The
-node is unhealthy (exit 1) when anything failed, cannot be judged (exit 2) when nothing failed but something
-could not be judged or nothing was judged, healthy (0) only when every check passed: never 0 for what was not
-judged.
+It FAILS when a row is below its floor (or above its latency ceiling), significantly slower than its baseline
+(judging/compare.py's statistics: a row's RowVerdict read as a Status by RowVerdict.status), far below the node's
+other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not complete, when a
+row the expectations name is missing, when a pair's link kind is unknown, when a pair has no expectation at all
+(peers alone never pass a pair), when a number is above a physical ceiling (the instrument, not the node, is
+then in doubt), when a floor is above the pair's link ceiling (the expectation is then wrong), or when the run
+is not a check input (a selftest's). The node's own evidence adds its findings (judging/evidence_rules.py: a
+link down, a counter that grew, another job's process fail; a required item not available is UNKNOWN). The node
+is unhealthy (exit 1) when anything failed, cannot be judged (exit 2) when nothing failed but something could
+not be judged or nothing was judged, healthy (0) only when every check passed: never 0 for what was not judged.
 """
 
 from __future__ import annotations
