@@ -331,8 +331,10 @@ def _shipped_doc() -> dict:
     return _document(_shipped_text(), SHIPPED)
 
 
+@functools.lru_cache(maxsize=1)
 def shipped() -> Thresholds:
-    """What ipcbench ships (defaults.toml: the GPUs it has measured), its patterns held against its own models."""
+    """What ipcbench ships (defaults.toml: the GPUs it has measured), its patterns held against its own models;
+    read once per process (a report judges every run with it), immutable."""
     return read(_shipped_text(), SHIPPED, known=_models_named(_shipped_doc()))
 
 
