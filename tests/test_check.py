@@ -138,7 +138,9 @@ def test_a_users_expectation_wins_over_the_shipped_one_of_the_same_row():
 def test_a_quiet_node_is_healthy():
     p = check("--from", str(QUIET), "--any-host")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout.rstrip().splitlines()[-1] == "REASON: ok: 38 checks passed"
+    # 42: 26 rows against the shipped thresholds (the 4K rows across GPUs of ce, sm_read and sm_write among them), 16
+    # against their peers
+    assert p.stdout.rstrip().splitlines()[-1] == "REASON: ok: 42 checks passed"
     assert "verdict: HEALTHY (exit 0)" in p.stdout and "thresholds shipped with ipcbench" in p.stdout
 
 
@@ -149,11 +151,13 @@ def test_the_committed_h200_run_is_healthy():
 
 def test_a_loaded_pair_is_unhealthy_and_named():
     """The recorded run with a neighbour copying GPU 0 -> GPU 1: exit 1, the pair named, by how much, against
-    which expectation, and one REASON line."""
+    which expectation, and one REASON line (the worst shortfall first: the 4 KiB copy at 4.6 us, 66% above the
+    H200's 2.77 us ceiling across GPUs)."""
     p = check("--from", str(LOADED), "--any-host")
     assert p.returncode == 1, p.stdout + p.stderr
     last = p.stdout.rstrip().splitlines()[-1]
-    assert last == "REASON: FAIL: GPU 0 -> GPU 1 sm_read pull 128M 131 GB/s < 320 GB/s (+19 more)"
+    assert last == "REASON: FAIL: GPU 0 -> GPU 1 ce push 4K 4.6 µs > 2.77 µs (+22 more)"
+    assert "FAIL [thresholds] GPU 0 -> GPU 1 sm_read pull 128M 131 GB/s < 320 GB/s" in p.stdout
     assert "FAIL [thresholds] GPU 0 -> GPU 1 ce push 128M 196 GB/s < 340 GB/s" in p.stdout
     assert "floor 340 GB/s (NVIDIA H200, nvswitch, ce push 64M:1G: measured 391.8-395.0" in p.stdout
     assert "FAIL [peers] GPU 0 -> GPU 1 ce push 128M 49% below the other pair" in p.stdout
@@ -164,8 +168,12 @@ def test_a_run_with_rows_removed_cannot_be_judged(tmp_path):
     run = copy_run(QUIET, tmp_path / "run", drop=lambda r: r["method"] == "sm_write" and r["src_rank"] == "1")
     p = check("--from", str(run), "--any-host")
     assert p.returncode == 2, p.stdout
-    assert "?? [coverage] GPU 1 -> GPU 0 sm_write push 64M:1G: no row" in p.stdout.replace("??   ", "?? ")
-    assert p.stdout.rstrip().splitlines()[-1].startswith("REASON: cannot judge: GPU 1 -> GPU 0 sm_write push")
+    # the GPU pair, the rank pair and the sizes expected (the run's own in the expectation's 64M:1G)
+    assert "?? [coverage] GPU 1 -> GPU 0 ranks 1 -> 0 sm_write push 128M, 512M: no row" in p.stdout.replace("??   ",
+                                                                                                          "?? ")
+    assert "?? [coverage] GPU 1 -> GPU 0 ranks 1 -> 0 sm_write push 4K: no row" in p.stdout.replace("??   ", "?? ")
+    assert p.stdout.rstrip().splitlines()[-1].startswith("REASON: cannot judge: GPU 1 -> GPU 0 ranks 1 -> 0 sm_write "
+                                                         "push")
 
 
 def test_a_run_whose_last_line_was_cut_cannot_be_judged(tmp_path):
@@ -372,14 +380,14 @@ def test_json_junit_and_prometheus_say_the_same_verdict(tmp_path):
     assert d["expectations"][0].startswith("thresholds shipped") and d["gpu_models"] == ["NVIDIA H200"]
     assert {"host": "vm", "gpu": 0, "status": "fail"} in d["gpus"]
     failed = [c for c in d["checks"] if c["status"] == "fail"]
-    assert len(failed) == 20 and all(c["reason"] and c["pair"] for c in failed)
+    assert len(failed) == 23 and all(c["reason"] and c["pair"] for c in failed)
     assert {"pair": "GPU 0 -> GPU 1", "status": "fail", "host": "vm"} in d["pairs"]
     suite = next(iter(JUnitXml.fromfile(str(junit))))
-    assert (suite.tests, suite.failures, suite.errors) == (len(d["checks"]), 20, 0)
+    assert (suite.tests, suite.failures, suite.errors) == (len(d["checks"]), 23, 0)
     fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
     assert [s.value for s in fams["ipcbench_check_verdict"].samples] == [1.0]
     passes = [s for s in fams["ipcbench_check_pass"].samples]
-    assert sum(s.value == 0 for s in passes) == 20 and {s.labels["host"] for s in passes} == {"vm"}
+    assert sum(s.value == 0 for s in passes) == 23 and {s.labels["host"] for s in passes} == {"vm"}
     assert any(s.labels["pair"] == "GPU 0 -> GPU 1" and s.labels["method"] == "ce" and s.value == pytest.approx(196.155)
                for s in fams["ipcbench_check_value"].samples)
 

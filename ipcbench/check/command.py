@@ -9,10 +9,10 @@ other pairs of the same link kind; every verdict says which (judging/judge.py). 
 before and after the run: links, counters, PCIe, ECC, other processes, slowdowns) is judged beside the rows
 against the [[evidence]] tables (judging/evidence_rules.py, docs/check.md). Exit 0 healthy, 1 unhealthy (what
 failed, by how much, against which expectation), 2 cannot judge (a missing row, an incomplete run, no
-expectation for this GPU or link, an unknown link, a value that cannot be true, bad input): never 0 for what
-was not judged. Outputs: the summary, --json, --junit FILE, --prometheus FILE, and a last `REASON:` line to
-drain a node with. Every input and output path is checked before any GPU work or judging (check/inputs.py);
-check never writes into a run directory.
+expectation for this GPU or link, an unknown link, a value that cannot be true, a floor above the link's
+ceiling, a run that is not a check input, bad input): never 0 for what was not judged. Outputs: the summary,
+--json, --junit FILE, --prometheus FILE, and a last `REASON:` line to drain a node with. Every input and output
+path is checked before any GPU work or judging (check/inputs.py); check never writes into a run directory.
 """
 
 from __future__ import annotations
@@ -100,8 +100,9 @@ class Options:
             parse_sizes(self.sizes)
         except SizeError as e:
             raise UsageError(f"--sizes: {e}") from None
-        users = expect.load(ns.thresholds) if ns.thresholds else []
-        users_ev = expect.load_evidence(ns.thresholds) if ns.thresholds else []
+        mine = expect.load_thresholds(ns.thresholds) if ns.thresholds else expect.Thresholds()
+        users, users_ev = list(mine.expect), list(mine.evidence)
+        self.warnings = list(mine.warnings)  # said with the verdict (report), once
         self.expectations = expect.combine([] if ns.no_defaults else expect.defaults(), users)
         self.evidence = expect.combine_evidence([] if ns.no_defaults else expect.evidence_defaults(), users_ev)
         self.sources = ([f"thresholds {ns.thresholds} ({len(users)} [[expect]], {len(users_ev)} [[evidence]])"]
@@ -152,6 +153,9 @@ def judge_recorded(opts: Options) -> int:
         raise UsageError(f"--from {opts.ns.from_run}: {e}") from None
     except (OSError, ValueError) as e:  # an unreadable or undecodable file the reader did not name
         raise UsageError(f"--from {opts.ns.from_run}: cannot read ({e})") from None
+    why_not = judge.not_a_check_input(run)
+    if why_not:
+        raise UsageError(f"--from {opts.ns.from_run}: {why_not}")
     try:
         return report(opts, run)
     except UsageError:
@@ -243,6 +247,8 @@ def report(opts: Options, run) -> int:
                                       f"{opts.peer_drop:.0%} below)"])
     host = run.meta.hosts[0] if run.meta.hosts else str(run.frame["host"].iat[0])
     models = sorted({g.name for gs in run.meta.gpus.values() for g in gs})
+    for w in opts.warnings:  # what the thresholds file says that ipcbench cannot confirm (judging/expect.py)
+        print(f"ipcbench check: warning: {w}", file=sys.stderr, flush=True)
     for flag, path, write in (("--junit", opts.ns.junit, outputs.write_junit),
                               ("--prometheus", opts.ns.prometheus, outputs.write_prometheus)):
         if path:  # checked before judging (check/inputs.py); what still fails (a full disk) is exit 2, never 1
@@ -251,7 +257,8 @@ def report(opts: Options, run) -> int:
             except OSError as e:
                 raise UsageError(f"{flag} {path}: cannot write ({e.strerror or e})") from None
     if opts.ns.json:
-        print(outputs.as_json(v, {"host": host, "run": str(run.dir), "gpu_models": models}))
+        print(outputs.as_json(v, {"host": host, "run": str(run.dir), "gpu_models": models,
+                                  "warnings": opts.warnings}))
     else:
         header = [f"ipcbench check: {host}, {' + '.join(models) or 'unknown GPUs'}, run {run.dir}"]
         print(outputs.text(v, header, verbose=opts.ns.verbose), flush=True)

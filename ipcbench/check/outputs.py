@@ -31,8 +31,9 @@ def text(v: Verdict, header: list[str], verbose: bool = False) -> str:
     if pairs:
         lines.append("pairs: " + ", ".join(f"{p} {MARK[s].strip()}" for (_, p), s in pairs.items()))
     shown = v.checks if verbose else [c for c in v.checks if c.status is not Status.PASS]
-    for c in shown:
-        lines.append(f"  {MARK[c.status]} [{c.source}] {c.reason if verbose else c.brief or c.reason}")
+    for c in shown:  # verbose: every check in full, with what judged it (an expectation's FILE:LINE, baseline, peers)
+        said = (c.reason + (f" (judged by {c.by})" if c.by else "")) if verbose else c.brief or c.reason
+        lines.append(f"  {MARK[c.status]} [{c.source}] {said}")
     lines += [f"  note {n}" for n in v.notes]
     used = list(dict.fromkeys(c.against for c in shown if c.against))
     if used and not verbose:
@@ -71,10 +72,11 @@ def write_junit(path: str, v: Verdict, host: str, evidence=None) -> None:
         suite.add_property("note", n)
     for c in v.checks:
         case = TestCase(_case_name(c), classname=f"{c.host}.{c.pair}")
+        said = f"{c.reason} (judged by {c.by})" if c.by else c.reason
         if c.status is Status.FAIL:
-            case.result = [Failure(c.reason)]
+            case.result = [Failure(said)]
         elif c.status is Status.UNJUDGED:
-            case.result = [Error(c.reason)]
+            case.result = [Error(said)]
         suite.add_testcase(case)
     xml = JUnitXml()
     xml.add_testsuite(suite)

@@ -20,16 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipcbench.judging.expect import POWER_CAP, EvidenceExpectation, Setting, resolve
+from ipcbench.judging.expect import ITEM_WORDS, POWER_CAP, EvidenceExpectation, Setting, resolve
 from ipcbench.judging.finding import Finding
 from ipcbench.evidence import delta
+from ipcbench.evidence.model import Evidence
 from ipcbench.status import Status
 
 SOURCE = "evidence"
-ITEM_WORDS = {"nvlinks": "NVLink state", "nvlink_speed": "NVLink speed", "nvlink_errors": "NVLink error counters",
-              "pcie": "PCIe link generation and width", "clock_events": "clock event reasons",
-              "clock_event_ns": "clock event durations", "ecc": "volatile ECC counts",
-              "remap": "row remap state", "processes": "compute processes"}
 NO_EVIDENCE = "no node evidence recorded (run made before ipcbench recorded it, or by a version that did not)"
 
 
@@ -41,16 +38,16 @@ class Judged:
     notes: list[str] = field(default_factory=list)
 
 
-def judge(evidence, tables: list[EvidenceExpectation], models: dict[str, dict[int, str]],
+def judge(evidence: Evidence, tables: list[EvidenceExpectation], models: dict[str, dict[int, str]],
           used: dict[str, set[str]] | None = None) -> Judged:
-    """Every rule on every GPU of every host. `evidence`: the run's Evidence (None or no snapshot: none was
-    recorded); `models`: {host: {GPU index: model}} as the run's meta.json names them, for hosts and GPUs the
-    evidence cannot name itself (no NVML, or no evidence at all); `used`: {host: UUIDs of the GPUs the run
-    measured}: another job's process is judged on those only (on a node shared by jobs, the other GPUs are
-    theirs), every other rule on every GPU of the node (a link down is the node's fault whoever uses it). A
-    host without UUIDs recorded has every GPU judged."""
+    """Every rule on every GPU of every host. `evidence`: the run's Evidence, as record/meta.Meta read it (no
+    snapshot: none was recorded); `models`: {host: {GPU index: model}} as the run's meta.json names them, for
+    hosts and GPUs the evidence cannot name itself (no NVML, or no evidence at all); `used`: {host: UUIDs of the
+    GPUs the run measured}: another job's process is judged on those only (on a node shared by jobs, the other
+    GPUs are theirs), every other rule on every GPU of the node (a link down is the node's fault whoever uses
+    it). A host without UUIDs recorded has every GPU judged."""
     out = Judged()
-    snaps = list(getattr(evidence, "snapshots", None) or [])
+    snaps = list(evidence.snapshots)
     hosts = list(dict.fromkeys([*(s.host for s in snaps), *models]))
     if not snaps:
         for host in hosts or [""]:

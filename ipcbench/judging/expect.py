@@ -16,12 +16,24 @@ one: for each key, the first table that matches the GPU and sets it wins, a user
 so a site overrides one number without restating the rest.
 
 A file with an unknown key, a wrong unit or a bad value is refused with one line naming the file, the line and
-the key (UsageError): a gate must never run on a threshold it misread.
+the key (UsageError): a gate must never run on a threshold it misread. The names are checked against what the
+rows can be: a method of the catalogue (catalogue/methods.METHOD_FACTS; an engine named where a method belongs is
+refused with its methods), a direction that method's rows have (its own, and "oneway" where the latency suite
+times it: catalogue/suites.ROWS), a link kind (catalogue/links.LINK_KINDS, and same_gpu), an evidence item or
+counter the rules know. A GPU pattern that cannot match any name (spaces at its ends, an unclosed "[") is
+refused; one that matches no GPU model ipcbench has measured (the models its shipped tables name) is kept, since
+it may be a site's new GPU, with a warning naming its line (Thresholds.warnings; check prints it).
+
+Each table's line comes from a small scanner of the text for its `[[expect]]` / `[[evidence]]` header (_line_of):
+tomllib, the standard library's reader, returns plain dicts without positions, and no maintained TOML reader
+exposes the line of a table (tomlkit keeps a document's formatting for rewriting it, not positions).
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -29,14 +41,20 @@ from typing import Any
 from importlib import resources
 from pathlib import Path
 
+from ipcbench.catalogue.links import LINK_KINDS
+from ipcbench.catalogue.methods import ENGINES, METHOD_FACTS
+from ipcbench.catalogue.suites import ROWS
 from ipcbench.errors import UsageError
 from ipcbench.sizes import SizeError, fmt_size, parse_size
 
-LINKS = ("nvswitch", "nvlink", "pcie", "same_gpu")
-DIRECTIONS = ("push", "pull", "bidir", "oneway")
+# the link kinds a pair of two GPUs has (catalogue/links.py; an "unknown" link has no expectation), and same_gpu:
+# two ranks on one GPU
+LINKS = (*(k for k in LINK_KINDS if k != "unknown"), "same_gpu")
+WILDCARDS = "*?["  # what makes a `gpu` value a pattern (fnmatch) rather than one model's name
 BOUNDS = ("floor_gbps", "floor_peak", "max_us")
 KEYS = ("gpu", "link", "method", "direction", "sizes", *BOUNDS, "why")
 DEFAULTS = "defaults.toml"
+SHIPPED = f"ipcbench/judging/{DEFAULTS}"  # how a verdict names the shipped file
 TABLES = ("expect", "evidence")  # the tables a thresholds file may hold
 
 
@@ -126,25 +144,45 @@ def _document(text: str, where: str) -> dict:
     return doc
 
 
-def parse(text: str, where: str) -> list[Expectation]:
-    """Every [[expect]] of a thresholds file's text; UsageError "FILE:LINE: key: why" on the first problem
-    (of the [[evidence]] tables too: parse_evidence reads those)."""
-    doc = _document(text, where)
-    tables = doc.get("expect", [])
-    out = []
-    for i, t in enumerate(tables):
-        def bad(key: str | None, why: str, i=i):
-            raise UsageError(f"{where}:{_line_of(text, i, key)}: {key or '[[expect]]'}: {why}")
+@dataclass(frozen=True)
+class Thresholds:
+    """A thresholds file read whole: its [[expect]] and [[evidence]] tables, and its warnings ("FILE:LINE: key:
+    why" lines: what is kept although ipcbench cannot confirm it, a GPU pattern no measured model matches)."""
 
-        out.append(_expectation(t, bad, f"{where}:{_line_of(text, i, None)}"))
+    expect: tuple[Expectation, ...] = ()
+    evidence: tuple[EvidenceExpectation, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def read(text: str, where: str, known: tuple[str, ...] | None = None) -> Thresholds:
+    """A thresholds file's text, read whole or refused whole (UsageError "FILE:LINE: key: why" on the first
+    problem). `known`: the GPU models a pattern is held against (None: those the shipped tables name)."""
+    doc = _document(text, where)
+    known = known_models() if known is None else known
+    warnings: list[str] = []
+    tables: dict[str, list] = {}
+    for name, make in (("expect", _expectation), ("evidence", _evidence)):
+        tables[name] = []
+        for i, t in enumerate(doc.get(name, [])):
+            def bad(key: str | None, why: str, i=i, name=name):
+                raise UsageError(f"{where}:{_line_of(text, i, key, name)}: {key or f'[[{name}]]'}: {why}")
+
+            tables[name].append(make(t, bad, f"{where}:{_line_of(text, i, None, name)}"))
+            unknown = _unknown_model(t["gpu"], known)
+            if unknown:
+                warnings.append(f"{where}:{_line_of(text, i, 'gpu', name)}: gpu: {unknown}")
     seen: dict[tuple, str] = {}
-    for x in out:
+    for x in tables["expect"]:
         if x.key() in seen:
             raise UsageError(f"{x.where}: [[expect]]: the same gpu, link, method, direction and sizes as "
                              f"{seen[x.key()]}")
         seen[x.key()] = x.where
-    parse_evidence(text, where)  # a file is read whole or refused whole
-    return out
+    return Thresholds(tuple(tables["expect"]), tuple(tables["evidence"]), tuple(warnings))
+
+
+def parse(text: str, where: str) -> list[Expectation]:
+    """Every [[expect]] of a thresholds file's text (the file is read whole: read)."""
+    return list(read(text, where).expect)
 
 
 def _expectation(t: dict, bad, where: str) -> Expectation:
@@ -156,10 +194,7 @@ def _expectation(t: dict, bad, where: str) -> Expectation:
             bad(None, f"{k} is missing")
         if not isinstance(t[k], str) or not t[k].strip():
             bad(k, f"must be a non-empty string (got {t[k]!r})")
-    if t["link"] not in LINKS:
-        bad("link", f"{t['link']!r} is not one of {', '.join(LINKS)}")
-    if t["direction"] not in DIRECTIONS:
-        bad("direction", f"{t['direction']!r} is not one of {', '.join(DIRECTIONS)}")
+    _check_names(t, bad)
     lo, hi = _sizes(t["sizes"], lambda why: bad("sizes", why))
     bounds = [k for k in BOUNDS if k in t]
     if len(bounds) != 1:
@@ -173,6 +208,71 @@ def _expectation(t: dict, bad, where: str) -> Expectation:
         bad(b, f"{v!r} is out of range ({'0 < value <= 1' if b == 'floor_peak' else 'must be > 0'})")
     return Expectation(t["gpu"], t["link"], t["method"], t["direction"], lo, hi, why=t["why"], where=where,
                        **{b: float(v)})
+
+
+def _check_names(t: dict, bad) -> None:
+    """An [[expect]]'s names against the catalogue: the GPU pattern well formed, the link a kind a pair has, the
+    method one ipcbench measures, the direction one its rows have."""
+    malformed = _malformed_pattern(t["gpu"])
+    if malformed:
+        bad("gpu", malformed)
+    if t["link"] not in LINKS:
+        bad("link", f"{t['link']!r} is not one of {', '.join(LINKS)}")
+    method = t["method"]
+    if method not in METHOD_FACTS:
+        bad("method", _not_a_method(method))
+    if t["direction"] not in directions_of(method):
+        bad("direction", f"{t['direction']!r} is not a direction of {method}'s rows (its rows: "
+                         f"{', '.join(directions_of(method))})")
+
+
+def directions_of(method: str) -> tuple[str, ...]:
+    """The directions a method's rows are written in: its own (catalogue/methods.py), and "oneway" where the
+    latency suite times it (catalogue/suites.ROWS)."""
+    own = METHOD_FACTS[method].directions
+    return (*own, "oneway") if method in ROWS["latency"] else own
+
+
+def _not_a_method(name: str) -> str:
+    """Why `name` is not a method, with what it may have meant."""
+    if name in ENGINES:
+        theirs = [m for m, f in METHOD_FACTS.items() if f.engine == name]
+        return f"{name!r} is an engine, not a method: its methods are {', '.join(theirs)}"
+    near = difflib.get_close_matches(name, list(METHOD_FACTS), n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return f"{name!r} is not a method ipcbench measures{hint}; methods: {', '.join(METHOD_FACTS)}"
+
+
+def _malformed_pattern(pattern: str) -> str | None:
+    """Why a GPU pattern can match no name at all (NVML's model names have no spaces at their ends; a "[" opens a
+    set of characters that "]" must close), or None."""
+    if pattern != pattern.strip():
+        return f"{pattern!r} has spaces at its ends: no GPU's name (NVML's) has, so it would match none"
+    if re.search(r"\[[^\]]*$", pattern):
+        return f"{pattern!r} opens a '[' it never closes: a typo, or write [[] for a literal '['"
+    return None
+
+
+def _unknown_model(pattern: str, known: tuple[str, ...]) -> str | None:
+    """The warning of a GPU pattern that matches none of the `known` models (None where one matches): kept, since
+    it may name a GPU ipcbench has not measured, but said, since it may be a typo that judges nothing."""
+    if not known or any(fnmatch.fnmatchcase(k, pattern) for k in known):
+        return None
+    near = [k for k in known if fnmatch.fnmatchcase(k.casefold(), pattern.casefold())]
+    hint = (f"it matches {near[0]} only ignoring case, and patterns are case-sensitive" if near else
+            "check the spelling against NVML's name: nvidia-smi --query-gpu=name --format=csv")
+    return (f"{pattern!r} matches no GPU model ipcbench has measured ({', '.join(known)}): kept for a GPU it has "
+            f"not measured, but {hint}")
+
+
+def known_models() -> tuple[str, ...]:
+    """The GPU models ipcbench has measured: those its shipped tables name exactly (no wildcard)."""
+    return _models_named(_shipped_doc())
+
+
+def _models_named(doc: dict) -> tuple[str, ...]:
+    names = {t.get("gpu") for name in TABLES for t in doc.get(name, [])}
+    return tuple(sorted(n for n in names if isinstance(n, str) and not any(c in n for c in WILDCARDS)))
 
 
 def _sizes(text: str, bad) -> tuple[int, int]:
@@ -208,26 +308,44 @@ def _text(path: str | Path) -> str:
 
 def load(path: str | Path) -> list[Expectation]:
     """A user's thresholds file's [[expect]] tables; UsageError when it cannot be read or is wrong."""
-    return parse(_text(path), str(Path(path)))
+    return list(load_thresholds(path).expect)
 
 
 def load_evidence(path: str | Path) -> list[EvidenceExpectation]:
     """A user's thresholds file's [[evidence]] tables; UsageError when it cannot be read or is wrong."""
-    return parse_evidence(_text(path), str(Path(path)))
+    return list(load_thresholds(path).evidence)
+
+
+def load_thresholds(path: str | Path) -> Thresholds:
+    """A user's thresholds file, read whole (its tables and warnings); UsageError when it cannot be read or is
+    wrong."""
+    return read(_text(path), str(Path(path)))
 
 
 def _shipped_text() -> str:
     return (resources.files("ipcbench.judging") / DEFAULTS).read_text(encoding="utf-8")
 
 
+@functools.lru_cache(maxsize=1)
+def _shipped_doc() -> dict:
+    return _document(_shipped_text(), SHIPPED)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped() -> Thresholds:
+    """What ipcbench ships (defaults.toml: the GPUs it has measured), its patterns held against its own models;
+    read once per process (a report judges every run with it), immutable."""
+    return read(_shipped_text(), SHIPPED, known=_models_named(_shipped_doc()))
+
+
 def defaults() -> list[Expectation]:
     """The expectations ipcbench ships (defaults.toml: the GPUs it has measured)."""
-    return parse(_shipped_text(), f"ipcbench/judging/{DEFAULTS}")
+    return list(shipped().expect)
 
 
 def evidence_defaults() -> list[EvidenceExpectation]:
     """The node-evidence expectations ipcbench ships (defaults.toml's [[evidence]] tables)."""
-    return parse_evidence(_shipped_text(), f"ipcbench/judging/{DEFAULTS}")
+    return list(shipped().evidence)
 
 
 def combine(shipped: list[Expectation], users: list[Expectation]) -> list[Expectation]:
@@ -258,10 +376,14 @@ POWER_CAP = "sw_power_cap"  # recorded and explained, never a failure by itself 
 # every reason evidence/read.py names (the older PERF_POLICY field's "thermal" included)
 CLOCK_EVENTS = (*SLOWDOWNS, "thermal", POWER_CAP, "sync_boost", "idle", "applications_clocks", "display_clock",
                 "board_limit", "reliability")
-# The items a table can require (`require`): each is a reading of evidence/model.GpuReading, or "recorded":
-# the run recorded node evidence at all (runs made before ipcbench recorded it have none).
-ITEMS = ("nvlinks", "nvlink_speed", "nvlink_errors", "pcie", "clock_events", "clock_event_ns", "ecc", "remap",
-         "processes", "recorded")
+# The items the evidence rules read (judging/evidence_rules.py), each a reading of evidence/model.GpuReading, in
+# the words a finding says it with; a table can require them (`require`), and "recorded": the run recorded node
+# evidence at all (runs made before ipcbench recorded it have none).
+ITEM_WORDS = {"nvlinks": "NVLink state", "nvlink_speed": "NVLink speed", "nvlink_errors": "NVLink error counters",
+              "pcie": "PCIe link generation and width", "clock_events": "clock event reasons",
+              "clock_event_ns": "clock event durations", "ecc": "volatile ECC counts",
+              "remap": "row remap state", "processes": "compute processes"}
+ITEMS = (*ITEM_WORDS, "recorded")
 EVIDENCE_KEYS = ("gpu", "nvlinks", "nvlink_gbps", "pcie_gen", "pcie_width", "link_errors_allowed",
                  "link_error_rate_allowed", "slowdowns",
                  "foreign_processes_allowed", "processes_ignored", "require", "why")
@@ -324,15 +446,8 @@ def combine_evidence(shipped: list[EvidenceExpectation],
 
 
 def parse_evidence(text: str, where: str) -> list[EvidenceExpectation]:
-    """Every [[evidence]] of a thresholds file's text; UsageError "FILE:LINE: key: why" on the first problem."""
-    doc = _document(text, where)
-    out = []
-    for i, t in enumerate(doc.get("evidence", [])):
-        def bad(key: str | None, why: str, i=i):
-            raise UsageError(f"{where}:{_line_of(text, i, key, 'evidence')}: {key or '[[evidence]]'}: {why}")
-
-        out.append(_evidence(t, bad, f"{where}:{_line_of(text, i, None, 'evidence')}"))
-    return out
+    """Every [[evidence]] of a thresholds file's text (the file is read whole: read)."""
+    return list(read(text, where).evidence)
 
 
 def _count(v, key: str, bad, lo: int = 0, hi: int | None = None) -> int:
@@ -361,53 +476,59 @@ def _evidence(t: dict, bad, where: str) -> EvidenceExpectation:
             bad(None, f"{k} is missing")
         if not isinstance(t[k], str) or not t[k].strip():
             bad(k, f"must be a non-empty string (got {t[k]!r})")
-    values: dict[str, object] = {}
-    for k in RULE_KEYS:
-        if k not in t:
-            continue
-        v = t[k]
-        if k == "nvlinks":
-            values[k] = _count(v, k, bad, 0, 64)
-        elif k == "nvlink_gbps":
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                bad(k, f"must be a number (GB/s per link per direction, no unit in the value; got {v!r})")
-            if not math.isfinite(v) or not v > 0:
-                bad(k, f"{v!r} is out of range (must be > 0)")
-            values[k] = float(v)
-        elif k == "pcie_gen":
-            values[k] = _count(v, k, bad, 1, 7)
-        elif k == "pcie_width":
-            values[k] = _count(v, k, bad, 1, 32)
-        elif k == "link_errors_allowed":  # one number for every counter, or {counter = number}
-            if isinstance(v, dict):
-                for c in v:
-                    if c not in NVLINK_COUNTERS:
-                        bad(k, f"{c!r} is not one of {', '.join(NVLINK_COUNTERS)}")
-                values[k] = {c: _count(v.get(c, 0), k, bad) for c in NVLINK_COUNTERS}
-            else:
-                n = _count(v, k, bad)
-                values[k] = {c: n for c in NVLINK_COUNTERS}
-        elif k == "link_error_rate_allowed":  # per second of the run, per link: one number for both CRC counters
-            rates = v if isinstance(v, dict) else {c: v for c in CRC_COUNTERS}
-            for c in rates:
-                if c not in CRC_COUNTERS:
-                    bad(k, f"{c!r} is not one of {', '.join(CRC_COUNTERS)} (replays and recoveries are counted)")
-            per_s: dict[str, float] = {}
-            for c in CRC_COUNTERS:
-                r = rates.get(c, 0)
-                if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0:
-                    bad(k, f"{r!r} is out of range (errors per second, >= 0)")
-                else:
-                    per_s[c] = float(r)
-            values[k] = per_s
-        elif k == "foreign_processes_allowed":
-            values[k] = _count(v, k, bad)
-        elif k == "slowdowns":
-            values[k] = _names(v, k, bad, CLOCK_EVENTS)
-        elif k == "processes_ignored":
-            values[k] = _names(v, k, bad, None)
-        elif k == "require":
-            values[k] = _names(v, k, bad, ITEMS)
+    malformed = _malformed_pattern(t["gpu"])
+    if malformed:
+        bad("gpu", malformed)
+    values = {k: _RULE_VALUES[k](t[k], k, bad) for k in RULE_KEYS if k in t}
     if not values:
         bad(None, f"sets nothing (give one or more of {', '.join(RULE_KEYS)})")
     return EvidenceExpectation(t["gpu"], tuple(values.items()), t["why"], where)
+
+
+def _gbps(v, key: str, bad) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        bad(key, f"must be a number (GB/s per link per direction, no unit in the value; got {v!r})")
+    if not math.isfinite(v) or not v > 0:
+        bad(key, f"{v!r} is out of range (must be > 0)")
+    return float(v)
+
+
+def _allowed(v, key: str, bad) -> dict[str, int]:
+    """link_errors_allowed: one number for every counter, or {counter = number} (counters not named: 0)."""
+    if not isinstance(v, dict):
+        n = _count(v, key, bad)
+        return {c: n for c in NVLINK_COUNTERS}
+    for c in v:
+        if c not in NVLINK_COUNTERS:
+            bad(key, f"{c!r} is not one of {', '.join(NVLINK_COUNTERS)}")
+    return {c: _count(v.get(c, 0), key, bad) for c in NVLINK_COUNTERS}
+
+
+def _rates_allowed(v, key: str, bad) -> dict[str, float]:
+    """link_error_rate_allowed: per second of the run, per link: one number for every CRC counter, or each's."""
+    rates = v if isinstance(v, dict) else {c: v for c in CRC_COUNTERS}
+    for c in rates:
+        if c not in CRC_COUNTERS:
+            bad(key, f"{c!r} is not one of {', '.join(CRC_COUNTERS)} (replays and recoveries are counted)")
+    per_s: dict[str, float] = {}
+    for c in CRC_COUNTERS:
+        r = rates.get(c, 0)
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0:
+            bad(key, f"{r!r} is out of range (errors per second, >= 0)")
+        per_s[c] = float(r)
+    return per_s
+
+
+# how each key of an [[evidence]] table is read (its value checked and normalised; `bad` refuses it)
+_RULE_VALUES = {
+    "nvlinks": lambda v, k, bad: _count(v, k, bad, 0, 64),
+    "nvlink_gbps": _gbps,
+    "pcie_gen": lambda v, k, bad: _count(v, k, bad, 1, 7),
+    "pcie_width": lambda v, k, bad: _count(v, k, bad, 1, 32),
+    "link_errors_allowed": _allowed,
+    "link_error_rate_allowed": _rates_allowed,
+    "foreign_processes_allowed": _count,
+    "slowdowns": lambda v, k, bad: _names(v, k, bad, CLOCK_EVENTS),
+    "processes_ignored": lambda v, k, bad: _names(v, k, bad, None),
+    "require": lambda v, k, bad: _names(v, k, bad, ITEMS),
+}

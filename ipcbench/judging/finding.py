@@ -32,6 +32,7 @@ class Finding:
     reason: str  # what, by how much, against which expectation (one line, with the expectation's why)
     brief: str = ""  # the same in a few words (the summary's lines, the REASON line)
     against: str = ""  # the expectation a thresholds check held the row against, with its why and where
+    by: str = ""  # what judged the row: its expectation's FILE:LINE, "baseline" or "peers" (check --verbose says it)
 
     @property
     def shortfall(self) -> float:

@@ -2,17 +2,16 @@
 its floor or ceiling, its baseline and its peers; what cannot be judged said as such.
 
 A finding's status is a Status (ipcbench/status.py: PASS, FAIL, UNJUDGED, written "pass", "fail", "unknown").
-It FAILS when a row is below its floor (or above its
-latency ceiling), significantly slower than its baseline (judging/compare.py's statistics: a row's RowVerdict read as
-a Status by RowVerdict.status), far below the
-node's other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not
-complete, when a row the expectations name is missing, when a pair's link kind is unknown, when a pair has no
-expectation at all (peers alone never pass a pair), or when a number is above a physical ceiling (the
-instrument, not the node, is then in doubt). The node's own evidence adds its findings (judging/evidence_rules.py:
-a link down, a counter that grew, another job's process fail; a required item not available is UNKNOWN). The
-node is unhealthy (exit 1) when anything failed, cannot be judged (exit 2) when nothing failed but something
-could not be judged or nothing was judged, healthy (0) only when every check passed: never 0 for what was not
-judged.
+It FAILS when a row is below its floor (or above its latency ceiling), significantly slower than its baseline
+(judging/compare.py's statistics: a row's RowVerdict read as a Status by RowVerdict.status), far below the node's
+other pairs of the same link kind, or failed verification. It is UNKNOWN when the run did not complete, when a
+row the expectations name is missing, when a pair's link kind is unknown, when a pair has no expectation at all
+(peers alone never pass a pair), when a number is above a physical ceiling (the instrument, not the node, is
+then in doubt), when a floor is above the pair's link ceiling (the expectation is then wrong), or when the run
+is not a check input (a selftest's). The node's own evidence adds its findings (judging/evidence_rules.py: a
+link down, a counter that grew, another job's process fail; a required item not available is UNKNOWN). The node
+is unhealthy (exit 1) when anything failed, cannot be judged (exit 2) when nothing failed but something could
+not be judged or nothing was judged, healthy (0) only when every check passed: never 0 for what was not judged.
 """
 
 from __future__ import annotations
@@ -118,6 +117,10 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
     (invalid_rows) is a finding of its own, UNJUDGED, and is judged by nothing else nor used to judge another
     pair (nor compared with the baseline: its RowKey is left out)."""
     v = Verdict()
+    why_not = not_a_check_input(run)
+    if why_not:
+        v.checks.append(_whole(run, "run", why_not, why_not))
+        return v
     v.checks, v.notes = _evidence(run, evidence_defaults() if evidence is None else evidence)
     frame = run.frame
     invalid = invalid_rows(run)
@@ -145,6 +148,16 @@ def shipped_verdict(run) -> Verdict:
     judges by default, its peer rule and the shipped evidence tables; what `ipcbench check --from RUN` says, so that
     the report's headline (report/headline.py) and the gate cannot disagree."""
     return judge(run, defaults(), list(METHODS_JUDGED))
+
+
+def not_a_check_input(run) -> str | None:
+    """Why a recorded run is not what check judges (None where it is): a run of `ipcbench selftest` holds the
+    instrument against its own anchors, at its own sizes and pairs, and its verdict is the selftest's."""
+    if run.meta.command[1:2] != ["selftest"]:
+        return None
+    return ("a run of `ipcbench selftest` (the instrument against its own anchors, at the selftest's sizes and "
+            "pairs) is not a check input: `ipcbench check --from RUN` judges a run of `ipcbench check` or "
+            "`ipcbench all` (measure one with `mpirun -np N ipcbench check`)")
 
 
 def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], list[str]]:
@@ -192,24 +205,63 @@ def _what(run, r) -> str:
     return f"{pair_name(r.src_gpu, r.dst_gpu, r.src_rank, r.dst_rank)} {r.method} {r.direction} {fmt_size(r.bytes)}"
 
 
-def _row_check(run, r, source, value, unit, expected, status, reason, brief="", against="") -> Finding:
-    """A finding of one row (a frame's itertuples row) of the run."""
+def _row_check(run, r, source, value, unit, expected, status, reason, brief="", against="", by="") -> Finding:
+    """A finding of one row (a frame's itertuples row) of the run; `by`: what judged it (Finding.by)."""
     key = RowKey.of(r)
     return Finding(source=source, host=key.host, pair=pair_name(key.src_gpu, key.dst_gpu, r.src_rank, r.dst_rank),
                    src_gpu=key.src_gpu, dst_gpu=key.dst_gpu, link=link_of(run, key.host, key.src_gpu, key.dst_gpu),
                    method=key.method, direction=key.direction, bytes=key.bytes, value=value, unit=unit,
-                   expected=expected, status=status, reason=reason, brief=brief, against=against)
+                   expected=expected, status=status, reason=reason, brief=brief, against=against, by=by)
 
 
-def _pairs(run, rows) -> list[tuple]:
-    """Every ordered pair of ranks of each node, (host, src_rank, dst_rank, src_gpu, dst_gpu): from meta.json's
-    ranks (so that a pair with no row at all is missed, not skipped), else the pairs the rows name."""
-    ranks = [r for r in run.meta.raw.get("ranks") or [] if isinstance(r, dict)]
-    if ranks and all(k in r for r in ranks for k in ("rank", "host", "gpu")):
-        return [(a["host"], a["rank"], b["rank"], a["gpu"], b["gpu"]) for a in ranks for b in ranks
-                if a["host"] == b["host"] and a["rank"] != b["rank"]]
-    keys = rows[["host", "src_rank", "dst_rank", "src_gpu", "dst_gpu"]].drop_duplicates()
-    return [tuple(k) for k in keys.itertuples(index=False)]
+@dataclass(frozen=True)
+class RankPair:
+    """An ordered pair of ranks of one node and their GPUs: what the expectations ask rows of."""
+
+    host: str
+    src_rank: int
+    dst_rank: int
+    src_gpu: int
+    dst_gpu: int
+
+    @property
+    def name(self) -> str:
+        """The pair as check's summary counts it (row_key.pair_name: the GPU pair, ranks where they share a GPU)."""
+        return pair_name(self.src_gpu, self.dst_gpu, self.src_rank, self.dst_rank)
+
+    @property
+    def words(self) -> str:
+        """The GPU pair and the rank pair: "GPU 0 -> GPU 1 ranks 0 -> 3", "GPU 0 ranks 0 -> 2"."""
+        ranks = f" ranks {self.src_rank} -> {self.dst_rank}" if self.src_gpu != self.dst_gpu else ""
+        return self.name + ranks
+
+
+def _pairs(run, rows) -> list[RankPair]:
+    """Every ordered pair of ranks of each node the run measured or should have: from meta.json's ranks (so that a
+    pair with no row at all is missed, not skipped), else the pairs the rows name. A run that measured one rank
+    pair per GPU pair (--quick with ranks sharing GPUs: meta.json's pair_mode says so) is asked for those alone."""
+    ranks = run.meta.ranks
+    if not ranks:
+        keys = rows[["host", "src_rank", "dst_rank", "src_gpu", "dst_gpu"]].drop_duplicates()
+        return [RankPair(str(h), int(sr), int(dr), int(sg), int(dg)) for h, sr, dr, sg, dg in
+                keys.itertuples(index=False)]
+    pairs = [RankPair(a.host, a.rank, b.rank, a.gpu, b.gpu) for a in ranks for b in ranks
+             if a.host == b.host and a.rank != b.rank]
+    pairing = run.meta.pairing
+    return _one_per_gpu_pair(pairs, rows) if pairing is not None and pairing.one_per_gpu_pair else pairs
+
+
+def _one_per_gpu_pair(pairs: list[RankPair], rows) -> list[RankPair]:
+    """Of each GPU pair's rank pairs, those the rows name (the ones measured); where none is named, the first in
+    rank order, the one the measuring side picks (core/schedule.one_per_gpu_pair), so its missing rows are named."""
+    measured = set(zip(rows["host"].astype(str), rows["src_rank"].astype(int), rows["dst_rank"].astype(int)))
+    groups: dict[tuple[str, int, int], list[RankPair]] = {}
+    for p in pairs:
+        groups.setdefault((p.host, p.src_gpu, p.dst_gpu), []).append(p)
+    keep = set()
+    for group in groups.values():
+        keep.update([p for p in group if (p.host, p.src_rank, p.dst_rank) in measured] or group[:1])
+    return [p for p in pairs if p in keep]
 
 
 def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: list[str],
@@ -218,43 +270,57 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
     what could not be judged: an unknown link, no expectation at all, a named row that is missing. An invalid
     row (its own finding says why) is not held against anything."""
     out: list[Finding] = []
-    for host, sr, dr, sg, dg in _pairs(run, rows):
-        host, sr, dr, sg, dg = str(host), int(sr), int(dr), int(sg), int(dg)
-        name = pair_name(sg, dg, sr, dr)
-        link, model = link_of(run, host, sg, dg), gpu_model(run, host, sg)
-        base = Finding(source="coverage", host=host, pair=name, src_gpu=sg, dst_gpu=dg, link=link,
+    for p in _pairs(run, rows):
+        link, model = link_of(run, p.host, p.src_gpu, p.dst_gpu), gpu_model(run, p.host, p.src_gpu)
+        base = Finding(source="coverage", host=p.host, pair=p.name, src_gpu=p.src_gpu, dst_gpu=p.dst_gpu, link=link,
                        status=Status.UNJUDGED, reason="")
         if link == "unknown":
-            out.append(replace(base, reason=f"{name}: the link between the GPUs is unknown (no NVML table, or NVML "
+            out.append(replace(base, reason=f"{p.name}: the link between the GPUs is unknown (no NVML table, or NVML "
                                             f"could not name it): no expectation can be chosen",
-                               brief=f"{name}: link unknown"))
+                               brief=f"{p.name}: link unknown"))
             continue
         mine = [e for e in expectations if e.link == link and e.method in methods and e.for_gpu(model)]
         if not mine:
-            out.append(replace(base, reason=f"{name}: no expectation for {model} on {link} (give --thresholds FILE "
-                                            f"or --baseline RUN)",
-                               brief=f"{name}: no expectation for {model} on {link}"))
+            out.append(replace(base, reason=f"{p.name}: no expectation for {model} on {link} (give --thresholds "
+                                            f"FILE or --baseline RUN)",
+                               brief=f"{p.name}: no expectation for {model} on {link}"))
             continue
-        pr = rows[(rows["host"] == host) & (rows["src_rank"] == sr) & (rows["dst_rank"] == dr)]
+        pr = rows[(rows["host"] == p.host) & (rows["src_rank"] == p.src_rank) & (rows["dst_rank"] == p.dst_rank)]
         for e in mine:
-            if e.direction == "bidir" and sr > dr:
+            if e.direction == "bidir" and p.src_rank > p.dst_rank:
                 continue  # both ways is measured once per unordered pair, from its lower rank
             hit = pr[(pr["method"] == e.method) & (pr["direction"] == e.direction) & (pr["bytes"] >= e.lo)
                      & (pr["bytes"] <= e.hi)]
             if hit.empty:
-                out.append(replace(base, method=e.method, direction=e.direction,
-                                   reason=f"{name} {e.method} {e.direction} {e.sizes}: no row to judge against "
-                                          f"{e.describe()}",
-                                   brief=f"{name} {e.method} {e.direction} {e.sizes}: no row"))
-            for r in hit.itertuples():
-                if r.Index not in invalid:
-                    out.append(_against(run, r, e))
+                out.append(_no_row(run, base, p, e))
+            out += [_against(run, r, e) for r in hit.itertuples() if r.Index not in invalid]
     return out
 
 
+def _no_row(run, base: Finding, p: RankPair, e: Expectation) -> Finding:
+    """The finding of a row an expectation names that the run lacks: the GPU pair, the rank pair, and the sizes
+    expected (the run's own in the expectation's range; none of them: the run's sizes said)."""
+    sizes = [n for n in run.meta.sizes if e.lo <= n <= e.hi]
+    why = f" (the run measured {_sizes_words(run.meta.sizes)}, none in {e.sizes})" if run.meta.sizes and not sizes \
+        else ""
+    what = f"{p.words} {e.method} {e.direction} {_sizes_words(sizes) or e.sizes}"
+    return replace(base, method=e.method, direction=e.direction, by=e.where,
+                   reason=f"{what}: no row{why} to judge against {e.describe()}",
+                   brief=f"{what}: no row{why}")
+
+
+def _sizes_words(sizes: list[int]) -> str:
+    """"4K", "4K, 256M", or "64M-1G (7 sizes)" where there are more than three."""
+    if len(sizes) > 3:
+        return f"{fmt_size(sizes[0])}-{fmt_size(sizes[-1])} ({len(sizes)} sizes)"
+    return ", ".join(fmt_size(n) for n in sizes)
+
+
 def _against(run, r, e: Expectation) -> Finding:
-    """One row held against one expectation."""
+    """One row held against one expectation; a floor above the link's physical ceiling judges nothing (the
+    expectation is wrong: no healthy link can reach it), so the row cannot be judged by it."""
     peak = peak_of(run, str(r.host), int(r.src_gpu), int(r.dst_gpu))
+    against = f"{e.describe(peak)}; {e.where}"
     bound: float | None
     if e.max_us is not None:
         value, unit, bound = float(r.time_us_median), "µs", e.max_us
@@ -268,12 +334,36 @@ def _against(run, r, e: Expectation) -> Finding:
         if bound is None:
             return _row_check(run, r, "thresholds", value, unit, None, Status.UNJUDGED,
                               f"{_what(run, r)}: {e.describe()}: the link's peak is unknown",
-                              f"{_what(run, r)}: link peak unknown")
+                              f"{_what(run, r)}: link peak unknown", against, e.where)
+        ceiling = ceiling_of(run, str(r.host), int(r.src_gpu), int(r.dst_gpu), str(r.direction))
+        if ceiling is not None and bound > ceiling[0]:
+            return _row_check(run, r, "thresholds", value, unit, bound, Status.UNJUDGED,
+                              f"{_what(run, r)}: {e.describe(peak)} is above {ceiling[1]}: the pair's link cannot "
+                              f"reach it, so the expectation is wrong",
+                              f"{_what(run, r)}: floor {_num(bound, unit)} above the link's ceiling "
+                              f"{_num(ceiling[0], unit)}", against, e.where)
         ok = value >= bound
         rel = ">=" if ok else "<"
     brief = f"{_what(run, r)} {_num(value, unit)} {rel} {_num(bound, unit)}"
-    against = f"{e.describe(peak)}; {e.where}"
-    return _row_check(run, r, "thresholds", value, unit, bound, _passed(ok), f"{brief} ({against})", brief, against)
+    return _row_check(run, r, "thresholds", value, unit, bound, _passed(ok), f"{brief} ({e.describe(peak)})", brief,
+                      against, e.where)
+
+
+def ceiling_of(run, host: str, src_gpu: int, dst_gpu: int, direction: str) -> tuple[float, str] | None:
+    """(GB/s, in words) the most a row of this GPU pair can move: its link's one-way ceiling (catalogue/links.py,
+    as record/meta.Meta.link_ceilings reads it), twice that for bidir, which counts both ways; None where the
+    pair has no link of known ceiling (the same GPU, an unknown link)."""
+    one_way = run.meta.link_ceilings().get((host, src_gpu, dst_gpu))
+    if not one_way:
+        return None
+    ln = next((ln for ln in run.meta.links if ln.host == host and {ln.src_gpu, ln.dst_gpu} == {src_gpu, dst_gpu}),
+              None)
+    how = (f"{ln.nvlink_count} x {ln.per_link_ceiling_gbps:g} GB/s, NVLink {ln.nvlink_version}"
+           if ln is not None and ln.nvlink_count and ln.per_link_ceiling_gbps else "the link's signalling rate")
+    both = direction == "bidir"
+    ceiling = one_way * (2 if both else 1)
+    return ceiling, (f"the link's physical ceiling {_num(ceiling, 'GB/s')} ({how} per direction"
+                     f"{', both ways' if both else ''}; catalogue/links.py)")
 
 
 def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding]:
@@ -295,7 +385,7 @@ def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding
         base = Finding(source="baseline", host=key.host, pair=name, src_gpu=key.src_gpu, dst_gpu=key.dst_gpu,
                        link=link_of(run, key.host, key.src_gpu, key.dst_gpu), method=key.method,
                        direction=key.direction, bytes=key.bytes, unit=str(r.unit), expected=float(r.base),
-                       status=status, reason="")
+                       status=status, reason="", by="baseline")
         if status is Status.FAIL:
             how = f"{abs(float(r.change)):.0%} {'below' if r.unit == 'GB/s' else 'above'} the baseline"
             out.append(replace(base, value=float(r.new),
@@ -331,5 +421,5 @@ def _peers(run, rows, drop: float) -> list[Finding]:
             text = (f"{_what(run, r)} {_num(float(r.bw_gbps_median), 'GB/s')} is {below} ({_num(typical, 'GB/s')}; "
                     f"peers fail past {drop:.0%})" if not ok else f"{_what(run, r)}: within {drop:.0%} of {who}")
             out.append(_row_check(run, r, "peers", float(r.bw_gbps_median), "GB/s", bound, _passed(ok), text,
-                                  f"{_what(run, r)} {below}"))
+                                  f"{_what(run, r)} {below}", by="peers"))
     return out
