@@ -52,8 +52,7 @@ def _host_summary(run: Run) -> str:
 
     sw = [("driver", v.get("driver")), ("CUDA driver", cuda(v.get("cuda_driver"))),
           ("runtime", cuda(v.get("cuda_runtime"))), ("MPI", v.get("mpi_library")), ("cupy", v.get("cupy")),
-          ("ipcbench", meta.raw.get("ipcbench_version")), ("commit", meta.raw.get("git_commit")),
-          ("source", meta.raw.get("source_digest"))]
+          ("ipcbench", meta.ipcbench_version), ("commit", meta.git_commit), ("source", meta.source_digest)]
     sw_text = [f"{k} {clean(val).strip()}" for k, val in sw if val]
     if sw_text:
         parts.append("**software** " + ", ".join(sw_text))

@@ -17,8 +17,7 @@ from ipcbench.record.run import Run
 from ipcbench.report.cells import f1, method_label, size_text, times, us
 from ipcbench.report.evidence_view import glance_lines
 from ipcbench.report.figure_style import series_of, size_label
-from ipcbench.report.options import (MAX_TERMINAL_RUN_ROWS, is_quick, options_blocks, options_line, options_short,
-                                     run_options)
+from ipcbench.report.options import MAX_TERMINAL_RUN_ROWS, options_blocks, options_line, options_short, run_options
 from ipcbench.report.render import Block, Callout, Heading, Para, Table, clean
 from ipcbench.judging.judge import shipped_verdict
 from ipcbench.judging.validity import invalid
@@ -296,7 +295,7 @@ def _flags(run: Run, t: dict, cv_threshold: float, flags: list[str]) -> list[tup
         flags.append(_n(len(unver), "unverified row"))
         lines.append(("warn", f"**{_n(len(unver), 'unverified row')}** (the destination did not hold what was sent, "
                               f"or the check did not run): {_methods_text(unver)}. Never quote these numbers."))
-    if run.meta.options.get("verify") is False:
+    if run.meta.verify is False:
         flags.append("verification off")
         lines.append(("warn", "**Verification off** (--no-verify): no number of this run is checked."))
     if run.incomplete:
@@ -308,7 +307,7 @@ def _flags(run: Run, t: dict, cv_threshold: float, flags: list[str]) -> list[tup
         lines.append(("warn", f"{_n(len(noisy), 'noisy row')} (CV above {cv_threshold:g}): {by_suite}: re-measure "
                               "those with more samples or on a quieter machine before quoting them (host-timed ops "
                               "are often noisy)."))
-    if is_quick(run.meta):
+    if run.meta.quick:
         flags.append("quick run")
         lines.append(("warn", "**Quick run** (--quick): a looser stopping rule, fine for a health check; re-run "
                               "without --quick for numbers to quote."))
