@@ -33,8 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help="where to write report.html, report.md and the figures "
                              "(default: report/ inside the first PATH)")
-    parser.add_argument("--cv-threshold", type=float, default=0.05, metavar="FLOAT",
-                        help="flag rows whose coefficient of variation exceeds this (default 0.05)")
     parser.add_argument("--no-figures", action="store_true", help="tables only, no PNGs (faster)")
     parser.add_argument("--quiet", action="store_true", help="no terminal summary, only warnings and the paths")
 
@@ -73,9 +71,6 @@ def run(args) -> int:
     if missing:
         _error(f"no such file or directory: {missing[0]}")
         return 2
-    if args.cv_threshold is not None and args.cv_threshold < 0:
-        _error("--cv-threshold must be >= 0")
-        return 2
     runs, skipped = load_runs(args.paths)
     for msg in [f"{s} (run skipped)" for s in skipped] + [n for r in runs for n in r.remarks]:
         print(f"ipcbench report: warning: {msg}", file=sys.stderr)
@@ -90,8 +85,7 @@ def run(args) -> int:
         _error(f"cannot create {out_dir}: {e.strerror or e}")
         return 2
     before = _figures_named(out_dir / "report.md")
-    doc = build(runs, skipped, out_dir, 0.05 if args.cv_threshold is None else args.cv_threshold,
-                figures=not args.no_figures)
+    doc = build(runs, skipped, out_dir, figures=not args.no_figures)
     md, html = to_markdown(doc), to_html(doc, out_dir)
     try:
         (out_dir / "report.md").write_text(md, encoding="utf-8")
