@@ -34,6 +34,7 @@ def test_each_gpu_as_it_was_at_the_end_and_what_changed_during_the_run():
     counters = next(b for b in view.evidence_blocks(troubled("node1")) if isinstance(b, Table) and "grew" in b.columns)
     assert counters.columns == ["GPU", "link", "counter", "before", "after", "grew", "per second"]
     assert counters.rows == [["1", "4", "replays", "0", "12", "12", "0.24"]]  # 12 in the 50 s between snapshots
+    assert counters.caption == "NVLink error counters that grew during the run (1 link)"
     assert f"not available: uncorrectable ECC count (GPU 1): {NS}; corrected ECC count (GPU 1): {NS}" in t
 
 

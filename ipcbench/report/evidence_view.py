@@ -161,7 +161,7 @@ def counter_blocks(grown: list[Change], window_s: float) -> list[Block]:
                      str(now - was), rate])
     cols = ["GPU", "link", "counter", "before", "after", "grew", "per second"]
     numeric = [True, True, False, True, True, True, True]
-    caption = f"NVLink error counters that grew during the run ({len(rows)} links)"
+    caption = f"NVLink error counters that grew during the run ({len(rows)} link{'s' if len(rows) != 1 else ''})"
     blocks: list[Block] = [Table(cols, rows, numeric=numeric, caption=caption),
                            Table(cols, rows[:MAX_TERMINAL_COUNTERS], numeric=numeric, terminal=True, files=False,
                                  caption=caption + (", the largest" if len(rows) > MAX_TERMINAL_COUNTERS else ""))]
