@@ -122,3 +122,18 @@ def test_the_report_of_an_old_run_says_no_evidence_was_recorded(tmp_path, capsys
 def test_the_table_is_one_row_per_gpu():
     tables = [b for b in view.evidence_blocks(troubled("n")) if isinstance(b, Table) and "NVLinks" in b.columns]
     assert len(tables) == 1 and [r[0] for r in tables[0].rows] == ["0", "1"]
+
+
+def test_every_counter_that_grew_is_listed_largest_first():
+    """One row per link and counter in the files; the terminal the largest 8, saying how many more the files hold."""
+    from ipcbench.evidence.delta import Change
+
+    grown = [Change("n", 0, "link_error", k, {"crc_data": 100}, {"crc_data": 100 + 10 * k}, "") for k in range(1, 11)]
+    blocks = view.counter_blocks(grown, 20.0)
+    files = next(b for b in blocks if isinstance(b, Table) and b.files)
+    terminal = next(b for b in blocks if isinstance(b, Table) and not b.files)
+    assert [r[1] for r in files.rows] == [str(k) for k in range(10, 0, -1)]
+    assert files.rows[0] == ["0", "10", "CRC data errors", "100", "200", "100", "5"]
+    assert terminal.rows == files.rows[:8] and terminal.terminal and not files.terminal
+    assert Para("… and 2 more links in the report.", terminal=True, files=False) in blocks
+    assert view.counter_blocks([], 20.0) == []
