@@ -96,3 +96,23 @@ def test_a_counter_is_said_as_check_judged_its_rate(tmp_path, grew, level):
     else:
         assert got[1] == ("**NVLink error counters** (unhealthy, ipcbench check): 5000 CRC data errors on GPU 1 link 4 "
                           "during the run (100/s, 100/s fail).")
+
+
+def test_noisy_rows_of_a_recorded_run_are_those_whose_own_noise_passes_the_floor():
+    """results/h200x2-all-1 (every row states noise_within): read with plain csv, the rows whose within-run noise is
+    above today's floor of their kind are the report's noisy rows, 7 of 917 (the CV above 0.05 flagged 134)."""
+    import csv
+
+    from ipcbench.catalogue.noise import floor_for
+
+    with open(ROOT / "results" / "h200x2-all-1" / "results.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["kind"] != "error" and r["noise_within"]]
+    want = sorted((r["suite"], r["method"], int(r["src_gpu"]), int(r["bytes"])) for r in rows
+                  if float(r["noise_within"]) > floor_for("NVIDIA H200", r["engine"], r["timing"], int(r["bytes"]),
+                                                          same_gpu=r["same_gpu"] == "true").fraction)
+    run = load_run(ROOT / "results" / "h200x2-all-1" / "results.csv")
+    noisy = _tables([run])["noisy"]
+    assert sorted(zip(noisy["suite"], noisy["method"], noisy["src_gpu"], noisy["bytes"])) == want and len(want) == 7
+    _, facts = glance(ROOT / "results" / "h200x2-all-1")
+    assert ("info", "**7 noisy rows** (handles 4, pool 2, vmm 1): their samples spread more than their kind moves "
+                    "between runs; quote them with their noise.") in facts["lines"]
