@@ -169,10 +169,11 @@ def _writing(command) -> int:
         return _err(_write_error(e))
 
 
-# The launchers whose ranks know their job only through their own MPI: (the variable the launcher sets, its MPI,
-# how its library's version string starts)
-LAUNCHERS = (("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun", "Open MPI"),
-             ("HYDI_CONTROL_FD", "MPICH's mpiexec (Hydra)", "MPICH"))
+# The launchers whose ranks know their job only through their own family of MPI: (the variable the launcher sets,
+# its name, whether its ranks' library is Open MPI: Hydra's are MPICH, Intel MPI or MVAPICH, all of MPICH's family)
+OPEN_MPI = "Open MPI"  # how Open MPI's library version string starts
+LAUNCHERS = (("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun", True),
+             ("HYDI_CONTROL_FD", "MPICH's mpiexec (Hydra)", False))
 SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")  # how many ranks the launcher started
 
 
@@ -182,8 +183,8 @@ def launcher_mismatch(library: str, env, world_size: int | None = None) -> str |
     Open MPI: every rank a job of its own), or, once MPI is up, a world of one rank where the launcher started
     several. `library`: MPI.Get_library_version(); `env`: the environment."""
     lib = " ".join(library.strip().splitlines()[0].split()) if library.strip() else "an unknown MPI"
-    for var, launcher, family in LAUNCHERS:
-        if var in env and not lib.startswith(family):
+    for var, launcher, open_mpi in LAUNCHERS:
+        if var in env and lib.startswith(OPEN_MPI) != open_mpi:
             return (f"started by {launcher}, but mpi4py runs on {lib}: each rank would be a job of its own; start it "
                     f"with the launcher of mpi4py's MPI (the mpiexec beside this Python, {Path(sys.executable).parent})"
                     f", or use an mpi4py built for the launcher's MPI")

@@ -154,6 +154,8 @@ def test_a_launcher_of_another_mpi_is_named():
     said = launcher_mismatch(OPEN_MPI, hydra)
     assert said is not None and said.startswith("started by MPICH's mpiexec (Hydra), but mpi4py runs on Open MPI")
     assert launcher_mismatch(OPEN_MPI, open_mpi_run) is None and launcher_mismatch(MPICH, hydra) is None
+    intel = "Intel(R) MPI Library 2021.13 for Linux* OS"  # MPICH's family, under its own Hydra
+    assert launcher_mismatch(intel, hydra) is None and launcher_mismatch(intel, open_mpi_run) is not None
     assert launcher_mismatch(MPICH, {}) is None and launcher_mismatch(MPICH, {}, 1) is None
 
 
