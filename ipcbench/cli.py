@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 import time
+from pathlib import Path
 
 from ipcbench import __version__
 from ipcbench.catalogue.suites import ORDER as SUITE_NAMES
@@ -19,17 +20,17 @@ from ipcbench.catalogue.suites import ORDER as SUITE_NAMES
 # `compare` load no module of the measuring side (tests/test_layering.py runs them and looks).
 
 
-def _err(msg: str, code: int = 2) -> int:
+def _err(msg: str, code: int = 2, prog: str = "ipcbench") -> int:
     from ipcbench.core.world import launcher_rank
 
     if (launcher_rank() or 0) == 0:  # under mpirun only rank 0 speaks
-        print(f"ipcbench: error: {msg}", file=sys.stderr, flush=True)
+        print(f"{prog}: error: {msg}", file=sys.stderr, flush=True)
     return code
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, only rank 0 under mpirun
-        raise SystemExit(_err(f"{message} (see `ipcbench --help`)"))
+    def error(self, message):  # one line, exit 2, only rank 0 under mpirun; the help of the command given
+        raise SystemExit(_err(f"{message} (see `{self.prog} --help`)", prog=self.prog))
 
 
 def _bench_parser() -> argparse.ArgumentParser:
@@ -77,6 +78,9 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", choices=TOPOLOGIES,
                    help="with --dry-run: plan for a node whose GPU pairs are all linked this way (one rank per GPU), "
                         "not for this machine (a login node without GPUs, or another node type)")
+    p.add_argument("--ranks", type=int, metavar="N",
+                   help="with --dry-run, started without mpirun: plan N ranks on the node (a login node: "
+                        "`ipcbench all --dry-run --topology nvswitch --ranks 8`); under mpirun, the ranks started")
     p.add_argument("--quiet", action="store_true", help="no progress lines or matrices")
     p.add_argument("--sm-copy", default=None, metavar="BxTxU",
                    help="SM copy kernel shape: blocks per SM x threads per block x 16-byte loads in flight "
@@ -165,11 +169,62 @@ def _writing(command) -> int:
         return _err(_write_error(e))
 
 
+# The launchers whose ranks know their job only through their own family of MPI: (the variable the launcher sets,
+# its name, whether its ranks' library is Open MPI: Hydra's are MPICH, Intel MPI or MVAPICH, all of MPICH's family)
+OPEN_MPI = "Open MPI"  # how Open MPI's library version string starts
+LAUNCHERS = (("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun", True),
+             ("HYDI_CONTROL_FD", "MPICH's mpiexec (Hydra)", False))
+SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")  # how many ranks the launcher started
+
+
+def launcher_mismatch(library: str, env, world_size: int | None = None) -> str | None:
+    """Why this rank cannot join the job its launcher started (None: it can): a launcher of another MPI than the
+    one mpi4py runs on (Open MPI's mpirun with a pip-installed MPICH: MPICH aborts in PMIx; MPICH's mpiexec with
+    Open MPI: every rank a job of its own), or, once MPI is up, a world of one rank where the launcher started
+    several. `library`: MPI.Get_library_version(); `env`: the environment."""
+    lib = " ".join(library.strip().splitlines()[0].split()) if library.strip() else "an unknown MPI"
+    for var, launcher, open_mpi in LAUNCHERS:
+        if var in env and lib.startswith(OPEN_MPI) != open_mpi:
+            return (f"started by {launcher}, but mpi4py runs on {lib}: each rank would be a job of its own; start it "
+                    f"with the launcher of mpi4py's MPI (the mpiexec beside this Python, {Path(sys.executable).parent})"
+                    f", or use an mpi4py built for the launcher's MPI")
+    started = max((int(env[v]) for v in SIZE_VARS if env.get(v, "").isdigit()), default=1)
+    if world_size == 1 and started > 1:
+        return (f"the launcher started {started} ranks, but MPI sees each as a job of one ({lib}): start it with the "
+                f"launcher of mpi4py's MPI (the mpiexec beside this Python, {Path(sys.executable).parent})")
+    return None
+
+
+def _start_mpi() -> str | None:
+    """Initialise MPI as importing mpi4py would (its thread level; finalised at exit), after one look at which MPI
+    it is and which launcher started this rank (launcher_mismatch): a mismatch is one line and exit 2, never a PMIx
+    abort nor N runs of one rank each. MPI already up (a second command in one process): nothing to do."""
+    import mpi4py
+
+    if "mpi4py.MPI" not in sys.modules:
+        mpi4py.rc.initialize = False  # MPI_Get_library_version may be called before MPI_Init (MPI-4, 8.1.1)
+        mpi4py.rc.finalize = True
+    from mpi4py import MPI
+
+    if MPI.Is_initialized():
+        return None
+    problem = launcher_mismatch(MPI.Get_library_version(), os.environ)
+    if problem:
+        return problem
+    levels = {"single": MPI.THREAD_SINGLE, "funneled": MPI.THREAD_FUNNELED, "serialized": MPI.THREAD_SERIALIZED}
+    MPI.Init_thread(levels.get(str(mpi4py.rc.thread_level), MPI.THREAD_MULTIPLE))
+    return launcher_mismatch(MPI.Get_library_version(), os.environ, MPI.COMM_WORLD.Get_size())
+
+
 def _guarded(command) -> int:
-    """Run a command that may start MPI: a usage error is one line from rank 0 and exit 2 on every rank; any
-    other error takes the whole job down with its message (MPI Abort)."""
+    """Run a command that may start MPI: a launcher of another MPI is one line (launcher_mismatch); a usage error
+    is one line from rank 0 and exit 2 on every rank; any other error takes the whole job down with its message
+    (MPI Abort)."""
     from ipcbench.errors import UsageError, WorldError
 
+    problem = _start_mpi()
+    if problem:
+        return _err(problem)
     try:
         return command()
     except UsageError as e:
@@ -210,8 +265,50 @@ def _guarded(command) -> int:
         return code
 
 
+# What a terminal that cannot show a character reads instead (a stdout or stderr whose encoding is not UTF-8:
+# PYTHONIOENCODING=ascii, a C locale); anything else: its compatibility decomposition's ASCII, else "?". Files are
+# written in UTF-8 whatever the terminal.
+ASCII_FALLBACKS = {"µ": "u", "×": "x", "…": "...", "–": "-", "—": "--", "·": "-", "→": "->", "←": "<-", "±": "+/-",
+                   "≥": ">=", "≤": "<=", "✓": "ok", "✗": "X", "√": "sqrt", "◆": "*", "▲": "^", "’": "'", "“": '"',
+                   "”": '"'}
+FALLBACK_ERRORS = "ipcbench-ascii"  # the codecs error handler that writes them
+
+
+def _fallback(e: UnicodeError) -> tuple[str, int]:
+    """The codecs error handler: each character the stream cannot encode as its ASCII fallback."""
+    import unicodedata
+
+    if not isinstance(e, UnicodeEncodeError):
+        raise e
+    out = []
+    for ch in e.object[e.start:e.end]:
+        plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode("ascii")
+        out.append(ASCII_FALLBACKS.get(ch) or plain or "?")
+    return "".join(out), e.end
+
+
+def terminal_fallbacks(streams=None) -> None:
+    """Point every terminal stream that cannot encode what ipcbench prints (µ, →, ✓, ×, ≤, –, …) at its ASCII
+    fallbacks, so that report, compare, check and a dry run print under any locale instead of ending in a
+    UnicodeEncodeError (or, under mpiexec, an MPI_Abort); UTF-8 streams are left as they are."""
+    import codecs
+
+    try:
+        codecs.lookup_error(FALLBACK_ERRORS)
+    except LookupError:
+        codecs.register_error(FALLBACK_ERRORS, _fallback)
+    for stream in streams or (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            "".join(ASCII_FALLBACKS).encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors=FALLBACK_ERRORS)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    terminal_fallbacks()
     return _writing(lambda: _command(argv))
 
 

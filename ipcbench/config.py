@@ -27,6 +27,7 @@ QUICK_SIZES = "4K,256M"
 MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
 PAIRS_MODES = ("auto", "sequential", "concurrent", "permutation")
 TOPOLOGIES = ("nvswitch", "nvlink", "pcie")  # --topology: how every GPU pair is linked on the node a dry run plans for
+MAX_PLANNED_RANKS = 1024  # --ranks: a node's ranks a dry run plans for (64 GPUs of 16 ranks each)
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
 # copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; at least 5 samples, so that a
 # row with two modes rarely settles in one (core/sampler.py). Samples of 2 ms (3 ms until 2026-11-25): on two
@@ -50,6 +51,7 @@ class RunConfig:
     dry_run: bool = False
     json_plan: bool = False
     topology: str | None = None  # the dry run plans for a node of this link kind (TOPOLOGIES), not NVML's
+    ranks: int | None = None  # the dry run without mpirun plans this many ranks on the node (--ranks), not NVML's GPUs
     quiet: bool = False
     quick: bool = False
     pairs: str = "auto"
@@ -78,16 +80,19 @@ class RunConfig:
                      placements: int | None = None, no_verify: bool = False, timeout: float = 300.0,
                      out: str | None = None, dry_run: bool = False, json: bool = False, quiet: bool = False,
                      pairs: str = "auto", serial_pairs: str = "auto", sm_copy: str | None = None,
-                     sm_bulk: str | None = None, topology: str | None = None, argv=(),
+                     sm_bulk: str | None = None, topology: str | None = None, ranks: int | None = None, argv=(),
                      gpu_pairs: bool = True) -> RunConfig:
         """A run's configuration from the bench command's options, by keyword as a command line gives them (None:
         not given; sizes as --sizes writes them, min_time in ms, noise in percent): every one checked, UsageError
         naming the option and why. cli.py (through build_config), check and selftest build theirs here."""
         names = _suites(suites)
-        for option, given in (("--json", json), ("--topology", topology)):
+        for option, given in (("--json", json), ("--topology", topology), ("--ranks", ranks is not None)):
             if given and not dry_run:
                 raise UsageError(f"{option} goes with --dry-run (it shapes the plan, and a run measures what it "
                                  "finds)")
+        if ranks is not None and not 2 <= ranks <= MAX_PLANNED_RANKS:
+            raise UsageError(f"--ranks must be in 2..{MAX_PLANNED_RANKS} (got {ranks}): ipcbench measures pairs of "
+                             "ranks on one node")
         spec = _sizes(sizes, quick)
         rule = _rule(quick, samples, min_time, noise, max_time, placements)
         if not (5 <= timeout <= 86400) or math.isnan(timeout):
@@ -95,8 +100,8 @@ class RunConfig:
                              f"while a peer is still compiling kernels or verifying")
         shape, bulk = _shapes(sm_copy, sm_bulk)
         return cls(suites=names, sizes=spec, rule=rule, verify=not no_verify, timeout_s=timeout, out=out,
-                   dry_run=dry_run, json_plan=json, topology=topology, quiet=quiet, quick=quick, pairs=pairs,
-                   serial_pairs=serial_pairs, copy_shape=shape, bulk_shape=bulk, argv=tuple(argv),
+                   dry_run=dry_run, json_plan=json, topology=topology, ranks=ranks, quiet=quiet, quick=quick,
+                   pairs=pairs, serial_pairs=serial_pairs, copy_shape=shape, bulk_shape=bulk, argv=tuple(argv),
                    sizes_given=sizes is not None, gpu_pairs=bool(quick) and gpu_pairs)
 
     def options_meta(self) -> dict:
@@ -111,8 +116,8 @@ class RunConfig:
 
 # The bench command's options (cli.py's parser), each a keyword of RunConfig.from_options
 OPTIONS = ("suites", "sizes", "quick", "samples", "min_time", "noise", "max_time", "placements", "no_verify", "timeout",
-           "out", "dry_run", "json", "quiet", "pairs", "serial_pairs", "sm_copy", "sm_bulk", "topology", "argv",
-           "gpu_pairs")
+           "out", "dry_run", "json", "quiet", "pairs", "serial_pairs", "sm_copy", "sm_bulk", "topology", "ranks",
+           "argv", "gpu_pairs")
 
 
 def build_config(ns) -> RunConfig:

@@ -48,10 +48,12 @@ def parse_sizes(spec: str, default_step: int = 2) -> list[int]:
         if sizes[-1] != hi:
             sizes.append(hi)
         return sizes
-    sizes = sorted({parse_size(p) for p in spec.split(",") if p.strip()})
-    if not sizes:
+    parts = spec.split(",")
+    if not any(p.strip() for p in parts):
         raise SizeError(f"no sizes in {spec!r}")
-    return sizes
+    if not all(p.strip() for p in parts):  # "4K,,8K": a size left out, never skipped
+        raise SizeError(f"an empty size in {spec!r} (two commas, or one at an end): list sizes as 8,4K,1M")
+    return sorted({parse_size(p) for p in parts})
 
 
 def fmt_size(n: int) -> str:

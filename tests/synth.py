@@ -60,11 +60,12 @@ def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("ho
              sizes=None, seed: int = 1, same_gpu: bool = True, weak_pair=None, noisy=None,
              unverified=None, host_scale=None, suites=None, meta: bool = True, links: bool = True,
              uuid_prefix: str = "GPU-synth", samples: bool = True, options=None, errors: bool = False,
-             nccl: bool = False) -> Path:
+             nccl: bool = False, cv_range: tuple[float, float] = (0.001, 0.02)) -> Path:
     """Write a run into root/run_id and return that directory.
 
     weak_pair: (host, src_gpu, dst_gpu, factor) multiplies that pair's bandwidth by factor (all methods).
     noisy: list of (suite, method, direction, src_gpu, dst_gpu, bytes) rows given cv 0.2.
+    cv_range: every other row's cv, drawn uniformly from it (its noise: 1.2533 cv / sqrt(5)).
     unverified: list of the same keys written with verified=false.
     host_scale: {host: factor} scales all bandwidth of a host (fleet outliers).
     suites: subset of suites to write (default: all).
@@ -87,7 +88,7 @@ def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("ho
     def add(host, suite, method, direction, s, d, size, t_us, bw, src_rank=None, dst_rank=None, note="", n=5,
             verified=True):
         key = (suite, method, direction, s, d, size)
-        cv = 0.2 if key in noisy else rng.uniform(0.001, 0.02)
+        cv = 0.2 if key in noisy else rng.uniform(*cv_range)
         spread = 1.0 + 2 * cv
         kind = "error" if method.startswith("err_") else ("latency" if direction == "oneway" else
                                                           "bandwidth" if bw is not None else "op")

@@ -541,7 +541,7 @@ def test_option_and_rank_warnings(base_run, tmp_path, capsys):
     (new / "meta.json").write_text(json.dumps(meta))
     rc, out, _ = run_compare(capsys, base_run, new)
     top = out.split("Changed rows")[0]
-    for words in ("options differ", "quick false vs true", "min_time_ms 5.0 vs 2.0", "sampling {",
+    for words in ("options differ", "quick false vs true", "min_time_ms 5.0 vs 2.0", "noise 0.005 vs 0.02",
                   "rank counts differ: 8 rank(s), 2 per GPU vs 4 rank(s), 1 per GPU", "GPU models differ",
                   "driver versions differ: 580.159.04 vs 590.1", "ipcbench versions differ: 0.1.0 vs 0.2.0",
                   "measured every pair vs a ring of pairs (--serial-pairs)", "compare with --subset"):

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from evidence_synth import NS, gpu, host_of, quiet, run_with, troubled, without_nvml
+from evidence_synth import NS, RUN, gpu, host_of, quiet, run_with, troubled, without_nvml
 
-from ipcbench.evidence.model import Evidence, Item, Snapshot
 from conftest import run_report
+from ipcbench.evidence.model import Evidence, Item, Snapshot
+from ipcbench.judging.evidence_notes import notable
+from ipcbench.judging.judge import shipped_verdict
+from ipcbench.record.run import load_run
 from ipcbench.report import evidence_view as view
 from ipcbench.report.render import Para, Table, to_text
+from ipcbench.status import Status
 
 
 def text(ev: Evidence) -> str:
@@ -25,8 +29,12 @@ def test_each_gpu_as_it_was_at_the_end_and_what_changed_during_the_run():
     assert "18 of 18 active" in t and "17 of 18 active" in t and "26.562 GB/s" in t
     assert "gen5 x16 (max gen5 x16)" in t and "gen5 x8 (max gen5 x16)" in t
     assert "pid 4242 (train.py, 2.0 GiB)" in t and "sw_power_cap" in t
-    assert ("during the run: GPU 0 throttled for power for 0.8 s of the run; 12 replays on GPU 1 link 4 during "
-            "the run; another process, pid 4242 (train.py, 2.0 GiB), appeared on GPU 1 during the run") in t
+    assert ("during the run: GPU 0 throttled for power for 0.8 s of the run; another process, pid 4242 (train.py, "
+            "2.0 GiB), appeared on GPU 1 during the run; NVLink error counters grew on 1 link (below)") in t
+    counters = next(b for b in view.evidence_blocks(troubled("node1")) if isinstance(b, Table) and "grew" in b.columns)
+    assert counters.columns == ["GPU", "link", "counter", "before", "after", "grew", "per second"]
+    assert counters.rows == [["1", "4", "replays", "0", "12", "12", "0.24"]]  # 12 in the 50 s between snapshots
+    assert counters.caption == "NVLink error counters that grew during the run (1 link)"
     assert f"not available: uncorrectable ECC count (GPU 1): {NS}; corrected ECC count (GPU 1): {NS}" in t
 
 
@@ -44,10 +52,14 @@ def test_a_gpu_row_names_each_item():
         "not available", "not available", "not available"]
 
 
-def test_a_quiet_node_says_nothing_changed_and_warns_nothing():
+def test_a_quiet_node_says_nothing_changed_and_warns_nothing(tmp_path):
     t = text(quiet("node1"))
     assert "nothing changed in what was read" in t and "not available" not in t
-    assert view.glance_lines(quiet("node1")) == [] and view.notable(quiet("node1")) == {}
+    assert notable(quiet("node1")) == {}
+    run = load_run(run_with(tmp_path, quiet(host_of(RUN))) / "results.csv")
+    assert view.glance_lines(run.meta, shipped_verdict(run)) == [
+        ("info", "**Node evidence**, as ipcbench check judged it: healthy on 2 GPUs: NVLinks up, their speed, their "
+                 "error counters, PCIe, clocks, ECC, row remaps (see Node evidence).")]  # processes: GPUs not the run's
 
 
 def test_a_node_without_nvml_says_so():
@@ -66,11 +78,23 @@ def test_link_speeds_that_differ_are_named_by_link():
     assert view.speed_text(g).endswith("13.281 GB/s (link 3)")
 
 
-def test_the_headline_warns_with_what_may_explain_a_number():
-    (level, words), = view.glance_lines(troubled("node1"))
-    assert level == "warn" and words.startswith("**Node evidence**: node1: GPU 0 throttled for power for 0.8 s")
-    notable = view.notable(troubled("node1"))
-    assert set(notable) == {"throttling", "counters", "links", "pcie", "process"}
+def test_the_headline_says_each_kind_of_finding_as_check_judged_it(tmp_path):
+    """Troubled evidence: one line per kind of finding check did not pass, with check's own words and level
+    (unhealthy ✗, cannot judge !), one line for the kinds it passed, its notes; nothing of its own."""
+    run = load_run(run_with(tmp_path, troubled(host_of(RUN))) / "results.csv")
+    verdict = shipped_verdict(run)
+    lines = view.glance_lines(run.meta, verdict)
+    assert [(level, words.split("**")[1]) for level, words in lines] == [
+        ("bad", "NVLink state"), ("bad", "NVLink error counters"), ("bad", "PCIe link generation and width"),
+        ("warn", "volatile ECC counts"), ("info", "Node evidence"), ("info", "check notes")]
+    assert lines[0][1] == ("**NVLink state** (unhealthy, ipcbench check): GPU 1: 17 of 18 NVLinks active (link 9 "
+                           "down).")
+    assert lines[3][1].startswith("**volatile ECC counts** (cannot judge, ipcbench check): GPU 1: ")
+    assert "healthy on 2 GPUs: their speed, clocks, row remaps (see Node evidence)." in lines[4][1]
+    assert lines[5][1].startswith("**check notes**: GPU 0 throttled for power for 0.8 s of the run: explains")
+    raised = {c.method for c in verdict.checks if c.source == "evidence" and c.status is not Status.PASS}
+    assert len([x for x in lines if x[0] != "info"]) == len(raised) == 4
+    assert notable(troubled("node1")).keys() == {"throttling", "counters", "links", "pcie", "process"}
 
 
 def test_the_report_of_a_run_shows_its_evidence(tmp_path, capsys):
@@ -79,21 +103,37 @@ def test_the_report_of_a_run_shows_its_evidence(tmp_path, capsys):
     run = run_with(tmp_path, troubled(host), "with-evidence", source=src)
     rc, out, err = run_report(capsys, run, "--no-figures", "--out", tmp_path / "report")
     assert rc == 0, err
-    assert "Node evidence" in out and "17 of 18 active" in out and "12 replays on GPU 1 link 4 during the run" in out
+    assert "Node evidence" in out and "17 of 18 active" in out and "NVLink error counters grew on 1 link" in out
     assert "GPU 0 throttled for power for 0.8 s of the run" in out and "pid 4242 (train.py, 2.0 GiB)" in out
-    assert "**Node evidence**" not in out and "Node evidence: " in out  # the headline's warning, as text
+    assert "**NVLink state**" not in out and "  ✗ NVLink state (unhealthy, ipcbench check)" in out  # as text
     md = (tmp_path / "report" / "report.md").read_text()
     html = (tmp_path / "report" / "report.html").read_text()
     for doc in (md, html):
-        assert "17 of 18 active" in doc and "12 replays on GPU 1 link 4 during the run" in doc
+        assert "17 of 18 active" in doc and "NVLink error counters grew on 1 link" in doc
 
 
 def test_the_report_of_an_old_run_says_no_evidence_was_recorded(tmp_path, capsys):
     rc, out, err = run_report(capsys, run_with(tmp_path, None), "--no-figures", "--out", tmp_path / "report")
     assert rc == 0, err
-    assert "node evidence no node evidence recorded" in out and "Node evidence:" not in out
+    assert "node evidence no node evidence recorded" in out and "Node evidence, as" not in out
+    assert "check notes: no node evidence recorded" in out
 
 
 def test_the_table_is_one_row_per_gpu():
-    tables = [b for b in view.evidence_blocks(troubled("n")) if isinstance(b, Table)]
+    tables = [b for b in view.evidence_blocks(troubled("n")) if isinstance(b, Table) and "NVLinks" in b.columns]
     assert len(tables) == 1 and [r[0] for r in tables[0].rows] == ["0", "1"]
+
+
+def test_every_counter_that_grew_is_listed_largest_first():
+    """One row per link and counter in the files; the terminal the largest 8, saying how many more the files hold."""
+    from ipcbench.evidence.delta import Change
+
+    grown = [Change("n", 0, "link_error", k, {"crc_data": 100}, {"crc_data": 100 + 10 * k}, "") for k in range(1, 11)]
+    blocks = view.counter_blocks(grown, 20.0)
+    files = next(b for b in blocks if isinstance(b, Table) and b.files)
+    terminal = next(b for b in blocks if isinstance(b, Table) and not b.files)
+    assert [r[1] for r in files.rows] == [str(k) for k in range(10, 0, -1)]
+    assert files.rows[0] == ["0", "10", "CRC data errors", "100", "200", "100", "5"]
+    assert terminal.rows == files.rows[:8] and terminal.terminal and not files.terminal
+    assert Para("… and 2 more links in the report.", terminal=True, files=False) in blocks
+    assert view.counter_blocks([], 20.0) == []

@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("IPCBENCH_RESULTS_DIR", REPO / "results"))
 BW_DIRS = ("push", "pull", "bidir")
 WEAK_TITLE = "Weak links (pairs more than 10% below their method's typical pair: the median, or the stronger of two)"
+NOISY_TITLE = ("Noisy rows (own samples spread more than their kind moves between runs: within-run noise above the "
+               "between-runs floor)")
 
 
 from conftest import has_cross_gpu_pairs, real_runs, run_report  # noqa: E402,F401 - results/ and the recorded runs
@@ -203,7 +205,8 @@ def synth_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("synth")
     run_dir = synth.make_run(root / "results", weak_pair=("hostA", 1, 2, 0.7),
                              noisy=[("copy", "ce", "push", 0, 1, 4096)],
-                             unverified=[("kernel", "sm_read", "pull", 2, 3, 1 << 20)])
+                             unverified=[("kernel", "sm_read", "pull", 2, 3, 1 << 20)],
+                             cv_range=(0.0005, 0.004))  # noise under 0.23%: below every floor (catalogue/noise.py)
     parser = argparse.ArgumentParser()
     report.add_arguments(parser)
     import contextlib
@@ -252,8 +255,9 @@ def test_synthetic_flags(synth_report):
     weak = md_table(md, f"{WEAK_TITLE}: 17")
     assert set(weak["pair"]) == {"1→2"}
     assert "kernel/sm_read pull" in set(weak["method"]) and "copy/ce push" in set(weak["method"])
-    noisy = md_table(md, "Noisy rows (CV above 0.05): 1")
+    noisy = md_table(md, f"{NOISY_TITLE}: 1")
     assert list(noisy["method"]) == ["copy/ce push"] and list(noisy["pair"]) == ["0→1"]
+    assert list(noisy["within-run noise"]) == ["11.2%"] and list(noisy["floor"]) == ["6.5%"]  # 4K ce: H100's
     unver = md_table(md, "Unverified rows (a destination check failed, or did not run: see the note): 1")
     assert list(unver["method"]) == ["kernel/sm_read pull"] and list(unver["size"]) == ["1M"]
     assert f"{WEAK_TITLE}: 17" in out
@@ -307,11 +311,20 @@ def test_missing_link_table_is_a_note(tmp_path, capsys):
     check_figures(tmp_path / "r", md, (tmp_path / "r" / "report.html").read_text())
 
 
-def test_cv_threshold_option(tmp_path, capsys):
-    synth.make_run(tmp_path / "results", suites=["copy"], same_gpu=False)
-    rc, out, _ = run_report(capsys, tmp_path / "results", "--no-figures", "--cv-threshold", "0.001")
+def test_noisy_rows_are_those_whose_own_noise_passes_their_kinds_floor(tmp_path, capsys):
+    """A row is noisy when its within-run noise is above its kind's between-runs floor (catalogue/noise.py): the
+    count the report gives is that of an independent reading of the CSV, the coefficient of variation plays no
+    part, and --cv-threshold is gone."""
+    from ipcbench.catalogue.noise import floor_for
+
+    synth.make_run(tmp_path / "results", suites=["copy"], same_gpu=False, cv_range=(0.001, 0.01))
+    rc, out, _ = run_report(capsys, tmp_path / "results", "--no-figures")
     df = independent_frame(next((tmp_path / "results").glob("*/results.csv")).parent)
-    assert f"Noisy rows (CV above 0.001): {int((df['cv'] > 0.001).sum())}" in out
+    floors = [floor_for("NVIDIA H200", "ce", "gated", b).fraction for b in df["bytes"]]  # the copy suite: ce rows
+    want = int((df["noise"] > floors).sum())
+    assert 0 < want < len(df) and f"{NOISY_TITLE}: {want}" in out
+    with pytest.raises(SystemExit):
+        run_report(capsys, tmp_path / "results", "--no-figures", "--cv-threshold", "0.001")
 
 
 # ------------------------------------------------------------------------------------------ headline
@@ -324,7 +337,7 @@ def test_headline_comes_first_and_flags_the_weak_pair(synth_report):
     assert md.index("## At a glance") < md.index("## Run ") < md.index("## Flags")
     assert out.index("At a glance") < out.index("Run 20261122-190000-synth")
     assert html.index('class="glance"') < html.index("<h2>Run ")
-    assert "- ✗ **Unhealthy** (ipcbench check" in md and "1 unverified row" in md and "1 noisy row" in md
+    assert "- ✗ **Unhealthy** (ipcbench check" in md and "1 unverified row" in md and "- **1 noisy row** (copy 1)" in md
     m = re.search(r"- \*\*Weakest pair\*\* 1→2: [\d.]+ GB/s = [\d.]+% of peak, (\d+\.\d)% below the median pair\.",
                   md)
     assert m and 27 < float(m.group(1)) < 33, m  # the pair runs at 70% of the others
@@ -473,7 +486,7 @@ def test_figure_jobs_one_question_each(tmp_path, monkeypatch):
     jobs = []
     monkeypatch.setattr(figures, "draw_all", lambda js: [jobs.extend(js), [None] * len(js)][1])
     runs, _ = load_runs([synth.make_run(tmp_path / "results")])
-    build(runs, [], tmp_path, 0.05, figures=True)
+    build(runs, [], tmp_path, figures=True)
     byname = {kw.get("name", args[4] if len(args) > 4 else ""): (fn, args, kw) for fn, args, kw in jobs}
     names = [n for n in byname]
     lat = next(byname[n] for n in names if n.endswith("-latency.png"))
@@ -500,7 +513,7 @@ def test_the_alltoall_table_sums_each_gpus_flows_against_its_nvlink_aggregate(tm
     from ipcbench.report.render import Heading, Table
 
     runs, _ = load_runs([synth.make_run(tmp_path / "results")])
-    tables = _tables(runs, 0.05)
+    tables = _tables(runs)
     df, t = tables["df"], tables["a2a"]
     big = t[t["bytes"] == max(t["bytes"])]
     flows = df[(df["method"] == "ce_alltoall") & (df["bytes"] == max(t["bytes"]))]
@@ -508,7 +521,7 @@ def test_the_alltoall_table_sums_each_gpus_flows_against_its_nvlink_aggregate(tm
     for r in big.itertuples():
         assert r.ce_alltoall == pytest.approx(flows[flows["src_gpu"] == r.src_gpu]["bw_gbps_median"].sum())
         assert len(flows[flows["src_gpu"] == r.src_gpu]) == 3
-    doc = build(runs, [], tmp_path, 0.05, figures=False)
+    doc = build(runs, [], tmp_path, figures=False)
     at = [i for i, b in enumerate(doc) if isinstance(b, Heading) and b.text.startswith("All-to-all: each GPU")]
     assert len(at) == 1 and isinstance(doc[at[0] + 2], Table)
     table = doc[at[0] + 2]
@@ -630,7 +643,7 @@ def test_uniformly_slow_run_is_flagged_against_the_others(tmp_path, capsys):
     rc, out, _ = run_report(capsys, tmp_path / "results", "--no-figures")
     assert rc == 0
     flat = " ".join(out.split())
-    m = re.search(r"! Slower than the other runs of their GPU model: r2-h3 \(best path (\d+\.\d)% below the median "
+    m = re.search(r"· Slower than the other runs of their GPU model: r2-h3 \(best path (\d+\.\d)% below the median "
                   r"of 4 runs", flat)
     assert m and float(m.group(1)) > 10, flat[:400]  # 20% slower link, less at 1M where latency counts
     table = out[out.index("Runs side by side"):]
@@ -764,7 +777,7 @@ def test_the_alltoall_table_holds_the_ipc_paths_against_nccls(tmp_path):
             extra.append(r)
     synth.write_csv(run, header, records + extra)
     runs, _ = load_runs([run])
-    a2a = _tables(runs, 0.05)["a2a"]
+    a2a = _tables(runs)["a2a"]
     (table,) = [b for b in _alltoall_blocks(a2a) if isinstance(b, Table)]
     assert table.columns == ["host", "GPU", "size", "copy engine", "NCCL", "NVLink", "% NVLink", "× NCCL"]
     assert {row[-1].rstrip("x×") for row in table.rows} == {"1.25"}

@@ -34,7 +34,7 @@ def _drawn(run_dir: Path, tmp_path, monkeypatch) -> dict:
     monkeypatch.setattr(figures, "_save", keep)
     monkeypatch.setattr(figures, "draw_all", lambda jobs, workers=None: [figures.draw(j) for j in jobs])
     runs, _ = load_runs([run_dir])
-    build(runs, [], tmp_path, 0.05, figures=True)
+    build(runs, [], tmp_path, figures=True)
     return figs
 
 
@@ -107,7 +107,7 @@ def test_the_handles_figure_is_at_one_stated_size(tmp_path, monkeypatch):
     jobs = []
     monkeypatch.setattr(figures, "draw_all", lambda js, workers=None: [jobs.extend(js), [None] * len(js)][1])
     runs, _ = load_runs([H200])
-    build(runs, [], tmp_path, 0.05, figures=True)
+    build(runs, [], tmp_path, figures=True)
     (fn, args, kw), = [j for j in jobs if j[2].get("name", args_name(j)).endswith("-handles.png")]
     table = args[0]
     assert set(table["bytes"]) == {0, 256 << 20}  # the largest buffer, and the operations that take none

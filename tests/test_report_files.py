@@ -14,7 +14,7 @@ RUNS = sorted(p.parent for p in (DATA / "h200x2").glob("*/results.csv"))
 
 
 def _report(paths, out: Path, figures: bool = True) -> int:
-    return report.run(argparse.Namespace(paths=[str(p) for p in paths], out=str(out), cv_threshold=0.05,
+    return report.run(argparse.Namespace(paths=[str(p) for p in paths], out=str(out),
                                          no_figures=not figures, quiet=True))
 
 

@@ -19,7 +19,7 @@ from ipcbench import cli
 from ipcbench.record.run import load_run
 from ipcbench.report import command as report
 from ipcbench.judging import validity
-from ipcbench.report import headline, options
+from ipcbench.report import headline
 from ipcbench.status import Status
 
 DATA = REPO / "tests" / "data"
@@ -217,10 +217,10 @@ def test_the_records_invalid_column_is_used_where_the_run_has_it():
 
 def test_quick_comes_from_the_recorded_options(tmp_path):
     run = load_run(H200X2 / "results.csv")
-    assert options.is_quick(run.meta) is False
+    assert run.meta.quick is False
     meta = json.loads((H200X2 / "meta.json").read_text())
-    assert options.is_quick(type(run.meta)(found=True, raw=meta, options={"quick": True})) is True
-    assert options.is_quick(type(run.meta)()) is None
+    assert type(run.meta)(found=True, raw=meta, options={"quick": True}).quick is True
+    assert type(run.meta)().quick is None
     quick = DATA / "h200x2" / "20261123-090823-vm"
     rc, md, _ = run_report(tmp_path, quick)
     assert "**Quick run** (--quick)" in glance(md)

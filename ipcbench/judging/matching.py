@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 
-from ipcbench.record.meta import Meta
+from ipcbench.record.meta import Meta, SamplingRecord
 from ipcbench.record.run import Run
 from ipcbench.judging.ceilings import impossible_rows
 from ipcbench.judging.measured import is_quick, sizes_of, sizes_text
 from ipcbench.judging.significance import sample_stats, host_timed, time_sliced
 
 KEY = ["suite", "method", "direction", "src", "dst", "bytes"]
-WARN_OPTIONS = ("quick", "sampling", "samples", "min_time_ms", "verify", "sm_copy", "sm_bulk")
+WARN_OPTIONS = ("sm_copy", "sm_bulk")  # options the record does not type, compared as recorded
 MAX_UUIDS_NAMED = 4
 VALUE_COLS = ["host", "src_gpu", "dst_gpu", "same_gpu", "kind", "unit", "value", "lv", "verified", "s_n", "s_mean",
               "s_m2", "c_n", "c_mean", "c_m2", "exact", "timing", "host_timed", "sliced", "impossible"]
@@ -153,6 +153,16 @@ def _uuids(uuids: list[str]) -> str:
                                                   else "")
 
 
+def _options(meta) -> list[tuple[str, object]]:
+    """(option, value) of what makes two runs' numbers differ in how they were sampled: --quick, the sampling rule
+    (record/meta_parts.SamplingRecord), --no-verify and the kernel shapes (WARN_OPTIONS); None: not recorded."""
+    rule = meta.rule or SamplingRecord()
+    return [("quick", meta.quick), ("samples", rule.fixed_samples), ("min_time_ms", rule.min_time_ms),
+            ("noise", rule.noise), ("min_samples", rule.min_samples), ("max_samples", rule.max_samples),
+            ("max_time_s", rule.max_time_s), ("verify", meta.verify),
+            *((o, meta.options.get(o)) for o in WARN_OPTIONS)]
+
+
 def meta_warnings(base: Run, new: Run) -> list[str]:
     """What differs between a BASE run and NEW that makes their numbers less comparable: options (quick,
     sampling rule, samples, min_time_ms, verify, kernel shapes), the serial steps' pairs (--serial-pairs),
@@ -164,8 +174,7 @@ def meta_warnings(base: Run, new: Run) -> list[str]:
         missing = " and ".join(s for s, m in (("BASE", bm), ("NEW", nm)) if not m.found)
         return [f"{who}: no meta.json for {missing}: options, ranks, GPUs and versions not checked"]
     out = []
-    diffs = [f"{o} {_fmt_opt(bm.options.get(o))} vs {_fmt_opt(nm.options.get(o))}" for o in WARN_OPTIONS
-             if (o in bm.options or o in nm.options) and bm.options.get(o) != nm.options.get(o)]
+    diffs = [f"{o} {_fmt_opt(b)} vs {_fmt_opt(n)}" for (o, b), (_, n) in zip(_options(bm), _options(nm)) if b != n]
     if diffs:
         out.append(f"{who}: options differ: " + "; ".join(diffs))
     bs, ns = ("a ring of pairs" if m.serial_ring else "every pair" for m in (bm, nm))

@@ -7,7 +7,7 @@ matplotlib are imported only when a report is made, so `import ipcbench.report.c
 
 A malformed results.csv or meta.json skips that run with a warning naming file:line; the other runs are
 still reported. Exit status: 0 when a report of every input was written, 1 when one was written but an input
-had to be skipped, 2 when no usable run was found or a path does not exist.
+had to be skipped, 2 when no usable run was found, a path does not exist or --out is a run's directory.
 
 A rerun into the same directory leaves no figure of the previous report that this one no longer makes (it would
 look current): the previous report.md names the figures that report wrote, and those of them that this report
@@ -24,7 +24,7 @@ from pathlib import Path
 from ipcbench.record.run import load_runs
 from ipcbench.report.document import build
 from ipcbench.report.render import to_html, to_markdown, to_text
-from ipcbench.results import CSV_NAME
+from ipcbench.results import CSV_NAME, META_NAME
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,8 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help="where to write report.html, report.md and the figures "
                              "(default: report/ inside the first PATH)")
-    parser.add_argument("--cv-threshold", type=float, default=0.05, metavar="FLOAT",
-                        help="flag rows whose coefficient of variation exceeds this (default 0.05)")
     parser.add_argument("--no-figures", action="store_true", help="tables only, no PNGs (faster)")
     parser.add_argument("--quiet", action="store_true", help="no terminal summary, only warnings and the paths")
 
@@ -67,14 +65,23 @@ def default_out(paths) -> Path:
     return (first if first.is_dir() else first.parent) / "report"
 
 
+def run_inside(out_dir: Path) -> str | None:
+    """What of a run `out_dir` holds (its results.csv or meta.json), where a report must never go: its files and
+    figures would sit among the run's, and a rerun removes figures it finds there. None: no run."""
+    held = [name for name in (CSV_NAME, META_NAME) if (out_dir / name).exists()]
+    return held[0] if held else None
+
+
 def run(args) -> int:
     """Entry point for `ipcbench report`; returns the exit status."""
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         _error(f"no such file or directory: {missing[0]}")
         return 2
-    if args.cv_threshold is not None and args.cv_threshold < 0:
-        _error("--cv-threshold must be >= 0")
+    held = run_inside(Path(args.out)) if args.out else None
+    if held:
+        _error(f"--out {args.out} holds a run ({held}): a report never goes into a run's directory; name another "
+               f"(e.g. {Path(args.out) / 'report'})")
         return 2
     runs, skipped = load_runs(args.paths)
     for msg in [f"{s} (run skipped)" for s in skipped] + [n for r in runs for n in r.remarks]:
@@ -90,8 +97,7 @@ def run(args) -> int:
         _error(f"cannot create {out_dir}: {e.strerror or e}")
         return 2
     before = _figures_named(out_dir / "report.md")
-    doc = build(runs, skipped, out_dir, 0.05 if args.cv_threshold is None else args.cv_threshold,
-                figures=not args.no_figures)
+    doc = build(runs, skipped, out_dir, figures=not args.no_figures)
     md, html = to_markdown(doc), to_html(doc, out_dir)
     try:
         (out_dir / "report.md").write_text(md, encoding="utf-8")

@@ -20,6 +20,7 @@ from ipcbench.report.headline import glance_blocks
 from ipcbench.report.mps_view import side_by_side
 from ipcbench.report.options import options_line, run_options
 from ipcbench.report.render import Block, Figure, Heading, Para, Table, clean
+from ipcbench.judging.bounds import pct
 from ipcbench.judging.validity import valid_frame
 from ipcbench.results import META_NAME
 
@@ -52,8 +53,7 @@ def _host_summary(run: Run) -> str:
 
     sw = [("driver", v.get("driver")), ("CUDA driver", cuda(v.get("cuda_driver"))),
           ("runtime", cuda(v.get("cuda_runtime"))), ("MPI", v.get("mpi_library")), ("cupy", v.get("cupy")),
-          ("ipcbench", meta.raw.get("ipcbench_version")), ("commit", meta.raw.get("git_commit")),
-          ("source", meta.raw.get("source_digest"))]
+          ("ipcbench", meta.ipcbench_version), ("commit", meta.git_commit), ("source", meta.source_digest)]
     sw_text = [f"{k} {clean(val).strip()}" for k, val in sw if val]
     if sw_text:
         parts.append("**software** " + ", ".join(sw_text))
@@ -80,7 +80,7 @@ def _summary_table(summ, flags) -> Table | None:
                  numeric=[False, False, False, True, True, True, True, True, True, True, False], terminal=True)
 
 
-def _tables(runs: list[Run], cv_threshold: float) -> dict:
+def _tables(runs: list[Run]) -> dict:
     """Every table the document shows, over all runs (tables.py)."""
     import pandas as pd
 
@@ -90,7 +90,7 @@ def _tables(runs: list[Run], cv_threshold: float) -> dict:
     as_read = pd.concat([r.frame.assign(run=r.label) for r in runs], ignore_index=True)  # the Flags name them
     df["run"] = pd.Categorical(df["run"], categories=[r.label for r in runs])
     df = T.add_scope(df)
-    t = dict(df=df, summary=T.method_summary(df), weak=T.weak_links(df), noisy=T.noisy_rows(df, cv_threshold),
+    t = dict(df=df, summary=T.method_summary(df), weak=T.weak_links(df), noisy=T.noisy_rows(df, runs),
              unver=T.unverified_rows(df), links=T.link_table({r.label: r.meta for r in runs}),
              impossible=T.impossible_rows(as_read, {r.label: r.meta for r in runs}), sp=T.speedup_rows(df),
              sp_nccl=T.speedup_rows(df, "nccl"), handles=T.handle_costs(df))
@@ -107,12 +107,12 @@ def _tables(runs: list[Run], cv_threshold: float) -> dict:
     return t
 
 
-def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: float, figures: bool) -> list[Block]:
+def build(runs: list[Run], skipped: list[str], out_dir: Path, figures: bool) -> list[Block]:
     """The whole report as a list of blocks (figures already written into out_dir when `figures`)."""
     from ipcbench import __version__
     from ipcbench.report.tables import WEAK_FRACTION
 
-    t = _tables(runs, cv_threshold)
+    t = _tables(runs)
     hosts = sorted(t["df"]["host"].unique())
     doc: list[Block] = [Heading(1, "ipcbench report"),
                         Para(f"{len(runs)} run(s), {len(hosts)} host(s), {len(t['df'])} rows; made by ipcbench "
@@ -120,14 +120,15 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
     if skipped:
         doc.append(Heading(2, "Skipped inputs", terminal=True))
         doc += [Para(f"`{s}`", terminal=True) for s in skipped]
-    doc += glance_blocks(runs, t["glance"], cv_threshold)
+    doc += glance_blocks(runs, t["glance"])
     doc += _mps_blocks(runs)
     doc.append(Heading(2, "How to read the details"))
     doc.append(Para(f"Bandwidth in GB/s (1e9 B/s) at each method's largest size, median over GPU pairs (min/max: "
                     f"the weakest and strongest pair); time in µs per transfer at the smallest size. "
                     f"Flags: **weak** pairs more than {WEAK_FRACTION:.0%} below their method's typical pair (the "
-                    f"median pair, or the stronger of two), **noisy** "
-                    f"rows with CV above {cv_threshold:g}, **unverified** rows (data mismatch), **impossible** "
+                    f"median pair, or the stronger of two), **noisy** rows (their own samples spread more than rows of "
+                    f"their kind move between runs: within-run noise above the between-runs floor of "
+                    f"catalogue/noise.py), **unverified** rows (data mismatch), **impossible** "
                     f"numbers (above a physical ceiling from {META_NAME}: the link peak, half the memory bandwidth "
                     f"for a same-GPU copy larger than L2, a GPU's NVLink aggregate for its all-to-all flows)."))
     heat_budget = MAX_HEATMAP_HOSTS
@@ -145,7 +146,7 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, cv_threshold: floa
             doc.append(Para(f"Figures are drawn for the first {MAX_FIGURE_RUNS} runs only."))
     if len(hosts) > 1:
         doc += _fleet_blocks(t["df"], out_dir, figures)
-    doc += _flag_blocks(t["weak"], t["noisy"], t["unver"], cv_threshold, t["impossible"])
+    doc += _flag_blocks(t["weak"], t["noisy"], t["unver"], t["impossible"])
     return _draw(doc) if figures else doc
 
 
@@ -315,7 +316,7 @@ def _mps_blocks(runs: list[Run]) -> list[Block]:
     return blocks
 
 
-def _flag_blocks(weak, noisy, unver, cv_threshold: float, impossible) -> list[Block]:
+def _flag_blocks(weak, noisy, unver, impossible) -> list[Block]:
     """Weak links, noisy and unverified rows, impossible numbers: all counted, the first MAX_FLAG_ROWS
     listed."""
 
@@ -329,8 +330,9 @@ def _flag_blocks(weak, noisy, unver, cv_threshold: float, impossible) -> list[Bl
         ("Weak links (pairs more than 10% below their method's typical pair: the median, or the stronger of two)",
          weak, ["GB/s", "typical pair", "below"],
          lambda r: [f1(r.bw_gbps_median), f1(r.method_typical), f"{r.below_pct:.1f}%"]),
-        (f"Noisy rows (CV above {cv_threshold:g})", noisy, ["CV", "µs median", "µs min", "µs max"],
-         lambda r: [f"{r.cv:.3f}", us(r.time_us_median), us(r.time_us_min), us(r.time_us_max)]),
+        ("Noisy rows (own samples spread more than their kind moves between runs: within-run noise above the "
+         "between-runs floor)", noisy, ["within-run noise", "floor", "noise", "µs median"],
+         lambda r: [pct(r.within), pct(r.floor), pct(r.noise), us(r.time_us_median)]),
         ("Unverified rows (a destination check failed, or did not run: see the note)", unver, ["note"],
          lambda r: [r.note]),
         ("Impossible numbers (above a physical ceiling: a bug or a mis-timed measurement, never a number to "

@@ -17,8 +17,7 @@ from ipcbench.record.run import Run
 from ipcbench.report.cells import f1, method_label, size_text, times, us
 from ipcbench.report.evidence_view import glance_lines
 from ipcbench.report.figure_style import series_of, size_label
-from ipcbench.report.options import (MAX_TERMINAL_RUN_ROWS, is_quick, options_blocks, options_line, options_short,
-                                     run_options)
+from ipcbench.report.options import MAX_TERMINAL_RUN_ROWS, options_blocks, options_line, options_short, run_options
 from ipcbench.report.render import Block, Callout, Heading, Para, Table, clean
 from ipcbench.judging.judge import shipped_verdict
 from ipcbench.judging.validity import invalid
@@ -231,10 +230,9 @@ def _latency(lat) -> list[tuple[str, str]]:
     if "sm_pingpong" in lat.index:
         p = lat.loc["sm_pingpong"]
         spread = (f"median **{us(p['median'])} µs**, {us(p['min'])}–{us(p['max'])} µs over {int(p['pairs'])} pairs"
-                  if p["pairs"] > 1 else f"**{us(p['median'])} µs** (1 pair)")
-        lines.append(("info", f"**P2P latency, one way**: {spread} (sm_pingpong: half a store-and-poll round trip "
-                              "between two kernels spinning on flags in each other's memory; not nvbandwidth's load "
-                              "latency)."))
+                  if p["pairs"] > 1 else f"**{us(p['median'])} µs**")
+        lines.append(("info", f"**P2P latency, one way**: {spread} (sm_pingpong: half a store-and-poll round trip; "
+                              "not nvbandwidth's load latency)."))
     rest = lat.drop(index=["sm_pingpong"], errors="ignore")
     data, signal = rest[rest["bytes"] > 0], rest[rest["bytes"] <= 0]
     parts = [f"at {size_label(int(b))}: " + ", ".join(f"{m} {us(r['median'])} µs"
@@ -261,16 +259,15 @@ def _same_gpu(same, run: Run) -> list[tuple[str, str]]:
     top = sb.loc[sb["bw_median"].idxmax()]
     mps = run.frame.loc[run.frame["same_gpu"], "mps"]
     if mps.notna().all() and mps.all():
-        handoff = "under MPS the two processes' kernels run concurrently, so ping-pong latencies there are hand-offs"
+        handoff = "under MPS the two processes' kernels run concurrently: ping-pongs there are hand-offs"
     elif mps.notna().all() and not mps.any():
-        handoff = ("ping-pong latencies there measure the time-slicing of the two processes' kernels (no MPS), not "
-                   "a link")
+        handoff = "ping-pongs there time the slicing of the two processes' kernels (no MPS), not a link"
     else:
-        handoff = ("ping-pong latencies there measure the time-slicing of the two processes' kernels where they ran "
-                   "without MPS (not recorded for this run), not a link")
-    return [("info", f"**Same GPU** (ranks sharing a GPU, left out of the pair numbers above): best "
+        handoff = ("ping-pongs there time the slicing of the two processes' kernels where they ran without MPS (not "
+                   "recorded for this run), not a link")
+    return [("info", f"**Same GPU** (ranks sharing a GPU, not in the pair numbers above): best "
                      f"{method_label(top.suite, top.method, top.direction)} {top.bw_median:.1f} GB/s at "
-                     f"{size_text(top.size_max)} (device-local copies, no link crossed); {handoff}.")]
+                     f"{size_text(top.size_max)}, device-local; {handoff}.")]
 
 
 def _methods_text(rows, limit: int = 3) -> str:
@@ -279,12 +276,31 @@ def _methods_text(rows, limit: int = 3) -> str:
     return out + (f" and {len(c) - limit} more methods" if len(c) > limit else "")
 
 
-def _flags(run: Run, t: dict, cv_threshold: float, flags: list[str]) -> list[tuple[str, str]]:
+def _flags(run: Run, t: dict, flags: list[str]) -> list[tuple[str, str]]:
     """What a reader must know before quoting a number (invalid values, unverified rows, verification off, an
-    incomplete run, noise, a quick run, no meta.json): facts beside the verdict, never a verdict of their own.
-    `flags` gets each in a few words (the runs table)."""
+    incomplete run, noise, a quick run, no meta.json): facts beside the verdict, never a verdict of their own; "!"
+    only for what check raises too (invalid, unverified or unchecked rows, an incomplete run, no meta.json), the
+    others said as facts. `flags` gets each in a few words (the runs table)."""
+    lines = _unquotable(run, t, flags)
+    if len(t["noisy"]):
+        flags.append(_n(len(t["noisy"]), "noisy row"))
+        lines.append(("info", _noise_text(t["noisy"])))
+    if run.meta.quick:
+        flags.append("quick run")
+        lines.append(("info", "**Quick run** (--quick): a looser stopping rule, for a health check, not for numbers "
+                              "to quote."))
+    if not run.meta.found:
+        flags.append("no meta.json")
+        lines.append(("warn", "No meta.json: options, GPUs, link peaks and versions unknown."))
+    elif len(t["best"]) and not t["best"]["pct"].notna().any():
+        lines.append(("info", "No NVML link table in meta.json: % of link peak unknown."))
+    return lines
+
+
+def _unquotable(run: Run, t: dict, flags: list[str]) -> list[tuple[str, str]]:
+    """Rows no number may be quoted from, which check raises too: invalid values, unverified rows, verification
+    off, an incomplete run."""
     lines = []
-    unver, noisy = t["unver"], t["noisy"]
     bad = invalid(run)
     if bad:
         flags.append(_n(len(bad), "invalid value"))
@@ -292,32 +308,25 @@ def _flags(run: Run, t: dict, cv_threshold: float, flags: list[str]) -> list[tup
         more = f"; and {len(bad) - len(shown)} more" if len(bad) > len(shown) else ""
         lines.append(("warn", f"**{_n(len(bad), 'invalid value')}** (NaN, infinite, negative or above a physical "
                               f"ceiling), left out of every number here: " + "; ".join(shown) + more + "."))
+    unver = t["unver"]
     if len(unver):
         flags.append(_n(len(unver), "unverified row"))
         lines.append(("warn", f"**{_n(len(unver), 'unverified row')}** (the destination did not hold what was sent, "
                               f"or the check did not run): {_methods_text(unver)}. Never quote these numbers."))
-    if run.meta.options.get("verify") is False:
+    if run.meta.verify is False:
         flags.append("verification off")
         lines.append(("warn", "**Verification off** (--no-verify): no number of this run is checked."))
     if run.incomplete:
         flags.append("the run did not complete")
         lines.append(("warn", f"**Incomplete run** ({run.incomplete}): only the rows measured before it stopped."))
-    if len(noisy):
-        by_suite = ", ".join(f"{s} {n}" for s, n in Counter(map(str, noisy["suite"])).most_common())
-        flags.append("noisy rows")
-        lines.append(("warn", f"{_n(len(noisy), 'noisy row')} (CV above {cv_threshold:g}): {by_suite}: re-measure "
-                              "those with more samples or on a quieter machine before quoting them (host-timed ops "
-                              "are often noisy)."))
-    if is_quick(run.meta):
-        flags.append("quick run")
-        lines.append(("warn", "**Quick run** (--quick): a looser stopping rule, fine for a health check; re-run "
-                              "without --quick for numbers to quote."))
-    if not run.meta.found:
-        flags.append("no meta.json")
-        lines.append(("warn", "No meta.json: options, GPUs, link peaks and versions unknown."))
-    elif len(t["best"]) and not t["best"]["pct"].notna().any():
-        lines.append(("info", "No NVML link table in meta.json: % of link peak unknown."))
     return lines
+
+
+def _noise_text(noisy) -> str:
+    """The rows whose own samples spread more than their kind moves between runs (tables.noisy_rows), by suite."""
+    by_suite = ", ".join(f"{s} {n}" for s, n in Counter(map(str, noisy["suite"])).most_common())
+    return (f"**{_n(len(noisy), 'noisy row')}** ({by_suite}): their samples spread more than their kind moves "
+            f"between runs; quote them with their noise.")
 
 
 def health(run: Run):
@@ -339,14 +348,15 @@ def _verdict_line(verdict) -> tuple[str, str]:
     """check's verdict in one headline line: healthy, unhealthy naming what failed, or cannot judge and why."""
     status = Status(verdict.status)
     against = f"against {CHECK_EXPECTATIONS}"
-    if status is Status.PASS:
-        return "ok", f"**Healthy** (ipcbench check: {_n(len(verdict.checks), 'check')} passed {against})."
+    if status is Status.PASS:  # one terminal line: where the expectations are is said where something failed
+        return "ok", (f"**Healthy** (ipcbench check: {_n(len(verdict.checks), 'check')} passed against the "
+                      f"expectations it ships and the node's own pairs).")
     if status is Status.FAIL:
         return "bad", f"**Unhealthy** (ipcbench check, {against}): {_worst(verdict)}."
     return "warn", f"**Cannot judge** the node's health (ipcbench check, {against}): {_worst(verdict)}."
 
 
-def glance_facts(run: Run, t: dict, cv_threshold: float) -> dict:
+def glance_facts(run: Run, t: dict) -> dict:
     """Everything the headline says about one run, as (level, words) lines, from its part of each table that
     document._tables gives the glance; check's verdict first, then facts."""
     flags: list[str] = []
@@ -355,8 +365,8 @@ def glance_facts(run: Run, t: dict, cv_threshold: float) -> dict:
     lines += _ipc_buys(t) + _no_nccl(run)
     lines += _latency(t["lat"]) if len(t["lat"]) else []
     lines += _same_gpu(t["same"], run) if t.get("same") is not None and len(t["same"]) else []
-    lines += _flags(run, t, cv_threshold, flags)
-    lines += glance_lines(run.meta.evidence)
+    lines += _flags(run, t, flags)
+    lines += glance_lines(run.meta, verdict)
     return dict(lines=[_verdict_line(verdict)] + lines, options=run_options(run.meta, run.frame), flags=flags,
                 status=Status(verdict.status), verdict=verdict)
 
@@ -410,7 +420,8 @@ def _run_block(run: Run, t: dict, facts: dict, several: bool) -> list[Block]:
     """One run's callout (its facts and options) and its two small tables."""
     link = _link_desc(run.meta)
     title = f"{run.label} · {gpu_desc(run)}" + (f" · {link}" if link else "")
-    items = facts["lines"] + [("info", "**How it was measured**: " + options_line(facts["options"]))]
+    how = {k: v for k, v in facts["options"].items() if k != "command"}  # the command: in the run's details
+    items = facts["lines"] + [("info", "**How it was measured**: " + options_line(how))]
     out: list[Block] = [Heading(3, run.label, terminal=True)] if several else []
     out += [Callout(items, title=title, terminal=True)] + _pair_table(t["best"], terminal=True)
     out += _speedup_table(t["spg"], terminal=True)
@@ -457,7 +468,7 @@ def _counts(runs: list[Run], facts: list[dict], slow: dict[str, str]) -> list[tu
             lines.append(("info", f"**{title}**: " + "; ".join(
                 f"{r.label} ({_worst(f['verdict'], 1)})" for r, f in named) + more + "."))
     if slow:
-        lines.append(("warn", "**Slower than the other runs of their GPU model**: "
+        lines.append(("info", "**Slower than the other runs of their GPU model**: "
                               + "; ".join(f"{label} ({why})" for label, why in slow.items())
                               + ": every pair of such a run is slow alike (a throttled GPU, fewer NVLinks, another "
                                 "load), so only the other runs show it."))
@@ -488,7 +499,7 @@ def _runs_side_by_side(runs: list[Run], summary_rows: list, facts: list[dict], s
     return blocks
 
 
-def glance_blocks(runs: list[Run], tables: dict, cv_threshold: float) -> list[Block]:
+def glance_blocks(runs: list[Run], tables: dict) -> list[Block]:
     """The "At a glance" section: per run (the first MAX_GLANCE_RUNS) a callout, its options and two small
     tables; with several runs, the count of check's verdicts and a one-row-per-run table; with runs of
     different options, a warning."""
@@ -498,10 +509,10 @@ def glance_blocks(runs: list[Run], tables: dict, cv_threshold: float) -> list[Bl
     slow = slow_runs(runs, tables["best"])
     for i, run in enumerate(runs):
         t = {name: split[name].get(run.label, tables[name].iloc[0:0]) for name in tables}
-        facts = glance_facts(run, t, cv_threshold)
+        facts = glance_facts(run, t)
         if run.label in slow:
             facts["flags"].append("slower than the other runs")
-            facts["lines"].insert(1, ("warn", f"**Slower than the other runs**: {slow[run.label]}: every pair of "
+            facts["lines"].insert(1, ("info", f"**Slower than the other runs**: {slow[run.label]}: every pair of "
                                               "this run is slow alike (a throttled GPU, fewer NVLinks, another "
                                               "load), so only the other runs show it."))
         summary_rows.append(_run_row(run, t, facts))

@@ -5,8 +5,8 @@ warning when runs reported side by side were measured differently. Used by headl
 
 from __future__ import annotations
 
-from ipcbench.judging.measured import is_quick, sizes_of, sizes_text
-from ipcbench.record.meta import Meta
+from ipcbench.judging.measured import sizes_of, sizes_text
+from ipcbench.record.meta import Meta, PairingRecord, SamplingRecord
 from ipcbench.record.run import Run
 from ipcbench.report.cells import size_text
 from ipcbench.report.render import Block, Callout, Para, Table, clean
@@ -15,54 +15,83 @@ MAX_TERMINAL_RUN_ROWS = 20
 COMPARED = ("mode", "sampling", "sizes", "ranks/GPU", "pairs")
 PAIR_MODES = {"sequential": ("one pair at a time", "one at a time"),  # (the options line, the short table)
               "concurrent": ("disjoint pairs at once", "at once")}
+PERMUTATION_WORDS = "permutation rounds (each GPU sending once and receiving once)"
+EVERY_SIZE = 1 << 60  # a permutation limit this large: every size (core/schedule.decide_permutation)
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+def _sampling(rule: SamplingRecord | None) -> str:
+    """The stopping rule in words: fixed samples, or min–max samples until the median is known to ±noise (or
+    a time limit), each sample's least length; "not recorded" without options."""
+    if rule is None:
+        return "not recorded"
+    each = f", each sample ≥ {rule.min_time_ms:g} ms" if rule.min_time_ms is not None else ""
+    if rule.fixed_samples:
+        return f"{rule.fixed_samples} samples per row (fixed){each}"
+    if not _rule_recorded(rule):
+        return "rule not recorded" + each
+    lo, hi = rule.min_samples, rule.max_samples
+    text = f"{lo}–{hi} samples per row" if lo and hi else "samples per row"
+    text += f" until the median is known to ±{rule.noise * 100:g}%" if rule.noise is not None else ""
+    return text + (f" (or {rule.max_time_s:g} s)" if rule.max_time_s is not None else "") + each
+
+
+def _rule_recorded(rule: SamplingRecord) -> bool:
+    """options.sampling was recorded (runs before it have only min_time_ms and samples)."""
+    return any(v is not None for v in (rule.noise, rule.min_samples, rule.max_samples, rule.max_time_s))
 
 
 def run_options(meta: Meta, frame=None) -> dict[str, str]:
     """How a run was measured, as {field: text}: mode, sampling, sizes, ranks per GPU, pairs (and verify,
     command when known). Fields meta.json lacks (older runs) say "not recorded"."""
-    o, samp = meta.options, meta.sampling
-    quick = is_quick(meta)
-    out = {"mode": "quick (--quick)" if quick else "full" if quick is False else "not recorded"}
-    min_time = o.get("min_time_ms", samp.get("min_time_ms"))
-    each = f", each sample ≥ {min_time:g} ms" if _number(min_time) else ""
-    if o.get("samples"):
-        out["sampling"] = f"{o['samples']} samples per row (fixed){each}"
-    elif samp:
-        noise, lo, hi, tmax = (samp.get(k) for k in ("noise", "min_samples", "max_samples", "max_time_s"))
-        rule = f"{lo}–{hi} samples per row" if lo and hi else "samples per row"
-        rule += f" until the median is known to ±{float(noise or 0) * 100:g}%" if _number(noise) else ""
-        out["sampling"] = rule + (f" (or {tmax:g} s)" if _number(tmax) else "") + each
-    else:
-        out["sampling"] = ("rule not recorded" + each) if o else "not recorded"
-    sizes = sizes_of(meta, frame)
-    out["sizes"] = sizes_text(sizes)
-    out["ranks per GPU"] = "not recorded" if meta.ranks_per_gpu is None else str(meta.ranks_per_gpu)
-    pm = meta.pair_mode
-    if pm.get("mode"):
-        why = f" (--pairs {pm['requested']}" + (f": {pm['reason']}" if pm.get("reason") else "") + ")" \
-            if pm.get("requested") else ""
-        out["pairs"] = PAIR_MODES.get(pm["mode"], (pm["mode"],))[0] + why + _serial_text(meta)
-    else:
-        out["pairs"] = "not recorded"
-    if o.get("verify") is False:
+    quick = meta.quick
+    out = {"mode": "quick (--quick)" if quick else "full" if quick is False else "not recorded",
+           "sampling": _sampling(meta.rule), "sizes": sizes_text(sizes_of(meta, frame)),
+           "ranks per GPU": "not recorded" if meta.ranks_per_gpu is None else str(meta.ranks_per_gpu),
+           "pairs": _pairs_text(meta)}
+    if meta.verify is False:
         out["verify"] = "off (--no-verify): no row is checked"
     if meta.command:
         out["command"] = " ".join(meta.command)
     return {k: clean(v) for k, v in out.items()}
 
 
-def _serial_text(meta: Meta) -> str:
+def _pairs_text(meta: Meta) -> str:
+    """How the pairs were measured: one at a time or disjoint pairs at once, as --pairs asked and why; the one-way
+    rows measured in permutation rounds; the serial steps' coverage."""
+    pm = meta.pairing
+    if pm is None:
+        return "not recorded"
+    said = pm.reason and pm.reason != f"--pairs {pm.requested}"  # "--pairs sequential: --pairs sequential" once
+    why = (f" (--pairs {pm.requested}" + (f": {pm.reason}" if said else "") + ")") if pm.requested else ""
+    return PAIR_MODES.get(pm.mode, (pm.mode,))[0] + why + _permutation_text(meta) + _serial_text(pm)
+
+
+def _permutation_limits(meta: Meta) -> dict[str, int]:
+    """{engine: the largest size of its one-way rows measured in permutation rounds} (pair_mode.permutation,
+    core/schedule.Permutation; {}: none, or a run before them)."""
+    return dict(meta.pair_mode.get("permutation", {}).get("up_to", {}))
+
+
+def _permutation_text(meta: Meta) -> str:
+    """The one-way rows measured in permutation rounds (every one under --pairs permutation; under auto, the
+    engines and sizes measured to hold), where the run measured any."""
+    limits = _permutation_limits(meta)
+    if not limits:
+        return ""
+    if all(n >= EVERY_SIZE for n in limits.values()):
+        return f"; every one-way row in {PERMUTATION_WORDS}"
+    return f"; one-way rows in {PERMUTATION_WORDS}: " + ", ".join(
+        f"{engine} up to {size_text(n)}" if n < EVERY_SIZE else f"{engine} at every size"
+        for engine, n in sorted(limits.items()))
+
+
+def _serial_text(pm: PairingRecord) -> str:
     """The serial steps' pair coverage (older runs: every pair, said by nothing): a ring leaves most pairs
     without host-staged, handle, ping-pong and pipeline rows."""
-    if not meta.serial_ring:
+    if pm.serial_coverage != "ring":
         return ""
-    sp = meta.pair_mode["serial_pairs"]
     return (f"; host-staged, handle, ping-pong and pipeline steps on a ring of pairs (--serial-pairs "
-            f"{sp.get('requested', '?')}" + (f": {sp['reason']}" if sp.get("reason") else "") + ")")
+            f"{pm.serial_requested or '?'}" + (f": {pm.serial_reason}" if pm.serial_reason else "") + ")")
 
 
 def options_line(opts: dict[str, str]) -> str:
@@ -87,26 +116,29 @@ def ranks_text(v: str) -> str:
 def options_short(meta: Meta, frame=None) -> dict[str, str]:
     """The options of a run in a few characters each, for the side-by-side table: mode, sampling, sizes,
     ranks per GPU, pairs."""
-    o, samp = meta.options, meta.sampling
-    quick = is_quick(meta)
-    out = {"mode": "quick" if quick else "full" if quick is False else "?"}
-    mt = o.get("min_time_ms", samp.get("min_time_ms"))
-    each = f" × ≥{mt:g} ms" if _number(mt) else ""
-    if o.get("samples"):
-        out["sampling"] = f"{o['samples']} fixed{each}"
-    elif samp:
-        noise = samp.get("noise")
-        out["sampling"] = (f"{samp.get('min_samples', '?')}–{samp.get('max_samples', '?')}{each}"
-                           + (f", to ±{float(noise or 0) * 100:g}%" if _number(noise) else ""))
-    else:
-        out["sampling"] = "?"
+    quick = meta.quick
+    out = {"mode": "quick" if quick else "full" if quick is False else "?", "sampling": _sampling_short(meta.rule)}
     sizes = sizes_of(meta, frame)
     out["sizes"] = f"{len(sizes)}: {size_text(min(sizes))}–{size_text(max(sizes))}" if sizes else "?"
     out["ranks/GPU"] = "?" if meta.ranks_per_gpu is None else str(meta.ranks_per_gpu)
-    mode = meta.pair_mode.get("mode")
-    out["pairs"] = (PAIR_MODES.get(mode, ("", str(mode)))[1] + (", serial on a ring" if meta.serial_ring else "")
-                    if mode else "?")
+    pm = meta.pairing
+    out["pairs"] = "?" if pm is None else (PAIR_MODES.get(pm.mode, ("", pm.mode))[1]
+                                          + (", permutation rounds" if _permutation_limits(meta) else "")
+                                          + (", serial on a ring" if meta.serial_ring else ""))
     return {k: clean(v) for k, v in out.items()}
+
+
+def _sampling_short(rule: SamplingRecord | None) -> str:
+    if rule is None:
+        return "?"
+    each = f" × ≥{rule.min_time_ms:g} ms" if rule.min_time_ms is not None else ""
+    if rule.fixed_samples:
+        return f"{rule.fixed_samples} fixed{each}"
+    if not _rule_recorded(rule):
+        return "?"
+    lo = "?" if rule.min_samples is None else rule.min_samples
+    hi = "?" if rule.max_samples is None else rule.max_samples
+    return f"{lo}–{hi}{each}" + (f", to ±{rule.noise * 100:g}%" if rule.noise is not None else "")
 
 
 def options_blocks(runs: list[Run]) -> list[Block]:

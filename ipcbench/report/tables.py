@@ -296,8 +296,30 @@ def weak_links(df: pd.DataFrame, fraction: float = WEAK_FRACTION) -> pd.DataFram
     return weak.sort_values("below_pct", ascending=False)
 
 
-def noisy_rows(df: pd.DataFrame, cv_threshold: float) -> pd.DataFrame:
-    return df[df["cv"] > cv_threshold].sort_values("cv", ascending=False)
+def noisy_rows(df: pd.DataFrame, runs: list) -> pd.DataFrame:
+    """Rows whose own samples spread more than rows of their kind move between runs: their within-run noise above
+    their kind's between-runs floor (catalogue/noise.py, today's, as compare takes it: judging/bounds.within_noise,
+    judging/significance.between_runs_floor), so that their stated noise is more than √2 × the floor, more their
+    own sampling's than the process's; more samples would make them more certain. Columns `within` and `floor`
+    added, the noisiest (within / floor) first; error-path probes (never judged) and rows without a within-run
+    noise left out."""
+    from ipcbench.judging.bounds import gpu_model, within_noise
+    from ipcbench.judging.significance import between_runs_floor, time_sliced
+
+    parts = []
+    for run in runs:
+        f = df[(df["run"] == run.label) & (df["kind"] != "error")]
+        if f.empty:
+            continue
+        floor = between_runs_floor(gpu_model(run), f["engine"].fillna("").astype(str), f["timing"].fillna(""),
+                                   f["bytes"], time_sliced(f), f["same_gpu"])
+        f = f.assign(within=within_noise(f, run).to_numpy(dtype=float), floor=floor)
+        parts.append(f[f["within"] > f["floor"]])
+    if not parts:
+        return df.iloc[0:0].assign(within=pd.Series(dtype=float), floor=pd.Series(dtype=float))
+    out = pd.concat(parts)
+    return out.assign(_excess=out["within"] / out["floor"]).sort_values("_excess", ascending=False,
+                                                                         kind="stable").drop(columns="_excess")
 
 
 def unverified_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,8 @@ The estimate is the cost model of run/costmodel.py under the constants of catalo
 rule, the pair mode and the serial steps' pair coverage (a round of disjoint pairs costs one measurement, a serial
 step pays only the pairs its coverage keeps: run/walk.groups_of). The pair mode follows the node's links: NVML's,
 or --topology's for a node that is not this machine (a login node plans for a compute node); without either,
-pairs one at a time.
+pairs one at a time. Started without mpirun it plans one rank per GPU NVML sees, or --ranks N (a login node
+without GPUs); under mpirun, the ranks started.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ipcbench.catalogue.costs import COSTS, CostModel
 from ipcbench.config import TOPOLOGIES
 from ipcbench.core import topology
 from ipcbench.core.schedule import SerialPairs, per_gpu_pair
+from ipcbench.errors import UsageError
 from ipcbench.run import costmodel
 from ipcbench.run.walk import agree_pair_mode, measured, pairs_of, rounds_of
 from ipcbench.sizes import fmt_size
@@ -124,6 +126,8 @@ def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) 
     gpu_of)`: the steps, for the GPUs the plan assumes (rank i on GPU i mod G); `tail(gpu_of, node_ranks, mode)`:
     what the command adds beyond its suites (run/runner.start), for the same GPUs and pair mode, in the estimate and
     said."""
+    if cfg.ranks is not None and world.size > 1:
+        raise UsageError(f"--ranks plans without mpirun: under mpirun the plan is for the {world.size} ranks started")
     local = assumed_ranks or world.local_size
     info = world.comm.allgather((world.host, local, None if cfg.topology else topology.nvml_gpu_count()))
     gpus_here = info[world.rank][2] or local
@@ -165,6 +169,7 @@ def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) 
         print(json.dumps(plan), flush=True)
     else:
         if assumed_ranks:
-            print(f"(started without mpirun: planning `mpirun -np {assumed_ranks}`, one rank per GPU here)")
+            print(f"(started without mpirun: planning `mpirun -np {assumed_ranks}`, "
+                  + ("as --ranks asks)" if cfg.ranks else "one rank per GPU here)"))
         print(describe(plan), flush=True)
     return 0

@@ -160,10 +160,10 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     # The run directory as the run chooses it, in a dry run too: a dry run refuses the --out that a run would
     run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, run_meta.make_run_id(world.hosts[0])))))
     if world.size < 2:
-        gpus = topology.nvml_gpu_count() or 0
+        gpus = cfg.ranks or topology.nvml_gpu_count() or 0  # --ranks: a login node plans for a compute node
         if gpus < 2:
             raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
-                             f"{gpus} GPU(s) here: use `mpirun -np N ipcbench ... --dry-run`")
+                             f"{gpus} GPU(s) here: give --ranks N, or use `mpirun -np N ipcbench ... --dry-run`")
         return dry_run(world, cfg, plan, assumed_ranks=gpus, tail=tail)
     if cfg.dry_run:
         return dry_run(world, cfg, plan, tail=tail)
