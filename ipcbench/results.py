@@ -19,8 +19,9 @@ from typing import Iterable
 
 # meta.json "schema_version": 1 = the 25 columns up to samples_us (runs before it carry no version);
 # 2 = the row facts appended (FACT_COLUMNS); 3 = placements, sm_clock_mhz, noise_within and noise_floor appended
-# (`noise` then holds both levels: ipcbench/catalogue/noise.py)
-SCHEMA_VERSION = 3
+# (`noise` then holds both levels: ipcbench/catalogue/noise.py); 4 = the same columns, and meta.json's fields every
+# writer writes required (record/meta_schema.check_required), with pair_mode's rounds and permutation
+SCHEMA_VERSION = 4
 FACT_COLUMNS = ("engine", "access", "mechanism", "pattern", "timing", "mps", "round_pairs")
 COLUMNS = (
     "run_id", "host", "suite", "method", "direction", "src_rank", "dst_rank", "src_gpu", "dst_gpu",

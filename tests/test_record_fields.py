@@ -56,9 +56,36 @@ def test_a_schema_version_this_reader_does_not_know_is_an_error(version):
     assert e.value.field == "schema_version" and f"{version} is not a schema this reader knows" in e.value.why
 
 
+WHO_RAN = {"hosts": ["h"], "ranks": [{"rank": 0, "host": "h", "gpu": 0}], "gpus": {"h": [{"index": 0, "uuid": "G"}]}}
+
+
 def test_every_schema_version_this_reader_knows_reads():
+    """Every version reads; from REQUIRED_SCHEMA (4) on with what its writer always writes (check_required)."""
+    from ipcbench.record.meta_schema import REQUIRED_SCHEMA
+
     for version in range(1, SCHEMA_VERSION + 1):
-        assert Meta.from_json({"schema_version": version}).schema_version == version
+        fields = WHO_RAN if version >= REQUIRED_SCHEMA else {}
+        assert Meta.from_json({"schema_version": version, **fields}).schema_version == version
+    assert REQUIRED_SCHEMA == SCHEMA_VERSION == 4
+
+
+@pytest.mark.parametrize("drop, named", [("hosts", "hosts"), ("ranks", "ranks"), ("gpus", "gpus"),
+                                         ("uuid", "gpus.h[0].uuid"), ("evidence", "evidence")])
+def test_a_run_of_schema_4_lacks_nothing_its_writer_writes(drop, named):
+    """A schema-4 run without its hosts, ranks, GPUs or a GPU's UUID, or a complete one without its evidence, was
+    damaged, not written before the field: one error naming it (read as unknown, check judged it as an older run:
+    tests/test_reading_fuzz.py). A run that died before completing has no evidence yet, and reads."""
+    raw = {"schema_version": 4, **WHO_RAN, "status": "complete", "evidence": {"snapshots": []}}
+    if drop == "uuid":
+        raw["gpus"] = {"h": [{"index": 0}]}
+    else:
+        raw.pop(drop)
+    with pytest.raises(MetaError) as e:
+        Meta.from_json(raw)
+    assert e.value.field == named and "absent from a run of schema 4" in e.value.why
+    assert Meta.from_json({**raw, "schema_version": 3}).schema_version == 3  # an older run: unknown, as before
+    running = {"schema_version": 4, **WHO_RAN, "status": "running"}
+    assert Meta.from_json(running).status == "running"
 
 
 RANKS = [{"rank": 0, "host": "h", "gpu": 0}, {"rank": 1, "host": "h", "gpu": 1}]

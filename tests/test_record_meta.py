@@ -17,8 +17,18 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDED = sorted(p.parent for d in ("results", "tests/data") for p in (ROOT / d).rglob(META_NAME))
 
 
+def _who_ran(draft):
+    """What the runner fills before its first write (run/runner.start): the hosts, ranks and GPUs (schema 4 requires
+    them: record/meta_schema.check_required)."""
+    from ipcbench.record.meta_parts import GpuRecord, RankRecord
+
+    draft.hosts, draft.ranks = ["h"], [RankRecord(0, "h", 0, 0, 1)]
+    draft.gpus = {"h": [GpuRecord(0, uuid="GPU-0")]}
+    return draft
+
+
 def test_what_the_writer_writes_reads_back_equal(tmp_path):
-    draft = run_meta.base_meta("rid", ["copy", "--quick"])
+    draft = _who_ran(run_meta.base_meta("rid", ["copy", "--quick"]))
     draft.skipped = [Skipped("nccl", "nccl push", "no NCCL", "h")]
     draft.write(tmp_path)
     m = read_meta(tmp_path)
@@ -49,7 +59,7 @@ def test_a_command_written_as_a_string_reads_as_a_list():
 
 
 def test_the_record_never_writes_a_command_string(tmp_path):
-    Meta.from_json({**run_meta.base_meta("rid", ["check"]).as_json(), "command": "check"}).write(tmp_path)
+    Meta.from_json({**_who_ran(run_meta.base_meta("rid", ["check"])).as_json(), "command": "check"}).write(tmp_path)
     assert json.loads((tmp_path / META_NAME).read_text())["command"] == ["check"]
 
 

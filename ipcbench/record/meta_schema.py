@@ -101,15 +101,42 @@ META = Obj({
 })
 
 
+# From schema 4 on a field every writer writes is required: a run of schema 4 without it was damaged, not written
+# before the field existed (reading it as unknown let check judge a run without its evidence, its ranks or a GPU's
+# UUID as an older one: tests/test_reading_fuzz.py). What the run writes when it starts, and what it adds once it
+# completes (status "complete": a run that died keeps the first).
+REQUIRED_SCHEMA = 4
+REQUIRED_AT_START = ("hosts", "ranks", "gpus")  # who ran where: what check's coverage and evidence rules key on
+REQUIRED_COMPLETE = ("evidence",)  # NVML's word on the node before and after: what check's evidence rules judge
+
+
 def check_meta(raw: Any, path: str | os.PathLike) -> None:
     """MetaError (naming `path` and the field) where meta.json's object `raw` is not what the record says."""
     try:
         if isinstance(raw, dict) and "schema_version" in raw:
             _known_version(raw["schema_version"])
         META.check(raw, "")
+        check_required(raw)
         check_counts(raw)
     except FieldError as e:
         raise MetaError(path, e.field or "(the object)", e.why) from None
+
+
+def check_required(raw: dict) -> None:
+    """FieldError for a field a run of REQUIRED_SCHEMA or later must have (REQUIRED_AT_START, REQUIRED_COMPLETE once
+    complete, and every GPU's uuid): absent there, it was lost, not never written."""
+    version = raw.get("schema_version", 1)
+    if not isinstance(version, int) or version < REQUIRED_SCHEMA:
+        return
+    keys = REQUIRED_AT_START + (REQUIRED_COMPLETE if raw.get("status") == "complete" else ())
+    for key in keys:
+        if key not in raw:
+            raise FieldError(key, f"absent from a run of schema {version}, whose writer always writes it")
+    for host, gpus in raw["gpus"].items():
+        for i, g in enumerate(gpus):
+            if "uuid" not in g:
+                raise FieldError(f"gpus.{host}[{i}].uuid", f"absent from a run of schema {version}, whose writer "
+                                                             "always writes it")
 
 
 def _known_version(v: Any) -> None:
