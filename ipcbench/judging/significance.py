@@ -44,6 +44,14 @@ def between_runs_floor(gpu_model: str, engines, timings, nbytes, sliced, same_gp
                      for e, t, b, s, g in zip(engines, timings, nbytes, sliced, same_gpu)], dtype=float)
 
 
+def host_tails(engines, nbytes):
+    """Each row's host-timed tail (a fraction): catalogue/noise.host_tail of its engine and size, what a
+    host-timed row's change must exceed against two or more BASE runs."""
+    import numpy as np
+
+    return np.array([noise.host_tail(str(e), int(b)).fraction for e, b in zip(engines, nbytes)], dtype=float)
+
+
 def honest_noise(within, floor):
     """A row's honest noise from its within-run noise and its floor (arrays): catalogue/noise.combined, the one
     formula the current code writes; a missing within-run noise (NaN) stays NaN."""
