@@ -243,7 +243,7 @@ def test_a_host_timed_row_must_leave_its_kinds_tail(three, want, tail):
 
 def test_a_host_timed_row_is_never_held_tighter_than_both_sides_noise(three):
     """A row whose runs state more noise than its tail (300% a side: 600% both, the api tail 410%) takes both sides'
-    noise, as one BASE would."""
+    noise, as one BASE would; BASE runs 450% apart, beyond the tail but inside that bound, still judge it."""
     b1, b2, new = three
     for run in (b1, b2, new):
         header, records = synth.read_csv(run)
@@ -254,6 +254,9 @@ def test_a_host_timed_row_is_never_held_tighter_than_both_sides_noise(three):
     synth.scale_rows(new, where(**OP), 1 / 6)
     r = row(judge(b1, b2, new), **OP)
     assert r["bound"] == pytest.approx(6.0) and (r["verdict"], r["note"]) == ("unchanged", "within the rows' noise")
+    synth.scale_rows(b2, where(**OP), 1.2 / 5.5)
+    r = row(judge(b1, b2, new), **OP)
+    assert r["spread"] == pytest.approx(4.5, abs=1e-4) and r["verdict"] == "unchanged"
 
 
 def test_a_host_timed_row_is_judged_without_the_runs_t_test(three):
