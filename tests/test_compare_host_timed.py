@@ -379,6 +379,31 @@ def test_an_injected_2x_slowdown_is_caught_against_two_base_runs(tmp_path):
     assert 0 < len(bad) < 6 and set(bad["dst_gpu"]) == set(slow_already["dst_gpu"]) == {0}
 
 
+# ------------------------------------------------------------------------------------------ what the docs say
+
+def words(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def test_the_docs_say_the_tails_and_the_counts():
+    """docs/report.md's table of tails and its counts, and README's two tails, are the catalogue's and this file's."""
+    from ipcbench.judging.bounds import pct
+
+    doc, readme = words(REPO / "docs" / "report.md"), words(REPO / "README.md")
+    mpi, api = noise.HOST_TAIL["mpi"], noise.HOST_TAIL["api"][0]
+    for kind, tail in (("`mpi` ≤ 256K", mpi[0]), ("`mpi` 256K–64M", mpi[1]), ("`mpi` ≥ 64M", mpi[2]),
+                       ("`api` (handle operations), every band", api)):
+        assert doc.split(f"| {kind}")[1].split("|")[1].strip().startswith(f"±{pct(tail)}"), kind
+    assert f"a handle call ±{pct(api)}, a small MPI message ±{pct(mpi[0])}" in readme
+    v, caught = total("verdicts"), total("caught")
+    judged = v["unchanged"] + v["improvement"] + v["regression"]
+    row = f"| `tail` | 394 | {judged:,} | {v['regression']} | {caught[2.0]:,} | {caught[1.5]:,} | {v['not judged']} |"
+    assert row in doc
+    real = compare.compare([compare.load(RESULTS / f"h200x2-all-{i}") for i in (1, 2)],
+                           compare.load(RESULTS / "h200x2-all-3"))
+    assert f"`; {real.info['host_rule']}`" in doc
+
+
 # ------------------------------------------------------------------------------------------ the script
 
 def main(argv: list[str]) -> None:

@@ -6,9 +6,10 @@ direction, GPUs, bytes) and judged in their natural unit: a change counts when i
 (default 2%) and than what the row is known to move between runs of the same code (one BASE: both rows' noise
 summed; several: the BASE runs' spread, never below both sides' noise; runs older than the between-runs noise:
 their within-run noise and the between-runs floor of the row's kind combined, as the current code writes it:
-catalogue/noise.py, each side by its own GPU model). Host-timed and time-sliced rows need several BASE runs and a
-t-test on their between-run variation. docs/report.md gives every rule; compare_table.py, significance.py,
-bounds.py and compare_verdicts.py hold the pieces, each row's verdict a RowVerdict (row_verdict.py). The gate
+catalogue/noise.py, each side by its own GPU model). Host-timed rows need several BASE runs and must move further
+than the tail of their kind (catalogue/noise.HOST_TAIL); time-sliced rows need several and a t-test on their
+between-run variation. docs/report.md gives every rule; compare_table.py, significance.py, bounds.py and
+compare_verdicts.py hold the pieces, each row's verdict a RowVerdict (row_verdict.py). The gate
 fails (exit 1) on a regression, a row missing from NEW (without --subset), an impossible or an invalid NEW row.
 pandas only when comparing.
 """

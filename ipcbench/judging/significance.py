@@ -196,11 +196,12 @@ def host_timed(frame):
 
 
 def row_significance(m, out, g, nb: int):
-    """(p, exact, use_runs, enough): for rows that need it with several BASE runs (host-timed, time-sliced), a
-    prediction t-test of NEW's median against the pooled variance of the BASE runs' log medians (never below
-    the row's own): part of their verdict. For every other row Welch's test on the samples (exact where both
-    sides have them, else the cv approximation), printed and never deciding: rows move between runs by more
-    than their samples vary, so in-run samples call any such move significant (docs/report.md)."""
+    """(p, exact, use_runs, enough): for rows that need several BASE runs (host-timed, time-sliced), a prediction
+    t-test of NEW's median against the pooled variance of the BASE runs' log medians (never below the row's own):
+    part of a time-sliced row's verdict, printed for a host-timed one (its tail decides: bounds.py). For every
+    other row Welch's test on the samples (exact where both sides have them, else the cv approximation), printed
+    and never deciding: rows move between runs by more than their samples vary, so in-run samples call any such
+    move significant (docs/report.md)."""
     import numpy as np
     import pandas as pd
 
