@@ -115,6 +115,19 @@ SAME_GPU_FLOORS: dict[str, dict[tuple[str, str], tuple[float, float, float]]] = 
 # (docs/report.md), and five runs on one H100 (2026-11-25) a one-way shm_staged latency up to twice the runs'
 # common median (99% from it): 120%, in every band.
 TIME_SLICED = 1.2
+# Host-timed rows (timing `host`, Python in the loop) against two or more BASE runs (`ipcbench compare`, rule `tail`):
+# how far one run of unchanged code reads a row from the BASE runs' geometric mean. A host API call or an MPI
+# message takes levels by process (whole methods 2-2.5x in one run of six, tests/data/h200x1-0126 all-4; a 64 B MPI
+# latency 6.6, 94 and 13.7 us in three runs, tests/data/h100x2-cut call4-all-1..3), so two BASE runs that agree say
+# nothing of NEW's tail. Over the eleven recorded sets of three or more back-to-back runs of one machine and command
+# (tests/test_compare_host_timed.py: each run as NEW against every choice of two or more of the others), the largest
+# move of a kind, (exp|log NEW - mean log BASE| - 1) x 1.25, rounded up to 5%: MPI staging per size band (a small
+# message's latency 9.9x, a 256K-64M transfer 2.3x, 64M and more 1.4x), an API call's cost one level in every band
+# (3.7x, 4.2x, 3.1x by band: its moves follow the process, not the buffer's size).
+HOST_TAIL: dict[str, tuple[float, float, float]] = {
+    "mpi": (11.15, 1.65, 0.55),
+    "api": (4.1, 4.1, 4.1),
+}
 # Kinds measured nowhere (a same-GPU window, a time-sliced hand-off on one GPU): the largest floor of any kind in
 # the band, so that a row nobody measured never claims to hold still.
 UNKNOWN_KIND = "largest floor of the size band (this kind of row was never measured across runs)"
@@ -163,6 +176,15 @@ def floor_for(gpu_model: str, engine: str, timing: str, nbytes: int, time_sliced
         what = f"{fam} never measured for {engine}/{timing}" if fam else f"{gpu_model or 'this GPU'} never measured"
         return Floor(largest, f"largest of the measured GPUs ({what})")
     return Floor(max(t[k][i] for t in FLOORS.values() for k in t), UNKNOWN_KIND)
+
+
+def host_tail(engine: str, nbytes: int) -> Floor:
+    """How far a host-timed row of this engine and size moves from the mean of two or more BASE runs (HOST_TAIL);
+    an engine measured nowhere takes the largest tail of the size band."""
+    i = BANDS.index(band(nbytes))
+    if engine in HOST_TAIL:
+        return Floor(HOST_TAIL[engine][i], f"host-timed {engine} rows of the recorded sets")
+    return Floor(max(t[i] for t in HOST_TAIL.values()), f"largest host-timed tail of the size band ({engine} never)")
 
 
 def combined(within: float | None, floor: float) -> float | None:

@@ -5,7 +5,7 @@ the between-runs floor of its kind combined, catalogue/noise.py), and the bound 
 
 from __future__ import annotations
 
-from ipcbench.judging.significance import between_runs_floor, honest_noise, row_kinds, size_band
+from ipcbench.judging.significance import between_runs_floor, honest_noise, host_tails, host_timed, row_kinds, size_band
 from ipcbench.record.run import Run
 
 
@@ -52,8 +52,11 @@ def bounds(m, out, nb: int, old: bool, gpu_models: tuple[str, str] = ("", "")):
     (empty, NaN, negative) it is the floor, never zero.
     One BASE: the sum of both rows' honest noise. Several BASE runs (the row in 2+ of them): the BASE runs'
     spread (max/min of their medians - 1), never below what one BASE would allow (the sum of both sides' honest
-    noise: more BASE runs never make the gate stricter than their noise says); host-timed and time-sliced rows
-    the same, with a t-test on their between-run variation besides (rule "runs")."""
+    noise: more BASE runs never make the gate stricter than their noise says); time-sliced rows the same, with a
+    t-test on their between-run variation besides (rule "runs"). Host-timed rows (rule "tail"): the tail of their
+    kind (catalogue/noise.HOST_TAIL: how far one run of unchanged code reads such a row from the BASE runs' mean),
+    never below both sides' honest noise; their spread does not set it, since two BASE runs that agree say
+    nothing of NEW's tail."""
     import numpy as np
 
     engine = m["engine_n"].where(m["engine_n"].notna(), m["engine_b"]).fillna("").astype(str).to_numpy()
@@ -85,9 +88,14 @@ def bounds(m, out, nb: int, old: bool, gpu_models: tuple[str, str] = ("", "")):
     spread = np.expm1(np.where(k >= 2, (m["lv_max"] - m["lv_min"]).to_numpy(dtype=float), np.nan))
     runs = (out["_runs_why"] != "").to_numpy()
     several = (nb > 1) & (k >= 2)
-    bound = np.where(several, np.fmax(spread, hb + hn), hb + hn)
+    host = host_timed(out) & several
+    # what several BASE runs set beside both sides' noise: their spread, or a host-timed row's tail
+    runs_bound = np.where(host, host_tails(engine, nbytes), spread)
+    bound = np.where(several, np.fmax(runs_bound, hb + hn), hb + hn)
     rule = np.where(runs, "runs", np.where(several, "spread", "noise+floor" if old else "noise"))
-    why = np.where(several & (spread >= hb + hn), "within the BASE runs' spread", "within the rows' noise")
+    rule = np.where(host, "tail", rule)
+    set_by = np.where(host, "within the tail of host-timed rows", "within the BASE runs' spread")
+    why = np.where(several & (runs_bound >= hb + hn), set_by, "within the rows' noise")
     sides = np.where(miss_b & miss_n, "BASE and NEW", np.where(miss_b, "BASE", np.where(miss_n, "NEW", "")))
     no_noise = np.array([f"no noise in {s}: the {kd} floor ±{pct(f)}" if s else ""
                          for s, kd, f in zip(sides, kinds, floor)], dtype=object)

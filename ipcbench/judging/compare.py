@@ -6,9 +6,10 @@ direction, GPUs, bytes) and judged in their natural unit: a change counts when i
 (default 2%) and than what the row is known to move between runs of the same code (one BASE: both rows' noise
 summed; several: the BASE runs' spread, never below both sides' noise; runs older than the between-runs noise:
 their within-run noise and the between-runs floor of the row's kind combined, as the current code writes it:
-catalogue/noise.py, each side by its own GPU model). Host-timed and time-sliced rows need several BASE runs and a
-t-test on their between-run variation. docs/report.md gives every rule; compare_table.py, significance.py,
-bounds.py and compare_verdicts.py hold the pieces, each row's verdict a RowVerdict (row_verdict.py). The gate
+catalogue/noise.py, each side by its own GPU model). Host-timed rows need several BASE runs and must move further
+than the tail of their kind (catalogue/noise.HOST_TAIL); time-sliced rows need several and a t-test on their
+between-run variation. docs/report.md gives every rule; compare_table.py, significance.py, bounds.py and
+compare_verdicts.py hold the pieces, each row's verdict a RowVerdict (row_verdict.py). The gate
 fails (exit 1) on a regression, a row missing from NEW (without --subset), an impossible or an invalid NEW row.
 pandas only when comparing.
 """
@@ -19,13 +20,13 @@ import argparse
 from dataclasses import dataclass, field
 
 from ipcbench.errors import UsageError
-from ipcbench.judging.bounds import bounds, gpu_model, noise_basis
+from ipcbench.judging.bounds import bounds, gpu_model, noise_basis, pct
 from ipcbench.judging.compare_table import change, identifying_columns, side_by_side
-from ipcbench.judging.compare_verdicts import catches, row_verdicts, worst_first
+from ipcbench.judging.compare_verdicts import ENGINE_ORDER, catches, row_verdicts, worst_first
 from ipcbench.judging.evidence_notes import compare_warnings
 from ipcbench.judging.matching import meta_warnings
 from ipcbench.judging.row_verdict import ORDER, RowVerdict
-from ipcbench.judging.significance import row_significance
+from ipcbench.judging.significance import BANDS, row_significance
 from ipcbench.record.run import Run, load_run, locate
 from ipcbench.record.table import Frame
 
@@ -132,7 +133,28 @@ def compare(bases: list[Run], new: Run, threshold: float = DEFAULT_THRESHOLD, al
     info["matched"] = int(matched.sum())
     info["no_noise"] = int((valued & (no_noise != "")).sum())
     info["catches"] = catches(out[valued], threshold)
+    info["host_rule"] = host_rule(out[valued & (out["rule"] == "tail").to_numpy()], len(bases))
+    if info["host_rule"]:
+        info["noise_rule"] += "; " + info["host_rule"]
     return Comparison(worst_first(out), new_imp, _incomplete(bases, new) + said + _warnings(bases, new, info), info)
+
+
+def host_rule(rows, nb: int) -> str:
+    """The rule that judged host-timed rows by value, as the noise-rule line says it, with the tail of each kind
+    judged (an engine whose bands share one tail said once); "" where none was."""
+    from ipcbench.catalogue.noise import host_tail
+
+    tails: dict[str, dict[str, float]] = {}
+    order = {e: i for i, e in enumerate(ENGINE_ORDER)}
+    for engine, band, nbytes in sorted(zip(rows["_engine"], rows["_band"], rows["bytes"]),
+                                       key=lambda x: (order.get(x[0], len(order)), x[0], x[1])):
+        tails.setdefault(str(engine), {})[BANDS[int(band)][1]] = host_tail(str(engine), int(nbytes)).fraction
+    if not tails:
+        return ""
+    said = [f"{e} ±{pct(next(iter(t.values())))}" if len(set(t.values())) == 1 and len(t) > 1 else
+            ", ".join(f"{e} {b} ±{pct(v)}" for b, v in t.items()) for e, t in tails.items()]
+    return (f"host-timed rows: {nb} BASE runs, bound: the tail of their kind ({'; '.join(said)}), never below "
+            "both sides' noise")
 
 
 def _distinct(bases: list[Run], new: Run) -> tuple[list[Run], list[str]]:

@@ -8,7 +8,8 @@ import math
 
 from ipcbench.judging.row_verdict import RowVerdict
 from ipcbench.judging.row_verdict import RowVerdict as V
-from ipcbench.judging.significance import BANDS
+from ipcbench.judging.bounds import pct
+from ipcbench.judging.significance import BANDS, host_timed
 
 # the engines in the order the smallest changes caught are said
 ENGINE_ORDER = ("ce", "sm", "sm_bulk", "nccl", "shm", "event", "mpi", "api")
@@ -29,9 +30,12 @@ def row_verdicts(m, out, g, bound, unchanged_why, sig, enough, threshold: float,
     k = m["k"].fillna(0).to_numpy(dtype=float)
     why_runs = out["_runs_why"].to_numpy(dtype=str)
     ht = why_runs != ""
+    host = host_timed(out)
     lvb, lvn = m["lv_b"].to_numpy(dtype=float), m["lv_n"].to_numpy(dtype=float)
+    disagree = (m["lv_max"] - m["lv_min"]).to_numpy(dtype=float)
     with np.errstate(invalid="ignore"):
         beyond = np.abs(g) > np.log1p(bound)
+        wild = host & (disagree > np.log1p(bound))
     before = [
         ((m["_merge"] == "left_only").to_numpy(), V.MISSING, "in BASE, not in NEW"),
         ((m["_merge"] == "right_only").to_numpy(), V.NEW, "only in NEW"),
@@ -47,11 +51,12 @@ def row_verdicts(m, out, g, bound, unchanged_why, sig, enough, threshold: float,
         (ht & (nb == 1), V.NOT_JUDGED, np.char.add(why_runs, ": give 2+ BASE runs")),
         (ht & (nb > 1) & (k < 2), V.NOT_JUDGED, np.char.add(why_runs, ": in fewer than 2 BASE runs")),
         (ht & ~enough, V.NOT_JUDGED, "fewer than 2 samples"),
+        (wild, V.NOT_JUDGED, _disagree_notes(disagree, bound)),
     ]
     by_value = [
         (~(np.abs(g) > math.log1p(threshold)), V.UNCHANGED, f"within ±{100 * threshold:g}%"),
         (~beyond, V.UNCHANGED, unchanged_why.astype(str)),
-        (ht & ~sig, V.UNCHANGED, "not significant"),
+        (ht & ~host & ~sig, V.UNCHANGED, "not significant"),
         (g > 0, V.IMPROVEMENT, ""),
         (np.ones(len(m), dtype=bool), V.REGRESSION, ""),
     ]
@@ -68,6 +73,15 @@ def row_verdicts(m, out, g, bound, unchanged_why, sig, enough, threshold: float,
         verdict[sel], note[sel] = v, (why[sel] if isinstance(why, np.ndarray) else why)
         done |= sel
     return verdict, note, valued
+
+
+def _disagree_notes(disagree, bound):
+    """The note of a host-timed row whose BASE runs already lie further apart than its bound: the tail the bound
+    states does not hold for it, so NEW is not judged against it."""
+    import numpy as np
+
+    return np.array([f"host-timed: the BASE runs disagree by {pct(math.expm1(d))}, more than the ±{pct(b)} such rows "
+                     "move" if d == d and b == b else "" for d, b in zip(disagree, bound)], dtype=object)
 
 
 def catches(rows, threshold: float) -> list[dict]:

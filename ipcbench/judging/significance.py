@@ -44,6 +44,14 @@ def between_runs_floor(gpu_model: str, engines, timings, nbytes, sliced, same_gp
                      for e, t, b, s, g in zip(engines, timings, nbytes, sliced, same_gpu)], dtype=float)
 
 
+def host_tails(engines, nbytes):
+    """Each row's host-timed tail (a fraction): catalogue/noise.host_tail of its engine and size, what a
+    host-timed row's change must exceed against two or more BASE runs."""
+    import numpy as np
+
+    return np.array([noise.host_tail(str(e), int(b)).fraction for e, b in zip(engines, nbytes)], dtype=float)
+
+
 def honest_noise(within, floor):
     """A row's honest noise from its within-run noise and its floor (arrays): catalogue/noise.combined, the one
     formula the current code writes; a missing within-run noise (NaN) stays NaN."""
@@ -188,11 +196,12 @@ def host_timed(frame):
 
 
 def row_significance(m, out, g, nb: int):
-    """(p, exact, use_runs, enough): for rows that need it with several BASE runs (host-timed, time-sliced), a
-    prediction t-test of NEW's median against the pooled variance of the BASE runs' log medians (never below
-    the row's own): part of their verdict. For every other row Welch's test on the samples (exact where both
-    sides have them, else the cv approximation), printed and never deciding: rows move between runs by more
-    than their samples vary, so in-run samples call any such move significant (docs/report.md)."""
+    """(p, exact, use_runs, enough): for rows that need several BASE runs (host-timed, time-sliced), a prediction
+    t-test of NEW's median against the pooled variance of the BASE runs' log medians (never below the row's own):
+    part of a time-sliced row's verdict, printed for a host-timed one (its tail decides: bounds.py). For every
+    other row Welch's test on the samples (exact where both sides have them, else the cv approximation), printed
+    and never deciding: rows move between runs by more than their samples vary, so in-run samples call any such
+    move significant (docs/report.md)."""
     import numpy as np
     import pandas as pd
 
