@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="smallest change that counts, as a fraction or a percentage (default 0.02 = 2%%); "
                              "a change must also exceed what its row is known to move between runs")
     parser.add_argument("--alpha", type=alpha_arg, default=DEFAULT_ALPHA, metavar="P",
-                        help="significance level of the t-test that judges host-timed and time-sliced rows "
-                             f"against several BASE runs (default {DEFAULT_ALPHA})")
+                        help="significance level of the t-test that judges time-sliced rows against several BASE "
+                             f"runs (host-timed rows are judged on their kind's tail; default {DEFAULT_ALPHA})")
     parser.add_argument("--subset", action="store_true",
                         help="NEW is deliberately a subset of BASE: rows missing from NEW are listed but do not "
                              "fail the gate")
