@@ -17,8 +17,8 @@ from conftest import launcher_free_env, mpiexec_or_skip
 from ipcbench.cli import ASCII_FALLBACKS, terminal_fallbacks
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / "results" / "h200x2-all-1"
-OTHER = ROOT / "results" / "h200x2-all-2"
+RUN = ROOT / "tests" / "data" / "results-1126" / "h200x2-all-1"
+OTHER = ROOT / "tests" / "data" / "results-1126" / "h200x2-all-2"
 
 
 def ascii_env() -> dict[str, str]:

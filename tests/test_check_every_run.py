@@ -28,9 +28,9 @@ RUNS = sorted(p.parent.relative_to(REPO).as_posix() for top in ("results", "test
 NOT_AN_INPUT = "is not a check input: `ipcbench check --from RUN` judges a run of `ipcbench check` or `ipcbench all`"
 # The runs check cannot judge, and the words that say why (every other run is HEALTHY or UNHEALTHY).
 WHY_NOT = {
-    "results/h100x1-selftest-1": NOT_AN_INPUT,
-    "results/h200x2-selftest-1": NOT_AN_INPUT,
-    "results/h200x2-selftest-2": NOT_AN_INPUT,
+    "tests/data/results-1126/h100x1-selftest-1": NOT_AN_INPUT,
+    "tests/data/results-1126/h200x2-selftest-1": NOT_AN_INPUT,
+    "tests/data/results-1126/h200x2-selftest-2": NOT_AN_INPUT,
     "tests/data/h200x1-0126/selftest-1": NOT_AN_INPUT,
     # NVML could not name the far end of the links (an older driver): no link kind, so no expectation
     "tests/data/h100x2/all-2": "REASON: cannot judge: GPU 0 -> GPU 1: link unknown",
@@ -44,7 +44,7 @@ WHY_NOT = {
     "tests/data/onegpu/h200-samegpu-large": "REASON: cannot judge: GPU 0 ranks 0 -> 1 ce push 4K: no row (the run "
                                             "measured 64M-1G (7 sizes), none in 4K) (+7 more)",
 }
-NP4 = REPO / "results" / "h200x2-np4-quick"  # 4 ranks on 2 H200s, --quick: one rank pair per GPU pair
+NP4 = REPO / "tests" / "data" / "results-1126" / "h200x2-np4-quick"  # 4 ranks on 2 H200s, --quick: one rank pair per GPU pair
 
 
 def check(*args: str) -> SimpleNamespace:
@@ -104,7 +104,7 @@ def test_under_results_only_runs_that_are_not_check_inputs_cannot_be_judged():
 # ---- a selftest run ------------------------------------------------------------------------------------------
 
 def test_a_selftest_run_is_one_line_saying_it_is_not_a_check_input_and_which_command_is():
-    run = REPO / "results" / "h200x2-selftest-1"
+    run = REPO / "tests" / "data" / "results-1126" / "h200x2-selftest-1"
     p = check("--from", str(run), "--json")
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == (f"ipcbench: error: --from {run}: a run of `ipcbench selftest` (the instrument against its own "
@@ -115,7 +115,7 @@ def test_a_selftest_run_is_one_line_saying_it_is_not_a_check_input_and_which_com
 def test_a_selftest_runs_verdict_is_that_alone_so_the_report_says_it_too():
     """judge() (the report's headline reads it through shipped_verdict): one whole-run finding, not judged, saying
     why; no row and no evidence judged."""
-    v = judge.shipped_verdict(load_run(REPO / "results" / "h100x1-selftest-1" / "results.csv"))
+    v = judge.shipped_verdict(load_run(REPO / "tests" / "data" / "results-1126" / "h100x1-selftest-1" / "results.csv"))
     (c,) = v.checks
     assert c.status is Status.UNJUDGED and v.exit_code == 2 and NOT_AN_INPUT in c.reason and c.source == "run"
     assert judge.not_a_check_input(load_run(NP4 / "results.csv")) is None
@@ -210,11 +210,11 @@ def test_the_pairs_come_from_the_records_ranks():
     (lambda m: m.__setitem__("schema_version", 99), "field schema_version: 99 is not a schema this reader knows"),
 ])
 def test_a_damaged_meta_json_is_one_line_naming_the_file_and_the_field(tmp_path, change, field):
-    run = edit_meta(copy_run(REPO / "results" / "h200x2-check-1", tmp_path / "run"), change)
+    run = edit_meta(copy_run(REPO / "tests" / "data" / "results-1126" / "h200x2-check-1", tmp_path / "run"), change)
     p = check("--from", str(run))
     assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith(f"ipcbench: error: --from {run}: {run / 'meta.json'}: {field}"), p.stderr
-    base = check("--from", str(REPO / "results" / "h200x2-check-2"), "--baseline", str(run))
+    base = check("--from", str(REPO / "tests" / "data" / "results-1126" / "h200x2-check-2"), "--baseline", str(run))
     assert base.returncode == 2 and base.stderr.startswith(f"ipcbench: error: --baseline: {run / 'meta.json'}: ")
 
 

@@ -22,7 +22,7 @@ from conftest import REPO
 from ipcbench.cli import main
 from ipcbench.judging import expect
 
-RESULTS = REPO / "results"
+RESULTS = REPO / "tests" / "data" / "results-1126"  # the H200 pair runs of 2026-11-26
 QUIET = ["h200x2-check-1", "h200x2-check-2", "h200x2-check-3", "h200x2-all-1", "h200x2-all-2", "h200x2-all-3"]
 MODEL = "NVIDIA H200"
 # (method, direction): (ceiling us, fastest and slowest us measured, 2026-11-28) as the shipped table holds them

@@ -20,7 +20,7 @@ from ipcbench.cli import launcher_mismatch, main
 from ipcbench.sizes import SizeError, parse_sizes
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / "results" / "h200x2-check-1"
+RUN = ROOT / "tests" / "data" / "results-1126" / "h200x2-check-1"
 MPICH = "MPICH Version:      5.0.2\nMPICH Release date: Fri Sep 25 2025"
 OPEN_MPI = "Open MPI v4.1.6, package: Debian OpenMPI, ident: 4.1.6, repo rev: v4.1.6, Sep 30, 2023"
 

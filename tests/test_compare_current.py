@@ -82,7 +82,7 @@ def test_a_3_percent_slower_large_copy_fails_naming_exactly_those_rows(tmp_path)
     assert c.exit_code == 1 and got == slowed and len(slowed) >= 20
 
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "results-1126"  # the runs of 2026-11-26
 CUT = DATA / "h100x2-cut"
 CUT_SETS = {"call 4": [CUT / f"call4-all-{i}" for i in (1, 2, 3)],
             "another machine": [CUT / "call3-all-1", CUT / "call3-all-2"]}
@@ -136,7 +136,7 @@ def test_the_shortened_nccl_samples_are_what_failed():
 
 
 # The cuts of 2026-11-26 against 4465724, each machine's runs back to back (two H200s each): machine D, five `all`
-# and three `--quick` runs (tests/data/h200x2-0126); machine E, results/h200x2-all-1..3 and quick-1..3 after the
+# and three `--quick` runs (tests/data/h200x2-0126); machine E, tests/data/results-1126/h200x2-all-1..3 and quick-1..3 after the
 # code before them (tests/data/h200x2-0126e).
 D, E = DATA / "h200x2-0126", DATA / "h200x2-0126e"
 AFTER = {"D all": (D / "before-4465724", [D / f"all-{i}" for i in range(1, 6)], 917),
@@ -177,7 +177,7 @@ ONE_GPU_PAIRS = [(ONE_GPU / f"{p}-1", ONE_GPU / f"{p}-2") for p in ("first", "a"
 @pytest.mark.parametrize("pair, swap", [(i, s) for i in range(len(ONE_GPU_PAIRS)) for s in (False, True)])
 def test_back_to_back_runs_on_one_gpu_pass_in_both_orders(pair, swap):
     """Two ranks on one H100: each pair of back-to-back `all` runs passes in both orders. The same-GPU floors were
-    fitted on the first four pairs (catalogue/noise.SAME_GPU_FLOORS); results/h100x1-all-1..2 ran after, to check."""
+    fitted on the first four pairs (catalogue/noise.SAME_GPU_FLOORS); tests/data/results-1126/h100x1-all-1..2 ran after, to check."""
     a, b = ONE_GPU_PAIRS[pair][::-1] if swap else ONE_GPU_PAIRS[pair]
     c = judge(a, b)
     assert c.exit_code == 0, changed(c).to_string()

@@ -36,7 +36,8 @@ from ipcbench.judging import compare  # noqa: E402
 from ipcbench.judging.significance import host_timed  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DATA, RESULTS = REPO / "tests" / "data", REPO / "results"
+DATA = REPO / "tests" / "data"
+RESULTS = DATA / "results-1126"  # the runs of 2026-11-26
 # every recorded set of three or more back-to-back runs of one machine and command (their READMEs)
 SETS = {
     "compare quiet": [DATA / "compare" / f"quiet{i}" for i in (1, 2, 3)],
@@ -359,7 +360,7 @@ def one_import(r) -> bool:
 
 
 def test_an_injected_2x_slowdown_is_caught_against_two_base_runs(tmp_path):
-    """results/h200x2-all-3 with its MPI-staged rows of 64 MiB and more 2x slower and one handle operation 10x:
+    """tests/data/results-1126/h200x2-all-3 with its MPI-staged rows of 64 MiB and more 2x slower and one handle operation 10x:
     against all-1 and all-2 exactly those rows regress, the MPI rows beyond both sides' noise (~61%), the handle
     operation beyond its tail (410%). 1.5x slower, an MPI row regresses only where all-3 read it slow already."""
     runs = [RESULTS / f"h200x2-all-{i}" for i in (1, 2, 3)]

@@ -196,7 +196,7 @@ atexit.register(loaded)
 from ipcbench.cli import main
 sys.exit(main(sys.argv[2:]))
 """
-RUNS = ROOT / "results"
+RUNS = ROOT / "tests" / "data" / "results-1126"
 
 
 @pytest.mark.parametrize("argv", [["report", str(RUNS / "h200x2-all-1"), str(RUNS / "h200x2-check-1"), "--quiet"],

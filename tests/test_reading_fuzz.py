@@ -36,7 +36,7 @@ FULL = bool(os.environ.get("IPCBENCH_FUZZ_FULL"))
 PER_KIND = 3  # cases of each kind of damage per run (the sample)
 KINDS = {"removed": "removed", "negative": "out of range", "too large for int64": "out of range",
          "infinite": "out of range", "NaN": "out of range", "99": "out of range"}  # the rest: "a type swapped"
-GOOD = ROOT / "results" / "h200x2-check-1"  # the run reported beside every damaged one
+GOOD = ROOT / "tests" / "data" / "results-1126" / "h200x2-check-1"  # the run reported beside every damaged one
 # Damage that loads and changes check's verdict, which check still passes: gaps of the judging layer, each a test
 # that fails until it is closed (then it passes: XPASS, and the entry goes). (shape, damage): why
 OPEN = {("gpus.*[].uuid", "removed"): "a GPU without its UUID recorded is left out of the other-process rule "

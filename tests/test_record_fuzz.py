@@ -33,7 +33,7 @@ RECORDED = sorted(p.parent for d in ("results", "tests/data") for p in (ROOT / d
                   if (p.parent / "results.csv").is_file())
 # one run of each kind: a check with evidence, a selftest on one GPU, --quick of 4 ranks on 2 GPUs (rank pairs), a
 # full run, an old run (no schema_version, evidence, plan), MPS on one GPU
-SUBSET = ["results/h200x2-check-1", "results/h100x1-selftest-1", "results/h200x2-np4-quick", "results/h100x1-all-1",
+SUBSET = ["tests/data/results-1126/h200x2-check-1", "tests/data/results-1126/h100x1-selftest-1", "tests/data/results-1126/h200x2-np4-quick", "tests/data/results-1126/h100x1-all-1",
           "tests/data/h200x2/20261123-090753-vm", "tests/data/onegpu/h100-mps"]
 RUNS = RECORDED if os.environ.get("IPCBENCH_FUZZ_FULL") else [ROOT / r for r in SUBSET]
 # objects whose keys are names (hosts, GPU indices, ranks, suites, libraries, counters), not fields

@@ -57,9 +57,9 @@ def test_the_glance_warns_only_where_check_raises(run_dir):
 
 
 def test_counters_that_grew_below_checks_rate_are_counted_in_one_healthy_line():
-    """results/h200x2-all-1: seven links counted 23-119 CRC data errors in a 19 s run, check judged them healthy
+    """tests/data/results-1126/h200x2-all-1: seven links counted 23-119 CRC data errors in a 19 s run, check judged them healthy
     (below its 100 a second): one line says so with the counts, the links are in the Node evidence table."""
-    lines, facts = glance(ROOT / "results" / "h200x2-all-1")
+    lines, facts = glance(ROOT / "tests" / "data" / "results-1126" / "h200x2-all-1")
     assert facts["verdict"].status is Status.PASS
     (line,) = [ln for level, ln in facts["lines"] if "Node evidence" in ln]
     assert line == ("**Node evidence**, as ipcbench check judged it: healthy on 2 GPUs: NVLinks up, their speed, their "
@@ -99,20 +99,20 @@ def test_a_counter_is_said_as_check_judged_its_rate(tmp_path, grew, level):
 
 
 def test_noisy_rows_of_a_recorded_run_are_those_whose_own_noise_passes_the_floor():
-    """results/h200x2-all-1 (every row states noise_within): read with plain csv, the rows whose within-run noise is
+    """tests/data/results-1126/h200x2-all-1 (every row states noise_within): read with plain csv, the rows whose within-run noise is
     above today's floor of their kind are the report's noisy rows, 7 of 917 (the CV above 0.05 flagged 134)."""
     import csv
 
     from ipcbench.catalogue.noise import floor_for
 
-    with open(ROOT / "results" / "h200x2-all-1" / "results.csv", newline="") as f:
+    with open(ROOT / "tests" / "data" / "results-1126" / "h200x2-all-1" / "results.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["kind"] != "error" and r["noise_within"]]
     want = sorted((r["suite"], r["method"], int(r["src_gpu"]), int(r["bytes"])) for r in rows
                   if float(r["noise_within"]) > floor_for("NVIDIA H200", r["engine"], r["timing"], int(r["bytes"]),
                                                           same_gpu=r["same_gpu"] == "true").fraction)
-    run = load_run(ROOT / "results" / "h200x2-all-1" / "results.csv")
+    run = load_run(ROOT / "tests" / "data" / "results-1126" / "h200x2-all-1" / "results.csv")
     noisy = _tables([run])["noisy"]
     assert sorted(zip(noisy["suite"], noisy["method"], noisy["src_gpu"], noisy["bytes"])) == want and len(want) == 7
-    _, facts = glance(ROOT / "results" / "h200x2-all-1")
+    _, facts = glance(ROOT / "tests" / "data" / "results-1126" / "h200x2-all-1")
     assert ("info", "**7 noisy rows** (handles 4, pool 2, vmm 1): their samples spread more than their kind moves "
                     "between runs; quote them with their noise.") in facts["lines"]
