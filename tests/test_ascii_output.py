@@ -42,7 +42,7 @@ def test_the_report_prints_ascii_and_writes_utf8(tmp_path):
     p = ipcbench("report", RUN, "--no-figures", "--out", tmp_path)
     out, _ = assert_ascii(p)
     assert p.returncode == 0
-    assert "h200x2-all-1 - vm - 2 x NVIDIA H200" in out and "  ok Healthy (ipcbench check: 71 checks" in out
+    assert "h200x2-all-1 - vm - 2 x NVIDIA H200" in out and "  ok Healthy (ipcbench check: 75 checks" in out
     assert "Weakest pair 1->0: 394.3 GB/s" in out and "3.2-4.9x depending on the method" in out
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "**Weakest pair** 1→0: 394.3 GB/s" in md and "µs" in md
