@@ -316,6 +316,39 @@ def test_a_floor_of_the_links_peak_cannot_judge_a_pair_whose_peak_is_unknown():
     assert c.status is Status.UNJUDGED and c.brief.endswith("link peak unknown") and c.expected is None
 
 
+def test_both_ways_is_judged_once_per_pair_from_its_lower_rank_and_a_missing_row_is_named():
+    """Every ordered pair of ranks is judged against its expectations; a bidirectional row is measured once per
+    unordered pair, from its lower rank, so the pair 1 -> 0 owes no bidir row; a row an expectation names that the
+    run lacks cannot be judged, and says which."""
+    import pandas as pd
+
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    links = [{"src_gpu": s, "dst_gpu": d, "kind": "nvswitch", "nvlink_count": 18, "nvlink_version": "4.0"}
+             for s, d in ((0, 1), (1, 0))]
+    meta = parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}},
+                       "ranks": [{"rank": r, "host": "h", "gpu": r} for r in (0, 1)]})
+
+    def row(s, d, direction):
+        return dict(host="h", method="ce", direction=direction, kind="bandwidth", timing="gated", bytes=256 << 20,
+                    src_rank=s, dst_rank=d, src_gpu=s, dst_gpu=d, verified=True, bw_gbps_median=300.0,
+                    time_us_median=1.0, note="", same_gpu=False)
+
+    frame = pd.DataFrame([row(0, 1, "push"), row(1, 0, "push"), row(0, 1, "bidir")])
+    run = Run("r", Path("r"), Path("r/results.csv"), meta, frame)
+    want = [expect.Expectation("*", "nvswitch", "ce", d, 1 << 20, 1 << 30, floor_gbps=100.0, why="w", where="f:1")
+            for d in ("push", "bidir")]
+    got = judge._coverage_and_floors(run, frame, want, ["ce"], set())
+    assert [(c.pair, c.direction, c.status) for c in got] == [("GPU 0 -> GPU 1", "push", Status.PASS),
+                                                              ("GPU 0 -> GPU 1", "bidir", Status.PASS),
+                                                              ("GPU 1 -> GPU 0", "push", Status.PASS)]
+    got = judge._coverage_and_floors(run, frame.iloc[1:], want, ["ce"], set())
+    assert [(c.pair, c.direction, c.status) for c in got][:2] == [("GPU 0 -> GPU 1", "push", Status.UNJUDGED),
+                                                                  ("GPU 0 -> GPU 1", "bidir", Status.PASS)]
+    assert got[0].brief == "GPU 0 -> GPU 1 ce push 1M:1G: no row"
+
+
 def test_a_baseline_judges_with_the_compare_statistics():
     ok = check("--from", str(QUIET2), "--any-host", "--baseline", str(QUIET), str(DATA / "compare" / "quiet3"))
     assert ok.returncode == 0, ok.stdout
