@@ -161,3 +161,13 @@ def test_a_host_timed_row_beyond_its_spread_but_not_significant_is_unchanged(tmp
     assert (row["verdict"], row["note"], row["rule"]) == ("unchanged", "not significant", "runs")
     row = judged([base, b2], new, 0.3, **target)
     assert (row["verdict"], row["note"]) == ("regression", "")
+
+
+def test_at_threshold_zero_an_unmoved_row_is_within_the_threshold(pair_of_runs):
+    """The threshold is a strict bound: a row that did not move is within it even at --threshold 0 (said so),
+    before its noise is asked."""
+    base, new = pair_of_runs
+    runs = [compare.load(p) for p in (base, new)]
+    t = compare.compare(runs[:1], runs[1], threshold=0.0).table
+    valued = t[t["rule"] != ""]
+    assert len(valued) and (valued["verdict"] == "unchanged").all() and (valued["note"] == "within ±0%").all()
