@@ -347,6 +347,47 @@ def test_both_ways_is_judged_once_per_pair_from_its_lower_rank_and_a_missing_row
     assert [(c.pair, c.direction, c.status) for c in got][:2] == [("GPU 0 -> GPU 1", "push", Status.UNJUDGED),
                                                                   ("GPU 0 -> GPU 1", "bidir", Status.PASS)]
     assert got[0].brief == "GPU 0 -> GPU 1 ce push 1M:1G: no row"
+    # an expectation judges the rows of its method, direction and sizes (both ends included), no other
+    sizes = [(1 << 20) - 4096, 1 << 20, 1 << 30, (1 << 30) + 4096]
+    frame = pd.DataFrame([{**row(0, 1, "push"), "bytes": b} for b in sizes] +
+                         [{**row(0, 1, "pull"), "bytes": 1 << 20}, {**row(0, 1, "push"), "method": "sm_write"}])
+    run = Run("r", Path("r"), Path("r/results.csv"), meta, frame)
+    got = judge._coverage_and_floors(run, frame, want[:1], ["ce", "sm_write"], set())
+    assert [(c.pair, c.method, c.direction, c.bytes) for c in got if c.status is Status.PASS] == [
+        ("GPU 0 -> GPU 1", "ce", "push", 1 << 20), ("GPU 0 -> GPU 1", "ce", "push", 1 << 30)]
+
+
+def test_the_pairs_are_meta_jsons_ranks_else_the_rows_and_each_pair_is_judged_on_its_own_rows():
+    """Three ranks on a host: every ordered pair of meta.json's ranks is judged on its own rows only (not another
+    pair's with the same source or destination, nor another host's with the same ranks); without ranks in
+    meta.json the pairs are those the rows name."""
+    import pandas as pd
+
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    links = [{"src_gpu": s, "dst_gpu": d, "kind": "nvswitch", "nvlink_count": 18, "nvlink_version": "4.0"}
+             for s in range(3) for d in range(3) if s != d]
+
+    def row(host, s, d, bw):
+        return dict(host=host, method="ce", direction="push", kind="bandwidth", timing="gated", bytes=256 << 20,
+                    src_rank=s, dst_rank=d, src_gpu=s, dst_gpu=d, verified=True, bw_gbps_median=bw,
+                    time_us_median=1.0, note="", same_gpu=False)
+
+    frame = pd.DataFrame([row("h", 0, 1, 300.0), row("h", 2, 1, 50.0), row("h", 0, 2, 60.0), row("x", 0, 1, 70.0)])
+    want = [expect.Expectation("*", "nvswitch", "ce", "push", 1 << 20, 1 << 30, floor_gbps=100.0, why="w",
+                               where="f:1")]
+    ranks = [{"rank": r, "host": "h", "gpu": r} for r in range(3)]
+    for meta in (parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}}, "ranks": ranks}),
+                 parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}}})):
+        run = Run("r", Path("r"), Path("r/results.csv"), meta, frame[frame["host"] == "h"])
+        got = judge._coverage_and_floors(run, frame, want, ["ce"], set())
+        judged = {(c.pair, c.value): c.status for c in got if c.source == "thresholds"}
+        assert judged == {("GPU 0 -> GPU 1", 300.0): Status.PASS, ("GPU 2 -> GPU 1", 50.0): Status.FAIL,
+                          ("GPU 0 -> GPU 2", 60.0): Status.FAIL}
+        missing = sorted((c.host, c.pair) for c in got if c.source == "coverage")
+        assert missing == ([("h", "GPU 1 -> GPU 0"), ("h", "GPU 1 -> GPU 2"), ("h", "GPU 2 -> GPU 0")]
+                           if meta.raw.get("ranks") else [("x", "GPU 0 -> GPU 1")])  # x: no link table
 
 
 def test_a_baseline_judges_with_the_compare_statistics():
