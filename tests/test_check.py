@@ -390,6 +390,24 @@ def test_the_pairs_are_meta_jsons_ranks_else_the_rows_and_each_pair_is_judged_on
                            if meta.raw.get("ranks") else [("x", "GPU 0 -> GPU 1")])  # x: no link table
 
 
+def test_a_pairs_link_is_its_own_on_its_own_host():
+    """judge.link_of: the link table's entry of this host and this pair, either way round; same_gpu for two ranks of
+    one GPU; unknown where the table has none (or names no kind)."""
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    def link(s, d, kind):
+        return {"src_gpu": s, "dst_gpu": d, "kind": kind, "nvlink_count": 4, "nvlink_version": "4.0"}
+
+    meta = parse_meta({"hosts": ["a", "b"], "topology": {"a": {"links": [link(0, 1, "pcie"), link(1, 2, "nvlink"),
+                                                                           link(0, 2, "")]},
+                                                          "b": {"links": [link(0, 1, "nvswitch")]}}})
+    run = Run("r", Path("r"), Path("r/results.csv"), meta, None)
+    assert [judge.link_of(run, h, s, d) for h, s, d in [("a", 0, 1), ("a", 1, 0), ("a", 2, 1), ("b", 0, 1),
+                                                         ("b", 1, 2), ("a", 0, 2), ("a", 3, 3)]] == [
+        "pcie", "pcie", "nvlink", "nvswitch", "unknown", "unknown", "same_gpu"]
+
+
 def test_a_baseline_judges_with_the_compare_statistics():
     ok = check("--from", str(QUIET2), "--any-host", "--baseline", str(QUIET), str(DATA / "compare" / "quiet3"))
     assert ok.returncode == 0, ok.stdout
