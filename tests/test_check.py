@@ -324,6 +324,98 @@ def test_a_floor_of_the_links_peak_cannot_judge_a_pair_whose_peak_is_unknown():
     assert c.status is Status.UNJUDGED and c.brief.endswith("link peak unknown") and c.expected is None
 
 
+def test_both_ways_is_judged_once_per_pair_from_its_lower_rank_and_a_missing_row_is_named():
+    """Every ordered pair of ranks is judged against its expectations; a bidirectional row is measured once per
+    unordered pair, from its lower rank, so the pair 1 -> 0 owes no bidir row; a row an expectation names that the
+    run lacks cannot be judged, and says which."""
+    import pandas as pd
+
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    links = [{"src_gpu": s, "dst_gpu": d, "kind": "nvswitch", "nvlink_count": 18, "nvlink_version": "4.0"}
+             for s, d in ((0, 1), (1, 0))]
+    meta = parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}},
+                       "ranks": [{"rank": r, "host": "h", "gpu": r} for r in (0, 1)]})
+
+    def row(s, d, direction):
+        return dict(host="h", method="ce", direction=direction, kind="bandwidth", timing="gated", bytes=256 << 20,
+                    src_rank=s, dst_rank=d, src_gpu=s, dst_gpu=d, verified=True, bw_gbps_median=300.0,
+                    time_us_median=1.0, note="", same_gpu=False)
+
+    frame = pd.DataFrame([row(0, 1, "push"), row(1, 0, "push"), row(0, 1, "bidir")])
+    run = Run("r", Path("r"), Path("r/results.csv"), meta, frame)
+    want = [expect.Expectation("*", "nvswitch", "ce", d, 1 << 20, 1 << 30, floor_gbps=100.0, why="w", where="f:1")
+            for d in ("push", "bidir")]
+    got = judge._coverage_and_floors(run, frame, want, ["ce"], set())
+    assert [(c.pair, c.direction, c.status) for c in got] == [("GPU 0 -> GPU 1", "push", Status.PASS),
+                                                              ("GPU 0 -> GPU 1", "bidir", Status.PASS),
+                                                              ("GPU 1 -> GPU 0", "push", Status.PASS)]
+    got = judge._coverage_and_floors(run, frame.iloc[1:], want, ["ce"], set())
+    assert [(c.pair, c.direction, c.status) for c in got][:2] == [("GPU 0 -> GPU 1", "push", Status.UNJUDGED),
+                                                                  ("GPU 0 -> GPU 1", "bidir", Status.PASS)]
+    assert got[0].brief == "GPU 0 -> GPU 1 ce push 1M:1G: no row"
+    # an expectation judges the rows of its method, direction and sizes (both ends included), no other
+    sizes = [(1 << 20) - 4096, 1 << 20, 1 << 30, (1 << 30) + 4096]
+    frame = pd.DataFrame([{**row(0, 1, "push"), "bytes": b} for b in sizes] +
+                         [{**row(0, 1, "pull"), "bytes": 1 << 20}, {**row(0, 1, "push"), "method": "sm_write"}])
+    run = Run("r", Path("r"), Path("r/results.csv"), meta, frame)
+    got = judge._coverage_and_floors(run, frame, want[:1], ["ce", "sm_write"], set())
+    assert [(c.pair, c.method, c.direction, c.bytes) for c in got if c.status is Status.PASS] == [
+        ("GPU 0 -> GPU 1", "ce", "push", 1 << 20), ("GPU 0 -> GPU 1", "ce", "push", 1 << 30)]
+
+
+def test_the_pairs_are_meta_jsons_ranks_else_the_rows_and_each_pair_is_judged_on_its_own_rows():
+    """Three ranks on a host: every ordered pair of meta.json's ranks is judged on its own rows only (not another
+    pair's with the same source or destination, nor another host's with the same ranks); without ranks in
+    meta.json the pairs are those the rows name."""
+    import pandas as pd
+
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    links = [{"src_gpu": s, "dst_gpu": d, "kind": "nvswitch", "nvlink_count": 18, "nvlink_version": "4.0"}
+             for s in range(3) for d in range(3) if s != d]
+
+    def row(host, s, d, bw):
+        return dict(host=host, method="ce", direction="push", kind="bandwidth", timing="gated", bytes=256 << 20,
+                    src_rank=s, dst_rank=d, src_gpu=s, dst_gpu=d, verified=True, bw_gbps_median=bw,
+                    time_us_median=1.0, note="", same_gpu=False)
+
+    frame = pd.DataFrame([row("h", 0, 1, 300.0), row("h", 2, 1, 50.0), row("h", 0, 2, 60.0), row("x", 0, 1, 70.0)])
+    want = [expect.Expectation("*", "nvswitch", "ce", "push", 1 << 20, 1 << 30, floor_gbps=100.0, why="w",
+                               where="f:1")]
+    ranks = [{"rank": r, "host": "h", "gpu": r} for r in range(3)]
+    for meta in (parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}}, "ranks": ranks}),
+                 parse_meta({"hosts": ["h"], "topology": {"h": {"links": links}}})):
+        run = Run("r", Path("r"), Path("r/results.csv"), meta, frame[frame["host"] == "h"])
+        got = judge._coverage_and_floors(run, frame, want, ["ce"], set())
+        judged = {(c.pair, c.value): c.status for c in got if c.source == "thresholds"}
+        assert judged == {("GPU 0 -> GPU 1", 300.0): Status.PASS, ("GPU 2 -> GPU 1", 50.0): Status.FAIL,
+                          ("GPU 0 -> GPU 2", 60.0): Status.FAIL}
+        missing = sorted((c.host, c.pair) for c in got if c.source == "coverage")
+        assert missing == ([("h", "GPU 1 -> GPU 0"), ("h", "GPU 1 -> GPU 2"), ("h", "GPU 2 -> GPU 0")]
+                           if meta.raw.get("ranks") else [("x", "GPU 0 -> GPU 1")])  # x: no link table
+
+
+def test_a_pairs_link_is_its_own_on_its_own_host():
+    """judge.link_of: the link table's entry of this host and this pair, either way round; same_gpu for two ranks of
+    one GPU; unknown where the table has none (or names no kind)."""
+    from ipcbench.record.meta import parse_meta
+    from ipcbench.record.run import Run
+
+    def link(s, d, kind):
+        return {"src_gpu": s, "dst_gpu": d, "kind": kind, "nvlink_count": 4, "nvlink_version": "4.0"}
+
+    meta = parse_meta({"hosts": ["a", "b"], "topology": {"a": {"links": [link(0, 1, "pcie"), link(1, 2, "nvlink"),
+                                                                           link(0, 2, "")]},
+                                                          "b": {"links": [link(0, 1, "nvswitch")]}}})
+    run = Run("r", Path("r"), Path("r/results.csv"), meta, None)
+    assert [judge.link_of(run, h, s, d) for h, s, d in [("a", 0, 1), ("a", 1, 0), ("a", 2, 1), ("b", 0, 1),
+                                                         ("b", 1, 2), ("a", 0, 2), ("a", 3, 3)]] == [
+        "pcie", "pcie", "nvlink", "nvswitch", "unknown", "unknown", "same_gpu"]
+
+
 def test_a_baseline_judges_with_the_compare_statistics():
     ok = check("--from", str(QUIET2), "--any-host", "--baseline", str(QUIET), str(DATA / "compare" / "quiet3"))
     assert ok.returncode == 0, ok.stdout

@@ -338,6 +338,14 @@ def test_unverified_in_new_is_a_regression(base_run, new_run, capsys):
     assert list(t[t["verdict"] == "regression"]["note"]) == ["unverified in NEW"]
     rc, t, _ = csv_table(capsys, new_run, base_run)
     assert rc == 0 and list(t[t["verdict"] == "improvement"]["note"]) == ["verified in NEW only"]
+    header, records = synth.read_csv(base_run)  # unverified on both sides, and twice as slow in NEW: not judged
+    records[row_index(base_run, suite="copy", method="ce", direction="pull", src_gpu=0, dst_gpu=2, bytes=4 * K)][
+        header.index("verified")] = "false"
+    synth.write_csv(base_run, header, records)
+    synth.scale_rows(new_run, [i], 0.5)
+    rc, t, _ = csv_table(capsys, base_run, new_run)
+    row = verdict_of(t, suite="copy", method="ce", direction="pull", src_gpu=0, dst_gpu=2, bytes=4 * K)
+    assert rc == 0 and (row["verdict"], row["note"]) == ("not judged", "unverified in both")
 
 
 # ------------------------------------------------------------------------------------------ symmetry

@@ -143,3 +143,31 @@ def test_the_pooled_between_run_variance_never_goes_below_the_rows_own(tmp_path)
     assert row["spread"] == pytest.approx(0.3, abs=1e-3)
     assert 0.05 < row["p"] < 0.1, row["p"]  # t 1.82, 72 degrees of freedom: 0.073
     assert (row["verdict"], row["note"]) == ("unchanged", "within the rows' noise")
+
+
+def test_a_host_timed_row_beyond_its_spread_but_not_significant_is_unchanged(tmp_path):
+    """Two BASE runs 3x apart on one host-timed row (its spread 200%, its between-runs variance its own: (ln 3)^2 / 2);
+    NEW 5.5x slower than the first is beyond that spread and both sides' noise, but the runs t-test says such a move
+    is not significant at 0.01 (t 1.21): unchanged, "not significant". At alpha 0.3 it is significant: a
+    regression."""
+    base = synth.make_run(tmp_path, run_id="b1", suites=["copy", "staged"], sizes=SIZES, same_gpu=False)
+    b2, new = (another_run(base, tmp_path / n) for n in ("b2", "new"))
+    target = dict(suite="staged", method="mpi_staged", direction="push", src_gpu=0, dst_gpu=1, bytes=64 << 20)
+    synth.scale_rows(b2, [index_of(b2, **target)], 1 / 3)
+    synth.scale_rows(new, [index_of(new, **target)], 1 / 5.5)
+    row = judged([base, b2], new, 0.01, **target)
+    assert row["test"] == "runs" and row["spread"] == pytest.approx(2.0, abs=1e-3)
+    assert abs(np.log1p(row["change"])) > np.log(3) and 0.2 < row["p"] < 0.3, row["p"]
+    assert (row["verdict"], row["note"], row["rule"]) == ("unchanged", "not significant", "runs")
+    row = judged([base, b2], new, 0.3, **target)
+    assert (row["verdict"], row["note"]) == ("regression", "")
+
+
+def test_at_threshold_zero_an_unmoved_row_is_within_the_threshold(pair_of_runs):
+    """The threshold is a strict bound: a row that did not move is within it even at --threshold 0 (said so),
+    before its noise is asked."""
+    base, new = pair_of_runs
+    runs = [compare.load(p) for p in (base, new)]
+    t = compare.compare(runs[:1], runs[1], threshold=0.0).table
+    valued = t[t["rule"] != ""]
+    assert len(valued) and (valued["verdict"] == "unchanged").all() and (valued["note"] == "within ±0%").all()

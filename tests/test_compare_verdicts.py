@@ -40,3 +40,68 @@ def test_kinds_are_said_by_size_band_then_engine():
                          [("sm", 2), ("zz", 0), ("ce", 2), ("nccl", 0), ("api", 0), ("ce", 1)]])
     assert [c["kind"] for c in catches(rows, 0.02)] == ["nccl <= 256K", "api <= 256K", "zz <= 256K", "ce 256K-64M",
                                                        "ce >= 64M", "sm >= 64M"]
+
+
+def judge_rows(cases: list[dict], nb: int, threshold: float = 0.02):
+    """compare_verdicts.row_verdicts on one hand-made row per case: each case's fields over a matched, verified,
+    valid bandwidth row that moved by nothing, inside a 1% bound."""
+    import numpy as np
+
+    from ipcbench.judging.compare_verdicts import row_verdicts
+
+    base = dict(_merge="both", verified_b=True, verified_n=True, impossible_b="", impossible_n="", bad_b="", bad_n="",
+                k=float(nb), lv_b=0.0, lv_n=0.0, kind="bandwidth", _runs_why="", g=0.0, bound=0.01,
+                why="within the rows' noise", sig=False, enough=True)
+    rows = pd.DataFrame([{**base, **c} for c in cases])
+    col = {c: rows[c].to_numpy() for c in ("g", "bound", "sig", "enough")}
+    verdict, note, valued = row_verdicts(rows, rows, col["g"].astype(float), col["bound"].astype(float),
+                                         rows["why"].to_numpy(dtype=str), col["sig"].astype(bool),
+                                         col["enough"].astype(bool), threshold, nb)
+    return [(v, n) for v, n in zip(verdict, note)], list(np.asarray(valued))
+
+
+NAN = float("nan")
+HOST = "host-timed"
+
+
+@pytest.mark.parametrize("nb, case, want", [
+    (1, dict(_merge="left_only", kind="error", verified_n=False), (V.MISSING, "in BASE, not in NEW")),
+    (1, dict(_merge="right_only", kind="error"), (V.NEW, "only in NEW")),
+    (1, dict(kind="error", impossible_n="x", verified_n=False), (V.NOT_JUDGED, "error-path row")),
+    (1, dict(impossible_n="x", impossible_b="y", bad_n="z"), (V.NOT_JUDGED, "above a physical ceiling in NEW")),
+    (1, dict(impossible_b="y", bad_n="z"), (V.NOT_JUDGED, "above a physical ceiling in BASE")),
+    (1, dict(bad_n="z", bad_b="w", verified_n=False), (V.NOT_JUDGED, "invalid in NEW")),
+    (1, dict(bad_b="w", verified_n=False), (V.NOT_JUDGED, "invalid in BASE: w")),
+    (1, dict(verified_n=False, lv_n=NAN), (V.REGRESSION, "unverified in NEW")),
+    (1, dict(verified_b=False, lv_n=NAN), (V.IMPROVEMENT, "verified in NEW only")),
+    (1, dict(verified_b=False, verified_n=False, g=1.0), (V.NOT_JUDGED, "unverified in both")),
+    (1, dict(lv_n=NAN, _runs_why=HOST), (V.NOT_JUDGED, "no value to compare")),
+    (1, dict(lv_b=NAN), (V.NOT_JUDGED, "no value to compare")),
+    (1, dict(_runs_why=HOST, g=1.0, enough=False), (V.NOT_JUDGED, "host-timed: give 2+ BASE runs")),
+    (2, dict(_runs_why=HOST, g=1.0, k=1.0, enough=False), (V.NOT_JUDGED, "host-timed: in fewer than 2 BASE runs")),
+    (2, dict(_runs_why=HOST, g=1.0, enough=False), (V.NOT_JUDGED, "fewer than 2 samples")),
+    (1, dict(g=0.0198, bound=0.0), (V.UNCHANGED, "within ±2%")),
+    (1, dict(g=-0.0198, bound=0.0), (V.UNCHANGED, "within ±2%")),
+    (1, dict(g=0.05, bound=0.06), (V.UNCHANGED, "within the rows' noise")),
+    (1, dict(g=-0.05, bound=0.06, why="within the BASE runs' spread"), (V.UNCHANGED, "within the BASE runs' spread")),
+    (2, dict(_runs_why=HOST, g=-0.5, bound=0.1), (V.UNCHANGED, "not significant")),
+    (2, dict(_runs_why=HOST, g=-0.5, bound=0.1, sig=True), (V.REGRESSION, "")),
+    (2, dict(g=-0.5, bound=0.1), (V.REGRESSION, "")),  # not host-timed: its significance decides nothing
+    (2, dict(g=0.5, bound=0.1, k=1.0), (V.IMPROVEMENT, "")),  # in one BASE run of two: judged by its noise
+    (1, dict(g=0.05, bound=0.04), (V.IMPROVEMENT, "")),
+    (1, dict(g=-0.05, bound=0.04), (V.REGRESSION, "")),
+])
+def test_each_rows_verdict_is_the_first_rule_that_holds(nb, case, want):
+    (got,), (valued,) = judge_rows([case], nb)
+    assert got == want
+    assert bool(valued) is (want[1] in ("", "within ±2%", "within the rows' noise", "within the BASE runs' spread",
+                                        "not significant"))
+
+
+def test_a_change_and_its_bound_are_compared_in_log_space():
+    """|g| is a log ratio: a change beyond --threshold (log1p of it) and beyond its bound (log1p of it) counts."""
+    got, _ = judge_rows([dict(g=math.log1p(0.0201), bound=0.0), dict(g=math.log1p(0.0199), bound=0.0),
+                         dict(g=math.log1p(0.0501), bound=0.05), dict(g=math.log1p(0.0499), bound=0.05),
+                         dict(g=-math.log1p(0.0501), bound=0.05), dict(g=math.log1p(0.05), bound=0.05)], 1)
+    assert [v for v, _ in got] == [V.IMPROVEMENT, V.UNCHANGED, V.IMPROVEMENT, V.UNCHANGED, V.REGRESSION,
+                                   V.UNCHANGED]  # a change of exactly its bound is within it

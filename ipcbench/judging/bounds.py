@@ -19,10 +19,8 @@ def pct(v) -> str:
 def noise_basis(run: Run) -> str:
     """The run's noise basis: "between-runs" when its meta.json says its `noise` covers how far a row moves
     between runs of the same code on the same node, else "within-run" (runs older than that, a CSV without
-    meta.json): the too small noise of the old sampler. Meta.noise_basis where the reader has it, else
-    meta.json's key."""
-    basis = getattr(run.meta, "noise_basis", None) or run.meta.raw.get("noise_basis")
-    return "between-runs" if basis == "between-runs" else "within-run"
+    meta.json): the too small noise of the old sampler (record/meta.Meta.noise_basis)."""
+    return "between-runs" if run.meta.noise_basis == "between-runs" else "within-run"
 
 
 def within_noise(frame, run: Run):
