@@ -28,6 +28,9 @@ RUNS = sorted(p.parent.relative_to(REPO).as_posix() for top in ("results", "test
 NOT_AN_INPUT = "is not a check input: `ipcbench check --from RUN` judges a run of `ipcbench check` or `ipcbench all`"
 # The runs check cannot judge, and the words that say why (every other run is HEALTHY or UNHEALTHY).
 WHY_NOT = {
+    "results/h200x1-selftest-1": NOT_AN_INPUT,
+    "results/h200x2-selftest-1": NOT_AN_INPUT,
+    "results/h200x4-selftest-1": NOT_AN_INPUT,
     "tests/data/results-1126/h100x1-selftest-1": NOT_AN_INPUT,
     "tests/data/results-1126/h200x2-selftest-1": NOT_AN_INPUT,
     "tests/data/results-1126/h200x2-selftest-2": NOT_AN_INPUT,
@@ -99,6 +102,31 @@ def test_every_recorded_run_is_judged_or_says_exactly_why_not(run):
 def test_under_results_only_runs_that_are_not_check_inputs_cannot_be_judged():
     assert {r for r in WHY_NOT if r.startswith("results/")} == {r for r in RUNS if "selftest" in r and
                                                                 r.startswith("results/")}
+
+
+# ---- the run's own concurrency guard ----------------------------------------------------------------------------
+
+def test_a_run_whose_concurrency_guard_failed_cannot_be_judged_and_says_which_round(tmp_path):
+    run = REPO / "results" / "h200x4-check-1"
+    assert check("--from", str(run)).returncode == 0
+
+    def fail_one(meta):
+        g = meta["pair_mode"]["check"][-1]
+        g["ok"], g["worst_diff"] = False, 0.083
+        g["pairs"][0].update(diff=-0.083, tolerance=0.02)
+        return g
+
+    dst = copy_run(run, tmp_path / "run")
+    failed = {}
+    edit_meta(dst, lambda m: failed.update(fail_one(m)))
+    p = check("--from", str(dst))
+    assert p.returncode == 2, p.stdout[-2000:]
+    last = p.stdout.rstrip().splitlines()[-1]
+    pair = failed["pairs"][0]
+    what = f"{failed['round']} round of {failed['step']} at "
+    assert last.startswith(f"REASON: cannot judge: concurrency guard failed: {what}"), last
+    assert p.stdout.count(f" on vm: 8.3% from the same pairs one at a time (worst: ranks {pair['src_rank']} -> "
+                         f"{pair['dst_rank']}, allowed ±2.0%); measure with --pairs sequential\n") == 1, p.stdout
 
 
 # ---- a selftest run ------------------------------------------------------------------------------------------

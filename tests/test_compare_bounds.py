@@ -21,7 +21,8 @@ FLOOR = noise.floor_for(H100, "ce", "gated", 256 << 20).fraction  # a large ce r
 def judge(cases: list[dict], nb: int = 1, old: bool = False):
     """bounds() of one hand-made row per case (a large ce row of two H100 runs: each side's fields over
     stated noise 0.5 and no within-run noise, one BASE run)."""
-    base = dict(engine_b="ce", engine_n="ce", bytes=256 << 20, timing="gated", sliced=False, same_gpu=False,
+    base = dict(engine_b="ce", engine_n="ce", bytes=256 << 20, timing="gated", kind="bandwidth", sliced=False,
+                same_gpu=False,
                 within_b=math.nan, within_n=math.nan, noise_b=0.5, noise_n=0.5, k=float(nb), lv_max=0.0, lv_min=0.0,
                 _runs_why="")
     rows = pd.DataFrame([{**base, **c} for c in cases])
@@ -57,10 +58,16 @@ def test_several_base_runs_their_spread_never_below_the_noise(k, spread, bound, 
     assert got[0] == pytest.approx(bound) and got[1:3] == (rule, why)
 
 
-def test_host_timed_rows_are_judged_by_the_runs_rule():
-    got = judge([dict(_runs_why="host-timed", k=2.0), dict(_runs_why="host-timed", k=2.0)], nb=2)
-    assert [g[1] for g in got] == ["runs", "runs"]
-    assert np.isclose(got[0][0], 1.0)
+def test_time_sliced_rows_are_judged_by_the_runs_rule_host_timed_rows_by_their_kinds_tail():
+    sliced = dict(_runs_why="time-sliced hand-off (same GPU, no MPS)", k=2.0)
+    host = dict(_runs_why="host-timed", timing="host", k=2.0, noise_b=0.0, noise_n=0.0, lv_max=math.log1p(5.0))
+    got = judge([sliced, host, dict(host, noise_b=9.0, noise_n=9.0), dict(host, k=1.0)], nb=2)
+    assert [g[1] for g in got] == ["runs", "tail", "tail", "runs"]
+    assert np.isclose(got[0][0], 1.0)  # the spread of 0 never below both sides' noise
+    tail = noise.host_tail("ce", 256 << 20).fraction
+    assert got[1][0] == pytest.approx(tail) and got[1][2] == "within the tail of host-timed rows"  # not the spread
+    assert got[2][0] == pytest.approx(18.0) and got[2][2] == "within the rows' noise"  # never below the noise
+    assert got[3][0] == pytest.approx(0.0)  # in one BASE run of two: its noise alone
 
 
 @pytest.mark.parametrize("v, words", [(0.032, "3.2%"), (0.135, "13.5%"), (0.2667, "26.7%"), (1.5, "150%"),

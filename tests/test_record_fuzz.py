@@ -31,14 +31,16 @@ from ipcbench.results import META_NAME
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = sorted(p.parent for d in ("results", "tests/data") for p in (ROOT / d).rglob(META_NAME)
                   if (p.parent / "results.csv").is_file())
-# one run of each kind: a check with evidence, a selftest on one GPU, --quick of 4 ranks on 2 GPUs (rank pairs), a
-# full run, an old run (no schema_version, evidence, plan), MPS on one GPU
-SUBSET = ["tests/data/results-1126/h200x2-check-1", "tests/data/results-1126/h100x1-selftest-1", "tests/data/results-1126/h200x2-np4-quick", "tests/data/results-1126/h100x1-all-1",
+# one run of each kind: --quick of 8 ranks on 4 GPUs (schema 4: permutation rounds, each step's rounds, the
+# concurrency guard's checks, skipped steps), a check with evidence (clock events), a selftest on one GPU, --quick of
+# 4 ranks on 2 GPUs (rank pairs), a full run, an old run (no schema_version, evidence, plan), MPS on one GPU
+SUBSET = ["results/h200x4-np8-quick", "results/h200x2-check-1", "tests/data/results-1126/h100x1-selftest-1",
+          "tests/data/results-1126/h200x2-np4-quick", "tests/data/results-1126/h100x1-all-1",
           "tests/data/h200x2/20261123-090753-vm", "tests/data/onegpu/h100-mps"]
 RUNS = RECORDED if os.environ.get("IPCBENCH_FUZZ_FULL") else [ROOT / r for r in SUBSET]
 # objects whose keys are names (hosts, GPU indices, ranks, suites, libraries, counters), not fields
-MAPS = ("gpus", "topology", "mps", "mps.*.gpus", "pair_mode.per_host", "versions", "suite_wall_s", "time_breakdown_s",
-        "time_breakdown_s.*", "evidence.snapshots[].gpus[].links.value[].errors.value",
+MAPS = ("gpus", "topology", "pair_mode.rounds", "mps", "mps.*.gpus", "pair_mode.per_host", "versions", "suite_wall_s",
+        "time_breakdown_s", "time_breakdown_s.*", "evidence.snapshots[].gpus[].links.value[].errors.value",
         "evidence.snapshots[].gpus[].clock_event_ns.value")
 # what a writer writes that no committed run holds: null where a fact is unknown (a run still running, a GPU whose
 # NVML gives no memory clock, a link of unknown kind, no time limit, a process whose memory NVML does not say, an

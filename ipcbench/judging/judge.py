@@ -129,6 +129,7 @@ def judge(run, expectations: list[Expectation], methods: list[str], baseline=Non
     if run.incomplete:
         v.checks.append(_whole(run, "run", f"the run did not complete ({run.incomplete})",
                                f"the run did not complete ({run.incomplete})"))
+    v.checks += _guard(run)
     v.checks += [_row_check(run, r, "run", None, "", None, Status.UNJUDGED,
                             f"{_what(run, r)}: {invalid[r.Index]}: not judged, nor used to judge another pair",
                             f"{_what(run, r)}: {invalid[r.Index]}") for r in frame.loc[list(invalid)].itertuples()]
@@ -168,6 +169,25 @@ def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], li
     used = {h: {g.uuid for g in gs if g.uuid} for h, gs in run.meta.gpus.items()}
     got = evidence_rules.judge(run.meta.evidence, tables, models, used)
     return got.findings, got.notes
+
+
+def _guard(run) -> list[Finding]:
+    """A round the run's own concurrency guard failed (meta.json's pair_mode.check, run/walk.check_rounds): the
+    pairs it measured at once read further from the same pairs alone than their noise, so every row measured in
+    such rounds is in doubt, the instrument's schedule rather than the node: the run cannot be judged (UNJUDGED)."""
+    out = []
+    for g in run.meta.pair_mode.get("check", []):
+        if g.get("ok", True):
+            continue
+        worst = max(g.get("pairs", []), key=lambda d: abs(d.get("diff", 0.0)) - d.get("tolerance", 0.0), default={})
+        pair = f" (worst: ranks {worst['src_rank']} -> {worst['dst_rank']}, allowed ±{worst.get('tolerance', 0):.1%})" \
+            if worst else ""
+        what = f"{g.get('round', 'concurrent')} round of {g['step']} at {fmt_size(g.get('bytes', 0))} on {g.get('host', '?')}"
+        moved = f"{g.get('worst_diff', 0):.1%} from the same pairs one at a time{pair}"
+        out.append(_whole(run, "run", f"the run's concurrency guard failed: the {what} read up to {moved}: the rows "
+                                      "measured in rounds are in doubt; measure with --pairs sequential",
+                          f"concurrency guard failed: {what}: {moved}; measure with --pairs sequential"))
+    return out
 
 
 def invalid_rows(run) -> dict:

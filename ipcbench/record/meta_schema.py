@@ -74,7 +74,13 @@ PAIR_MODE_FIELDS: dict[str, Spec] = {
     "reason": TEXT, "serial_pairs": SERIAL_PAIRS, "rank_pairs": TEXT, "permutation": PERMUTATION}
 ROUND = Obj({"kind": Text(("disjoint", "permutation")), "flows": ListOf(ListOf(COUNT)), "sizes": ListOf(COUNT)},
             required=("kind", "flows", "sizes"))  # core/schedule.Group.as_dict
-PAIR_MODE = Obj({**PAIR_MODE_FIELDS, "per_host": MapOf(Obj(PAIR_MODE_FIELDS)), "check": ListOf(Obj()),
+# the concurrency guard's checks (run/walk.check_rounds): each compared pair's two values and their relative
+# difference (concurrent / sequential - 1, so never below -1)
+GUARD_PAIR = Obj({"src_rank": COUNT, "dst_rank": COUNT, "concurrent": Num(strict=True), "sequential": Num(strict=True),
+                  "diff": Num(-1.0), "tolerance": Num()}, required=("src_rank", "dst_rank"))
+GUARD = Obj({"host": TEXT, "step": TEXT, "engine": TEXT, "round": Text(("disjoint", "permutation")), "bytes": Int(1),
+             "pairs": ListOf(GUARD_PAIR), "worst_diff": Num(), "tolerance": Num(), "ok": BOOL}, required=("step", "ok"))
+PAIR_MODE = Obj({**PAIR_MODE_FIELDS, "per_host": MapOf(Obj(PAIR_MODE_FIELDS)), "check": ListOf(GUARD),
                  "rounds": MapOf(ListOf(ROUND))})
 SAMPLING = Obj({"min_time_ms": Num(strict=True), "min_samples": Int(1), "max_samples": Int(1), "noise": Num(),
                 "max_time_s": Null(Num(strict=True)), "placements": Int(1), "floor_share": Num(),

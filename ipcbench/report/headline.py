@@ -286,9 +286,7 @@ def _flags(run: Run, t: dict, flags: list[str]) -> list[tuple[str, str]]:
         flags.append(_n(len(t["noisy"]), "noisy row"))
         lines.append(("info", _noise_text(t["noisy"])))
     if run.meta.quick:
-        flags.append("quick run")
-        lines.append(("info", "**Quick run** (--quick): a looser stopping rule, for a health check, not for numbers "
-                              "to quote."))
+        flags.append("quick run")  # what that means: in the "How it was measured" line (report/options.py)
     if not run.meta.found:
         flags.append("no meta.json")
         lines.append(("warn", "No meta.json: options, GPUs, link peaks and versions unknown."))
@@ -421,6 +419,7 @@ def _run_block(run: Run, t: dict, facts: dict, several: bool) -> list[Block]:
     link = _link_desc(run.meta)
     title = f"{run.label} · {gpu_desc(run)}" + (f" · {link}" if link else "")
     how = {k: v for k, v in facts["options"].items() if k != "command"}  # the command: in the run's details
+    how["pairs"] = options_short(run.meta, run.frame)["pairs"]  # why: in the run's details (its options line)
     items = facts["lines"] + [("info", "**How it was measured**: " + options_line(how))]
     out: list[Block] = [Heading(3, run.label, terminal=True)] if several else []
     out += [Callout(items, title=title, terminal=True)] + _pair_table(t["best"], terminal=True)

@@ -15,6 +15,7 @@ MAX_TERMINAL_RUN_ROWS = 20
 COMPARED = ("mode", "sampling", "sizes", "ranks/GPU", "pairs")
 PAIR_MODES = {"sequential": ("one pair at a time", "one at a time"),  # (the options line, the short table)
               "concurrent": ("disjoint pairs at once", "at once")}
+QUICK_WORDS = "a looser stopping rule, for a health check, not for numbers to quote"
 PERMUTATION_WORDS = "permutation rounds (each GPU sending once and receiving once)"
 EVERY_SIZE = 1 << 60  # a permutation limit this large: every size (core/schedule.decide_permutation)
 
@@ -98,6 +99,8 @@ def options_line(opts: dict[str, str]) -> str:
     """One line of markdown-ish text: "**quick (--quick) run**: …; sizes …; ranks per GPU …"."""
     mode = opts.get("mode", "not recorded")
     head = f"**{mode} run**" if mode != "not recorded" else "**options not recorded** (no meta.json, or an older one)"
+    if opts.get("mode", "").startswith("quick"):
+        head += f" ({QUICK_WORDS})"
     parts = [f"{head}: {opts['sampling']}" if opts.get("sampling") != "not recorded" else head,
              opts.get("sizes", ""), ranks_text(opts.get("ranks per GPU", "not recorded")),
              f"pairs: {opts.get('pairs')}"]
