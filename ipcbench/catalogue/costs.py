@@ -10,9 +10,12 @@ for each size (SamplingRule.sample_s; 3 ms at least for a two-sided step), at le
 (per suite): the work around the samples (calibration, fill, verify, barriers, the row's bookkeeping); `once_s` (per
 suite): what a suite pays once (NCCL communicators, kernels loaded). Ranks sharing GPUs multiply the measurements both
 ranks of a pair drive (run/costmodel.PlanStep.both_drive; not one rank's, nor `once_s`) by `shared_gpu_factor`,
-every rank on one GPU by `one_gpu_factor`. A run adds `close_s` (meta.json's wall_s less its suites' walls:
-releasing and closing) and `startup_s` (the user's wall, mpirun to exit, less wall_s: Python, MPI and CUDA start,
-buffers; a one-GPU node's its own, `one_gpu_startup_s`). Two commands add what they do beyond their suites, each
+every rank on one GPU by `one_gpu_factor`. A run adds its closing (meta.json's wall_s less its suites' walls:
+releasing and closing) and its start-up (the user's wall, mpirun to exit, less wall_s: Python, MPI and CUDA start,
+buffers). The closing is a line in the node's ranks (`close_s + close_rank_s x ranks`: each rank closes the handles
+and communicators of every peer), the start-up a line in their doublings (`startup_s + startup_rank_s x log2(ranks)`:
+the ranks start their interpreters, MPI, CUDA contexts and NVML side by side, each doubling adding the same; on
+4 x H200, 2026-11-28: 3.2 s for 2 ranks, 4.9 s for 4, 7.0 s for 8). Two commands add what they do beyond their suites, each
 fitted to that command's runs against the model of its suites: `ipcbench check` `check_s` (its verdict after the
 run: reading the run back, judging it, writing its outputs; and what the suites' constants, fitted on `all`, miss
 for check's small plan), `ipcbench selftest` `anchor_s` per anchor measurement (one size at one place of its
@@ -24,6 +27,7 @@ it by hand, refit.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -79,9 +83,9 @@ class CostModel:
     suites: dict[str, SuiteCost]
     default: SuiteCost  # a suite the fit never saw: the mean of the fitted ones
     shared_gpu_factor: float  # ranks sharing GPUs of a node of several: the measurements both ranks drive x this
-    close_s: float  # meta.json wall_s - sum(suite_wall_s)
-    startup_s: float  # the user's wall - wall_s
-    startup_basis: str  # how startup_s was had: "measured (--walls, N runs)" or "assumed: ..."
+    close_s: float  # meta.json wall_s - sum(suite_wall_s), less close_rank_s x ranks
+    startup_s: float  # the user's wall - wall_s, less startup_rank_s x ranks
+    startup_basis: str  # how the start-up was had: "measured (--walls, N runs)" or "assumed: ..."
     fitted: str  # the date of the fit
     machines: tuple[str, ...]  # the machine kinds of the runs fitted
     runs: tuple[str, ...]  # the run directories fitted, as given
@@ -89,19 +93,25 @@ class CostModel:
     # every rank on one GPU (a one-GPU machine): its own factor, since no pair crosses a link and the two ranks' kernels
     # are time-sliced on every measurement; None: shared_gpu_factor
     one_gpu_factor: float | None = None
-    # ipcbench check: the user's wall less what the model says of its suites, closing and start-up; None: never fitted
+    # ipcbench check: the user's wall less what the model says of its suites and start-up (its verdict and closing),
+    # a line in the node's ranks with check_rank_s; None: never fitted
     check_s: float | None = None
     # ipcbench selftest: seconds per anchor measurement (selftest/plan.anchor_units), in wall_s; None: never fitted
     anchor_s: float | None = None
-    # a one-GPU node (every rank on one GPU), fitted on its own runs: its start-up (one GPU's context, NVML and
-    # buffers; 2.0 s against 2.9 on two GPUs) and its selftest anchors (copies within the GPU, whose 512-transfer
-    # repetitions of small sizes are shorter than a link's); None: startup_s, anchor_s
-    one_gpu_startup_s: float | None = None
+    # a one-GPU node (every rank on one GPU), fitted on its own runs: its selftest anchors (copies within the GPU,
+    # whose 512-transfer repetitions of small sizes are shorter than a link's); None: anchor_s
     one_gpu_anchor_s: float | None = None
+    startup_rank_s: float = 0.0  # the start-up's seconds per doubling of the node's ranks
+    close_rank_s: float = 0.0  # the closing's seconds per rank of the node
+    check_rank_s: float = 0.0  # check's own term's seconds per rank of the node (more pairs and checks to judge)
 
-    def startup_for(self, gpus: int) -> float:
-        """The start-up of a node of `gpus` GPUs (0: not known, a node of several)."""
-        return self.one_gpu_startup_s if gpus == 1 and self.one_gpu_startup_s is not None else self.startup_s
+    def startup_for(self, ranks: int) -> float:
+        """The start-up (mpirun to the run's first step) of a node of `ranks` ranks."""
+        return self.startup_s + self.startup_rank_s * math.log2(max(ranks, 1))
+
+    def close_for(self, ranks: int) -> float:
+        """The closing (after the suites: releasing, closing, writing) of a node of `ranks` ranks."""
+        return self.close_s + self.close_rank_s * ranks
 
     def anchor_for(self, gpus: int) -> float | None:
         """Seconds per selftest anchor measurement on a node of `gpus` GPUs (0: not known, a node of several)."""
@@ -141,114 +151,106 @@ class CostModel:
 
 # --- fitted table (written by python tools/costfit.py --write) ---
 COSTS = CostModel(
-    samples_factor=1.053,
+    samples_factor=1.0539,
     suites={
-        'copy': SuiteCost(fixed_s=0.00279, once_s=0.087),
-        'kernel': SuiteCost(fixed_s=0.00149, once_s=0.163),
-        'pool': SuiteCost(fixed_s=0.00189, once_s=0.138),
-        'vmm': SuiteCost(fixed_s=0.0015, once_s=0.098),
-        'staged': SuiteCost(fixed_s=0.02332, once_s=0.3, samples=False),
-        'nccl': SuiteCost(fixed_s=0.00043, once_s=0.395),
-        'latency': SuiteCost(fixed_s=0.00609, once_s=0.0),
-        'handles': SuiteCost(fixed_s=0.00346, once_s=0.079, samples=False),
-        'pipeline': SuiteCost(fixed_s=0.00789, once_s=0.0),
+        'copy': SuiteCost(fixed_s=0.00454, once_s=0.066),
+        'kernel': SuiteCost(fixed_s=0.00353, once_s=0.116),
+        'pool': SuiteCost(fixed_s=0.00442, once_s=0.067),
+        'vmm': SuiteCost(fixed_s=0.00399, once_s=0.066),
+        'staged': SuiteCost(fixed_s=0.00265, once_s=0.424),
+        'nccl': SuiteCost(fixed_s=0.00588, once_s=0.44),
+        'latency': SuiteCost(fixed_s=0.00696, once_s=0.0),
+        'handles': SuiteCost(fixed_s=0.00722, once_s=0.0, samples=False),
+        'pipeline': SuiteCost(fixed_s=0.01094, once_s=0.0),
+        'alltoall': SuiteCost(fixed_s=0.00747, once_s=0.278, samples=False),
     },
-    default=SuiteCost(fixed_s=0.00543, once_s=0.14),
-    shared_gpu_factor=2.0941,
-    one_gpu_factor=1.9553,
-    check_s=0.01,
-    anchor_s=0.04225,
-    one_gpu_anchor_s=0.03409,
-    close_s=0.241,
-    startup_s=2.527,
-    one_gpu_startup_s=2.038,
-    startup_basis='measured: mpirun to exit less wall_s, 18 run(s) of --walls',
-    fitted='2026-11-26',
+    default=SuiteCost(fixed_s=0.00576, once_s=0.146),
+    shared_gpu_factor=1.5506,
+    one_gpu_factor=1.8152,
+    check_s=-0.48,
+    check_rank_s=0.2462,
+    anchor_s=0.04071,
+    one_gpu_anchor_s=0.03511,
+    close_s=0.002,
+    close_rank_s=0.3696,
+    startup_s=1.777,
+    startup_rank_s=1.5182,
+    startup_basis='measured: mpirun to exit less wall_s, 14 run(s) of --walls',
+    fitted='2026-11-28',
     machines=(
-        '1 x NVIDIA H100 80GB HBM3, 2 ranks',
+        '1 x NVIDIA H200, 2 ranks',
         '2 x NVIDIA H200, 2 ranks',
-        '2 x NVIDIA H200, 4 ranks',
+        '4 x NVIDIA H200, 4 ranks',
+        '4 x NVIDIA H200, 8 ranks',
     ),
     runs=(
-        'results/h100x1-all-1',
-        'results/h100x1-all-2',
-        'results/h100x1-check-1',
-        'results/h100x1-check-2',
-        'results/h100x1-quick-1',
-        'results/h100x1-selftest-1',
+        'results/h200x1-all-1',
+        'results/h200x1-check-1',
+        'results/h200x1-quick-1',
+        'results/h200x1-selftest-1',
         'results/h200x2-all-1',
         'results/h200x2-all-2',
         'results/h200x2-all-3',
         'results/h200x2-check-1',
-        'results/h200x2-check-2',
-        'results/h200x2-check-3',
-        'results/h200x2-np4-quick',
         'results/h200x2-quick-1',
-        'results/h200x2-quick-2',
-        'results/h200x2-quick-3',
         'results/h200x2-selftest-1',
-        'results/h200x2-selftest-2',
-        'tests/data/h200x2-0126/all-1',
-        'tests/data/h200x2-0126/all-2',
-        'tests/data/h200x2-0126/all-3',
-        'tests/data/h200x2-0126/all-4',
-        'tests/data/h200x2-0126/all-5',
-        'tests/data/h200x2-0126/quick-1',
-        'tests/data/h200x2-0126/quick-2',
-        'tests/data/h200x2-0126/quick-3',
+        'results/h200x4-all-1',
+        'results/h200x4-check-1',
+        'results/h200x4-check-2',
+        'results/h200x4-np8-check',
+        'results/h200x4-np8-quick',
+        'results/h200x4-quick-1',
+        'results/h200x4-selftest-1',
+        'tests/data/h200x4-1128/all-2',
+        'tests/data/h200x4-1128/all-3',
+        'tests/data/h200x4-1128/all-4',
+        'tests/data/h200x4-1128/all-5',
+        'tests/data/h200x4-1128/all-6',
     ),
     residuals=(
-        Residual('h100x1-all-1', 'ipcbench all --quiet --out results/h100x1-all-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 24.57, 24.71, True, 1, 2),
-        Residual('h100x1-all-2', 'ipcbench all --quiet --out results/h100x1-all-2',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 23.92, 24.71, True, 1, 2),
-        Residual('h100x1-check-1', 'ipcbench check --quiet --out results/h100x1-check-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 2.92, 3.02, True, 1, 2),
-        Residual('h100x1-check-2', 'ipcbench check --quiet --out results/h100x1-check-2',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 2.63, 3.02, True, 1, 2),
-        Residual('h100x1-quick-1', 'ipcbench all --quick --quiet --out results/h100x1-quick-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 6.05, 5.83, True, 1, 2),
-        Residual('h100x1-selftest-1', 'ipcbench selftest --quiet --out results/h100x1-selftest-1',
-                 '1 x NVIDIA H100 80GB HBM3, 2 ranks', 13.89, 14.21, True, 1, 2),
-        Residual('h200x2-all-1', 'ipcbench all --quiet --out results/h200x2-all-1',
-                 '2 x NVIDIA H200, 2 ranks', 21.7, 18.83, True, 2, 2),
-        Residual('h200x2-all-2', 'ipcbench all --quiet --out results/h200x2-all-2',
-                 '2 x NVIDIA H200, 2 ranks', 21.19, 18.83, True, 2, 2),
-        Residual('h200x2-all-3', 'ipcbench all --quiet --out results/h200x2-all-3',
-                 '2 x NVIDIA H200, 2 ranks', 20.86, 18.83, True, 2, 2),
-        Residual('h200x2-check-1', 'ipcbench check --quiet --out results/h200x2-check-1',
-                 '2 x NVIDIA H200, 2 ranks', 4.13, 3.36, True, 2, 2),
-        Residual('h200x2-check-2', 'ipcbench check --quiet --out results/h200x2-check-2',
-                 '2 x NVIDIA H200, 2 ranks', 3.28, 3.36, True, 2, 2),
-        Residual('h200x2-check-3', 'ipcbench check --quiet --out results/h200x2-check-3',
-                 '2 x NVIDIA H200, 2 ranks', 3.16, 3.36, True, 2, 2),
-        Residual('h200x2-np4-quick', 'ipcbench all --quick --quiet --out results/h200x2-np4-quick',
-                 '2 x NVIDIA H200, 4 ranks', 16.21, 15.32, True, 2, 4),
-        Residual('h200x2-quick-1', 'ipcbench all --quick --quiet --out results/h200x2-quick-1',
-                 '2 x NVIDIA H200, 2 ranks', 7.2, 6.77, True, 2, 2),
-        Residual('h200x2-quick-2', 'ipcbench all --quick --quiet --out results/h200x2-quick-2',
-                 '2 x NVIDIA H200, 2 ranks', 7.5, 6.77, True, 2, 2),
-        Residual('h200x2-quick-3', 'ipcbench all --quick --quiet --out results/h200x2-quick-3',
-                 '2 x NVIDIA H200, 2 ranks', 7.41, 6.77, True, 2, 2),
-        Residual('h200x2-selftest-1', 'ipcbench selftest --quiet --out results/h200x2-selftest-1',
-                 '2 x NVIDIA H200, 2 ranks', 28.59, 28.98, True, 2, 2),
-        Residual('h200x2-selftest-2', 'ipcbench selftest --quiet --out results/h200x2-selftest-2',
-                 '2 x NVIDIA H200, 2 ranks', 29.11, 28.98, True, 2, 2),
-        Residual('all-1', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-1',
-                 '2 x NVIDIA H200, 2 ranks', 18.99, 18.83, True, 2, 2),
-        Residual('all-2', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-2',
-                 '2 x NVIDIA H200, 2 ranks', 17.71, 18.83, True, 2, 2),
-        Residual('all-3', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-3',
-                 '2 x NVIDIA H200, 2 ranks', 18.03, 18.83, True, 2, 2),
-        Residual('all-4', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-4',
-                 '2 x NVIDIA H200, 2 ranks', 17.77, 18.83, True, 2, 2),
-        Residual('all-5', 'ipcbench all --quiet --out tests/data/h200x2-0126/all-5',
-                 '2 x NVIDIA H200, 2 ranks', 17.51, 18.83, True, 2, 2),
-        Residual('quick-1', 'ipcbench all --quick --quiet --out tests/data/h200x2-0126/quick-1',
-                 '2 x NVIDIA H200, 2 ranks', 6.26, 6.77, True, 2, 2),
-        Residual('quick-2', 'ipcbench all --quick --quiet --out tests/data/h200x2-0126/quick-2',
-                 '2 x NVIDIA H200, 2 ranks', 6.33, 6.77, True, 2, 2),
-        Residual('quick-3', 'ipcbench all --quick --quiet --out tests/data/h200x2-0126/quick-3',
-                 '2 x NVIDIA H200, 2 ranks', 6.29, 6.77, True, 2, 2),
+        Residual('h200x1-all-1', 'ipcbench all --out results/h200x1-all-1 --quiet',
+                 '1 x NVIDIA H200, 2 ranks', 27.77, 28.31, True, 1, 2),
+        Residual('h200x1-check-1', 'ipcbench check --out results/h200x1-check-1',
+                 '1 x NVIDIA H200, 2 ranks', 4.15, 4.02, True, 1, 2),
+        Residual('h200x1-quick-1', 'ipcbench all --quick --out results/h200x1-quick-1 --quiet',
+                 '1 x NVIDIA H200, 2 ranks', 7.69, 7.71, True, 1, 2),
+        Residual('h200x1-selftest-1', 'ipcbench selftest --out results/h200x1-selftest-1 --quiet',
+                 '1 x NVIDIA H200, 2 ranks', 16.02, 16.34, True, 1, 2),
+        Residual('h200x2-all-1', 'ipcbench all --out results/h200x2-all-1 --quiet',
+                 '2 x NVIDIA H200, 2 ranks', 20.37, 21.31, True, 2, 2),
+        Residual('h200x2-all-2', 'ipcbench all --out results/h200x2-all-2 --quiet',
+                 '2 x NVIDIA H200, 2 ranks', 21.31, 21.31, True, 2, 2),
+        Residual('h200x2-all-3', 'ipcbench all --out results/h200x2-all-3 --quiet',
+                 '2 x NVIDIA H200, 2 ranks', 20.3, 21.31, True, 2, 2),
+        Residual('h200x2-check-1', 'ipcbench check --out results/h200x2-check-1',
+                 '2 x NVIDIA H200, 2 ranks', 3.7, 3.88, True, 2, 2),
+        Residual('h200x2-quick-1', 'ipcbench all --quick --out results/h200x2-quick-1 --quiet',
+                 '2 x NVIDIA H200, 2 ranks', 7.67, 8.28, True, 2, 2),
+        Residual('h200x2-selftest-1', 'ipcbench selftest --out results/h200x2-selftest-1 --quiet',
+                 '2 x NVIDIA H200, 2 ranks', 29.65, 30.29, True, 2, 2),
+        Residual('h200x4-all-1', 'ipcbench all --out results/h200x4-all-1 --quiet',
+                 '4 x NVIDIA H200, 4 ranks', 57.02, 51.85, True, 4, 4),
+        Residual('h200x4-check-1', 'ipcbench check --out results/h200x4-check-1',
+                 '4 x NVIDIA H200, 4 ranks', 6.65, 6.67, True, 4, 4),
+        Residual('h200x4-check-2', 'ipcbench check --out results/h200x4-check-2',
+                 '4 x NVIDIA H200, 4 ranks', 6.75, 6.67, True, 4, 4),
+        Residual('h200x4-np8-check', 'ipcbench check --out results/h200x4-np8-check',
+                 '4 x NVIDIA H200, 8 ranks', 21.54, 21.57, True, 4, 8),
+        Residual('h200x4-np8-quick', 'ipcbench all --quick --out results/h200x4-np8-quick --quiet',
+                 '4 x NVIDIA H200, 8 ranks', 36.72, 36.55, True, 4, 8),
+        Residual('h200x4-quick-1', 'ipcbench all --quick --out results/h200x4-quick-1 --quiet',
+                 '4 x NVIDIA H200, 4 ranks', 17.2, 15.99, True, 4, 4),
+        Residual('h200x4-selftest-1', 'ipcbench selftest --out results/h200x4-selftest-1 --quiet',
+                 '4 x NVIDIA H200, 4 ranks', 33.29, 32.81, True, 4, 4),
+        Residual('all-2', 'ipcbench all --out tests/data/h200x4-1128/all-2 --quiet',
+                 '4 x NVIDIA H200, 4 ranks', 54.7, 51.85, True, 4, 4),
+        Residual('all-3', 'ipcbench all --out tests/data/h200x4-1128/all-3 --quiet',
+                 '4 x NVIDIA H200, 4 ranks', 53.13, 51.85, True, 4, 4),
+        Residual('all-4', 'ipcbench all --out tests/data/h200x4-1128/all-4 --quiet',
+                 '4 x NVIDIA H200, 4 ranks', 51.21, 51.85, True, 4, 4),
+        Residual('all-5', 'ipcbench all --out tests/data/h200x4-1128/all-5 --quiet',
+                 '4 x NVIDIA H200, 4 ranks', 51.23, 51.85, True, 4, 4),
+        Residual('all-6', 'ipcbench all --out tests/data/h200x4-1128/all-6 --quiet',
+                 '4 x NVIDIA H200, 4 ranks', 52.77, 51.85, True, 4, 4),
     ),
 )

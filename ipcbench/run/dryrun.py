@@ -42,9 +42,8 @@ def fitted_on(model: CostModel = COSTS) -> str:
     return (f"the cost model (catalogue/costs.py) was fitted on {model.fitted} to {len(model.runs)} runs of "
             f"{len(commands)} commands on {kinds}: worst residual "
             f"{model.worst_residual_pct:.1f}% of {basis} (of a command's mean on a machine: "
-            f"{model.worst_command_pct:.1f}%); start-up {model.startup_s:g} s"
-            + (f", {model.one_gpu_startup_s:g} s on one GPU" if model.one_gpu_startup_s is not None else "")
-            + f" ({model.startup_basis})")
+            f"{model.worst_command_pct:.1f}%); start-up {model.startup_s:g} s + {model.startup_rank_s:g} s a doubling of the ranks"
+            f" ({model.startup_basis})")
 
 
 def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS) -> list[str]:
@@ -56,6 +55,11 @@ def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS)
                    "a round of disjoint pairs measured at once" + (" costs one measurement, as one pair does"
                                                                    if mode is not None and mode.concurrent else "")
                    + ", and a suite's one-off cost does not grow with the GPUs")
+    ranks, fitted_ranks = gpus * ranks_per_gpu, sorted({r.ranks for r in model.residuals if r.ranks})
+    if fitted_ranks and ranks > fitted_ranks[-1]:
+        out.append(f"{ranks} ranks where at most {fitted_ranks[-1]} were measured: the start-up "
+                   f"({model.startup_s:g} s + {model.startup_rank_s:g} s a doubling) and the closing ({model.close_s:g} s + "
+                   f"{model.close_rank_s:g} s a rank) stay the lines fitted on {', '.join(map(str, fitted_ranks))} ranks")
     if ranks_per_gpu > 1:
         factor = model.gpu_factor(ranks_per_gpu, gpus)
         one = gpus == 1 and model.one_gpu_factor is not None
@@ -161,7 +165,8 @@ def dry_run(world, cfg, make_plan, assumed_ranks: int | None = None, tail=None) 
     plan["cost_model"] = {"fitted": COSTS.fitted, "machines": list(COSTS.machines), "runs": list(COSTS.runs),
                           "worst_residual_pct": round(COSTS.worst_residual_pct, 1),
                           "worst_command_pct": round(COSTS.worst_command_pct, 1), "startup_s": COSTS.startup_s,
-                          "one_gpu_startup_s": COSTS.one_gpu_startup_s, "startup_basis": COSTS.startup_basis}
+                          "startup_rank_s": COSTS.startup_rank_s, "close_s": COSTS.close_s,
+                          "close_rank_s": COSTS.close_rank_s, "startup_basis": COSTS.startup_basis}
     plan["assumptions"] = assumptions(plan["gpu_source"], link_source, mode, max(gpus.values()), ranks_per_gpu)
     if after_what:
         plan["assumptions"].append(after_what)
