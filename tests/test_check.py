@@ -354,7 +354,7 @@ def test_both_ways_is_judged_once_per_pair_from_its_lower_rank_and_a_missing_row
     got = judge._coverage_and_floors(run, frame.iloc[1:], want, ["ce"], set())
     assert [(c.pair, c.direction, c.status) for c in got][:2] == [("GPU 0 -> GPU 1", "push", Status.UNJUDGED),
                                                                   ("GPU 0 -> GPU 1", "bidir", Status.PASS)]
-    assert got[0].brief == "GPU 0 -> GPU 1 ce push 1M:1G: no row"
+    assert got[0].brief == "GPU 0 -> GPU 1 ranks 0 -> 1 ce push 1M:1G: no row"  # which ranks: ranks may share GPUs
     # an expectation judges the rows of its method, direction and sizes (both ends included), no other
     sizes = [(1 << 20) - 4096, 1 << 20, 1 << 30, (1 << 30) + 4096]
     frame = pd.DataFrame([{**row(0, 1, "push"), "bytes": b} for b in sizes] +
@@ -405,7 +405,8 @@ def test_a_pairs_link_is_its_own_on_its_own_host():
     from ipcbench.record.run import Run
 
     def link(s, d, kind):
-        return {"src_gpu": s, "dst_gpu": d, "kind": kind, "nvlink_count": 4, "nvlink_version": "4.0"}
+        named = {"kind": kind} if kind else {}
+        return {"src_gpu": s, "dst_gpu": d, "nvlink_count": 4, "nvlink_version": "4.0", **named}
 
     meta = parse_meta({"hosts": ["a", "b"], "topology": {"a": {"links": [link(0, 1, "pcie"), link(1, 2, "nvlink"),
                                                                            link(0, 2, "")]},
@@ -540,12 +541,12 @@ def test_the_check_fits_a_health_check_on_an_8_gpu_nvswitch_node():
     opts = Options(ns, [])
     cfg = opts.config()
     mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * 56, 8, cfg.serial_pairs, cfg.quick)
-    est = estimate_seconds(plan.make_steps(opts.methods, list(cfg.sizes))(8, None), cfg.rule, mode)
+    est = estimate_seconds(plan.make_steps(opts.methods, list(cfg.sizes))(8, None), cfg.rule, mode, gpus=8)
     from ipcbench.check.command import check_tail
     from ipcbench.run.costmodel import check_seconds
 
     after, said = check_tail(list(range(8)), list(range(8)))  # what the dry run adds: check's own term
-    assert after == check_seconds(COSTS) and f"{COSTS.check_s:+g} s" in said
+    assert after == check_seconds(COSTS, 8) and f"{COSTS.check_s:+g} s" in said
     assert mode.concurrent and est + after <= 30.0, est + after
 
 
@@ -566,7 +567,9 @@ def test_a_dry_run_of_check_counts_its_own_term_on_fakes(fake_job, monkeypatch, 
     statuses, _ = fake_job(opts.config(), entry=lambda c: command.run(opts))
     assert statuses == [0, 0]
     got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert got["after_suites_s"] == round(COSTS.check_s, 1)
+    from ipcbench.run.costmodel import check_seconds
+
+    assert got["after_suites_s"] == round(check_seconds(COSTS, 2), 1)  # two ranks: its term less all's closing
     assert any(a.startswith(f"check's own term, {COSTS.check_s:+g} s") for a in got["assumptions"])
     import dataclasses
 
@@ -575,7 +578,7 @@ def test_a_dry_run_of_check_counts_its_own_term_on_fakes(fake_job, monkeypatch, 
     monkeypatch.setattr(costs, "COSTS", dataclasses.replace(COSTS, check_s=100.0))  # the term is in the estimate
     fake_job(opts.config(), entry=lambda c: command.run(opts))
     more = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert more["after_suites_s"] == 100.0
+    assert more["after_suites_s"] == round(100.0 + 2 * COSTS.check_rank_s - COSTS.close_for(2), 1)
     assert more["estimated_s"] == pytest.approx(got["estimated_s"] + 100.0 - COSTS.check_s, abs=0.11)
 
 

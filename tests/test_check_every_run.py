@@ -47,7 +47,8 @@ WHY_NOT = {
     "tests/data/onegpu/h200-samegpu-large": "REASON: cannot judge: GPU 0 ranks 0 -> 1 ce push 4K: no row (the run "
                                             "measured 64M-1G (7 sizes), none in 4K) (+7 more)",
 }
-NP4 = REPO / "tests" / "data" / "results-1126" / "h200x2-np4-quick"  # 4 ranks on 2 H200s, --quick: one rank pair per GPU pair
+# 4 ranks on 2 H200s, --quick: one rank pair per GPU pair
+NP4 = REPO / "tests" / "data" / "results-1126" / "h200x2-np4-quick"
 
 
 def check(*args: str) -> SimpleNamespace:

@@ -428,7 +428,7 @@ def test_host_timed_rows_need_several_base_runs(base_run, tmp_path, capsys):
     # noise: for these old runs their within-run noise and the floor of their kind combined (catalogue/noise.py, the
     # largest known for a GPU never measured: the H100's): twice as slow regresses exactly where it is beyond both
     # (mpi_staged at 64M and more: its tail 55%, both sides' floors 60%), and is within them elsewhere (a handle
-    # operation: its tail, 410%, above both sides' floors, 190-280%)
+    # operation: its tail, 450%, above both sides' floors, 190-280%)
     rc, t, _ = csv_table(capsys, base_run, base2, new)
     host = t[(t["timing"] == "host") & (t["kind"] != "error")]
     mpi, api = host[host["method"] == "mpi_staged"], host[host["method"] != "mpi_staged"]

@@ -145,22 +145,21 @@ def test_the_pooled_between_run_variance_never_goes_below_the_rows_own(tmp_path)
     assert (row["verdict"], row["note"]) == ("unchanged", "within the rows' noise")
 
 
-def test_a_host_timed_row_beyond_its_spread_but_not_significant_is_unchanged(tmp_path):
-    """Two BASE runs 3x apart on one host-timed row (its spread 200%, its between-runs variance its own: (ln 3)^2 / 2);
-    NEW 5.5x slower than the first is beyond that spread and both sides' noise, but the runs t-test says such a move
-    is not significant at 0.01 (t 1.21): unchanged, "not significant". At alpha 0.3 it is significant: a
-    regression."""
+def test_a_host_timed_row_whose_base_runs_disagree_beyond_its_tail_is_not_judged_whatever_the_alpha(tmp_path):
+    """Two BASE runs 3x apart on one host-timed row (its spread 200%, beyond its bound of ±60%: both sides' noise, above
+    the ±55% tail of a 64 MiB MPI-staged transfer, catalogue/noise.HOST_TAIL): the bound is known not to hold for it,
+    so NEW (5.5x slower than the first)
+    is not judged, and no --alpha changes that (the runs t-test decides time-sliced rows, not host-timed ones)."""
     base = synth.make_run(tmp_path, run_id="b1", suites=["copy", "staged"], sizes=SIZES, same_gpu=False)
     b2, new = (another_run(base, tmp_path / n) for n in ("b2", "new"))
     target = dict(suite="staged", method="mpi_staged", direction="push", src_gpu=0, dst_gpu=1, bytes=64 << 20)
     synth.scale_rows(b2, [index_of(b2, **target)], 1 / 3)
     synth.scale_rows(new, [index_of(new, **target)], 1 / 5.5)
-    row = judged([base, b2], new, 0.01, **target)
-    assert row["test"] == "runs" and row["spread"] == pytest.approx(2.0, abs=1e-3)
-    assert abs(np.log1p(row["change"])) > np.log(3) and 0.2 < row["p"] < 0.3, row["p"]
-    assert (row["verdict"], row["note"], row["rule"]) == ("unchanged", "not significant", "runs")
-    row = judged([base, b2], new, 0.3, **target)
-    assert (row["verdict"], row["note"]) == ("regression", "")
+    for alpha in (0.01, 0.3):
+        row = judged([base, b2], new, alpha, **target)
+        assert row["spread"] == pytest.approx(2.0, abs=1e-3) and abs(np.log1p(row["change"])) > np.log(3)
+        assert (row["verdict"], row["note"]) == (
+            "not judged", "host-timed: the BASE runs disagree by 200%, more than the ±60% such rows move"), alpha
 
 
 def test_at_threshold_zero_an_unmoved_row_is_within_the_threshold(pair_of_runs):

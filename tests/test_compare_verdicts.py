@@ -50,7 +50,8 @@ def judge_rows(cases: list[dict], nb: int, threshold: float = 0.02):
     from ipcbench.judging.compare_verdicts import row_verdicts
 
     base = dict(_merge="both", verified_b=True, verified_n=True, impossible_b="", impossible_n="", bad_b="", bad_n="",
-                k=float(nb), lv_b=0.0, lv_n=0.0, kind="bandwidth", timing="gated", _runs_why="", lv_max=0.0, lv_min=0.0, g=0.0, bound=0.01,
+                k=float(nb), lv_b=0.0, lv_n=0.0, kind="bandwidth", timing="gated", _runs_why="", lv_max=0.0,
+                lv_min=0.0, g=0.0, bound=0.01,
                 why="within the rows' noise", sig=False, enough=True)
     rows = pd.DataFrame([{**base, **c} for c in cases])
     col = {c: rows[c].to_numpy() for c in ("g", "bound", "sig", "enough")}
@@ -89,7 +90,7 @@ SLICED = "time-sliced hand-off (same GPU, no MPS)"
     (2, dict(_runs_why=SLICED, g=-0.5, bound=0.1, sig=True), (V.REGRESSION, "")),
     (2, dict(_runs_why=HOST, timing="host", g=-0.5, bound=0.1), (V.REGRESSION, "")),  # its tail, no t-test
     (2, dict(_runs_why=HOST, timing="host", g=-0.5, bound=0.1, lv_max=math.log1p(0.2)),
-     (V.NOT_JUDGED, "host-timed: the BASE runs disagree by 20%, more than the ±10% such rows move")),  # its tail does not hold
+     (V.NOT_JUDGED, "host-timed: the BASE runs disagree by 20%, more than the ±10% such rows move")),  # no tail
     (2, dict(g=-0.5, bound=0.1), (V.REGRESSION, "")),  # not host-timed: its significance decides nothing
     (2, dict(g=0.5, bound=0.1, k=1.0), (V.IMPROVEMENT, "")),  # in one BASE run of two: judged by its noise
     (1, dict(g=0.05, bound=0.04), (V.IMPROVEMENT, "")),

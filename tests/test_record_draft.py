@@ -18,7 +18,8 @@ from ipcbench.run import meta as run_meta
 
 ROOT = Path(__file__).resolve().parents[1]
 # runs written by the current writer (schema 3, the evidence, the plan, the skipped steps), one per command
-WRITTEN_NOW = ["tests/data/results-1126/h200x2-check-1", "tests/data/results-1126/h200x2-selftest-1", "tests/data/results-1126/h100x1-all-1",
+WRITTEN_NOW = ["tests/data/results-1126/h200x2-check-1", "tests/data/results-1126/h200x2-selftest-1",
+               "tests/data/results-1126/h100x1-all-1",
                "tests/data/results-1126/h200x2-np4-quick"]
 
 

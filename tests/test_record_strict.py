@@ -18,8 +18,10 @@ from ipcbench.errors import ResultsError
 from ipcbench.record.run import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = ROOT / "tests" / "data" / "results-1126" / "h200x2-check-1"  # a check run of 2 x H200 with its node evidence: check says HEALTHY
-OTHER = ROOT / "tests" / "data" / "results-1126" / "h200x2-check-2"  # another run of the same check on the same machine: compare's BASE
+# a check run of 2 x H200 with its node evidence: check says HEALTHY
+BASE = ROOT / "tests" / "data" / "results-1126" / "h200x2-check-1"
+# another run of the same check on the same machine: compare's BASE
+OTHER = ROOT / "tests" / "data" / "results-1126" / "h200x2-check-2"
 
 
 def copy_of(tmp_path: Path, name: str = "bad") -> Path:

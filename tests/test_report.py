@@ -409,7 +409,8 @@ def test_options_shown_and_different_options_warned(tmp_path, capsys):
     assert table.loc["a-full"].tolist() == ["full", "3–15 × ≥5 ms, to ±0.5%", "17: 4K–256M", "1", "?"]
     assert table.loc["b-quick"].tolist() == ["quick", "3–5 × ≥2 ms, to ±2%", "17: 4K–256M", "1", "?"]
     assert table.loc["c-old"].tolist() == ["full", "5 fixed × ≥10 ms", "17: 4K–256M", "?", "?"]
-    assert "**quick (--quick) run** (a looser stopping rule, for a health check, not for numbers to quote): 3–5 samples per row until the median is known to ±2% (or 0.05 s), each " \
+    assert "**quick (--quick) run** (a looser stopping rule, for a health check, not for numbers to quote): 3–5 " \
+           "samples per row until the median is known to ±2% (or 0.05 s), each " \
            "sample ≥ 2 ms" in md
     assert "**full run**: 5 samples per row (fixed), each sample ≥ 10 ms" in md and "ranks per GPU not recorded" in md
     assert "**Quick run**" not in md  # what quick means: in its How line, not a line of its own

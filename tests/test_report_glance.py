@@ -57,7 +57,8 @@ def test_the_glance_warns_only_where_check_raises(run_dir):
 
 
 def test_counters_that_grew_below_checks_rate_are_counted_in_one_healthy_line():
-    """tests/data/results-1126/h200x2-all-1: seven links counted 23-119 CRC data errors in a 19 s run, check judged them healthy
+    """tests/data/results-1126/h200x2-all-1: seven links counted 23-119 CRC data errors in a 19 s run, check judged them
+    healthy
     (below its 100 a second): one line says so with the counts, the links are in the Node evidence table."""
     lines, facts = glance(ROOT / "tests" / "data" / "results-1126" / "h200x2-all-1")
     assert facts["verdict"].status is Status.PASS
@@ -99,7 +100,8 @@ def test_a_counter_is_said_as_check_judged_its_rate(tmp_path, grew, level):
 
 
 def test_noisy_rows_of_a_recorded_run_are_those_whose_own_noise_passes_the_floor():
-    """tests/data/results-1126/h200x2-all-1 (every row states noise_within): read with plain csv, the rows whose within-run noise is
+    """tests/data/results-1126/h200x2-all-1 (every row states noise_within): read with plain csv, the rows whose
+    within-run noise is
     above today's floor of their kind are the report's noisy rows, 7 of 917 (the CV above 0.05 flagged 134)."""
     import csv
 

@@ -223,4 +223,5 @@ def test_quick_comes_from_the_recorded_options(tmp_path):
     assert type(run.meta)().quick is None
     quick = DATA / "h200x2" / "20261123-090823-vm"
     rc, md, _ = run_report(tmp_path, quick)
-    assert "**quick (--quick) run** (a looser stopping rule, for a health check, not for numbers to quote): " in glance(md)
+    assert "**quick (--quick) run** (a looser stopping rule, for a health check, not for numbers to quote): " \
+        in glance(md)

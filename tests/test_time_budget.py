@@ -2,7 +2,8 @@
 run/costmodel.py under the constants catalogue/costs.py holds, fitted to recorded runs by tools/costfit.py): 4 GPUs
 within 55 s, 8 within 115 s, `--quick` on 8 within 30 s (120, 265 and 56 s until the host's work around the samples
 was cut, 2026-11-25; 55, 110 and 30 s until NCCL's set-up and --quick's loop samples were cut, 2026-11-26:
-docs/suites.md, "Where a run's time goes"; 50, 105 and 25 s until the model was fitted to runs of 4 GPUs, 2026-11-28). A test of the planner and estimator arithmetic (what
+docs/suites.md, "Where a run's time goes"; 50, 105 and 25 s until the model was fitted to runs of 4 GPUs,
+2026-11-28). A test of the planner and estimator arithmetic (what
 `mpirun -np N ipcbench all --dry-run` prints on such a node), not a timing: a suite or step that breaks it must be
 paid for elsewhere, or the budget changed on purpose. And every time table the docs quote is the model's
 (tools/costfit.GENERATED): a refit that did not rewrite them (`python tools/costfit.py ... --write`) fails here."""
@@ -117,7 +118,7 @@ def test_the_table_is_a_fit_of_the_runs_it_names():
     if not all((repo / r / "meta.json").exists() for r in COSTS.runs):
         pytest.skip("the runs the table was fitted to are not in this checkout")
     runs = [costfit.load_run(repo / r) for r in COSTS.runs]
-    for r, name in zip(runs, COSTS.runs):  # each run's mpirun-to-exit wall: in the walls.txt beside it (costfit --walls)
+    for r, name in zip(runs, COSTS.runs):  # each run's mpirun-to-exit wall: in the walls.txt beside it
         measured = costfit.read_walls(repo / name / ".." / "walls.txt")
         r.user_wall_s = measured.get(name, measured.get(Path(name).name))
     model = costfit.fit(runs, COSTS, COSTS.fitted)

@@ -22,7 +22,8 @@ the bench parser and config), less the steps it skipped), and the model's consta
    the same way (without --walls the table's values are kept, and the basis says so);
 6. check's check_s and check_rank_s: the user's walls of its runs less what the model predicts of their suites and
    start-up, a line in the node's ranks (its verdict and its own closing, which replaces the closing of `all`:
-   run/costmodel.check_seconds); selftest's anchor_s: its wall_s less what its suites and closing are predicted to take, per
+   run/costmodel.check_seconds); selftest's anchor_s: its wall_s less what its suites and closing are predicted to
+   take, per
    anchor measurement (selftest/plan.anchor_units), and one_gpu_anchor_s the same over its runs on one GPU (each
    kept from the table without such runs).
    Steps 1-5 use the runs of `ipcbench SUITE...` alone; check and selftest runs are held against the result.
@@ -286,11 +287,10 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     # time-slices every pair; 4 ranks on 2 GPUs mix links and shared GPUs)
     shared = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus > 1], None) or previous.shared_gpu_factor
     one_gpu = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus == 1], previous.one_gpu_factor)
-    # start-up: the user's wall less wall_s, a line in the ranks (each rank starts Python, MPI, CUDA and NVML)
-    walled = [r for r in runs if r.user_wall_s is not None]
+    # start-up: the user's wall less wall_s, a line in the doublings of the ranks (they start side by side)
+    walled = [(r.n_ranks, r.user_wall_s, r.wall_s) for r in runs if r.user_wall_s is not None]
     if walled:
-        startup, startup_rank = _line([(math.log2(r.n_ranks), r.user_wall_s - r.wall_s)  # type: ignore[operator]
-                                        for r in walled])
+        startup, startup_rank = _line([(math.log2(n), user - wall) for n, user, wall in walled])
         basis = f"measured: mpirun to exit less wall_s, {len(walled)} run(s) of --walls"
     else:
         startup, startup_rank = previous.startup_s, previous.startup_rank_s
@@ -300,8 +300,9 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
                     startup_s=startup, startup_rank_s=startup_rank, startup_basis=basis)
     # check: its verdict after the run (in the user's wall only); selftest: its anchors (in wall_s), per measurement,
     # on nodes of several GPUs and on one GPU apart (copies within a GPU are not a link's)
-    beyond = [(r.n_ranks, r.user_wall_s - model.startup_for(r.n_ranks) - sum(predicted_suites(model, r).values()))
-              for r in commands if r.kind == "check" and r.user_wall_s is not None]
+    beyond: list[tuple[float, float]] = [
+        (r.n_ranks, r.user_wall_s - model.startup_for(r.n_ranks) - sum(predicted_suites(model, r).values()))
+        for r in commands if r.kind == "check" and r.user_wall_s is not None]
     check, check_rank = _line(beyond) if beyond else (previous.check_s, previous.check_rank_s)
 
     def per_anchor(tests: list[RecordedRun]) -> float:
@@ -318,9 +319,9 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     return replace(model, residuals=tuple(residual(model, r) for r in commands))
 
 
-def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line through (ranks, seconds); one rank count alone: its mean and no
-    slope (nothing to tell a rank's share from the rest)."""
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (ranks or log2 of them, seconds); one rank count alone:
+    its mean and no slope (nothing to tell a rank's share from the rest)."""
     x, y = (np.array(v, dtype=float) for v in zip(*points))
     if len(set(x.tolist())) < 2:
         return round(float(np.mean(y)), 3), 0.0
@@ -394,7 +395,8 @@ def render_table(model: CostModel) -> str:
     out += [f"        {name!r}: {suite(c)}," for name, c in model.suites.items()]
     out += ["    },", f"    default={suite(model.default)},", f"    shared_gpu_factor={model.shared_gpu_factor!r},",
             f"    one_gpu_factor={model.one_gpu_factor!r},",
-            f"    check_s={model.check_s!r},", f"    check_rank_s={model.check_rank_s!r},", f"    anchor_s={model.anchor_s!r},",
+            f"    check_s={model.check_s!r},", f"    check_rank_s={model.check_rank_s!r},",
+            f"    anchor_s={model.anchor_s!r},",
             f"    one_gpu_anchor_s={model.one_gpu_anchor_s!r},",
             f"    close_s={model.close_s!r},", f"    close_rank_s={model.close_rank_s!r},",
             f"    startup_s={model.startup_s!r},", f"    startup_rank_s={model.startup_rank_s!r},",
@@ -461,13 +463,15 @@ def suites_block(model: CostModel) -> str:
             f"measurement {model.samples_factor:g} × the rule's minimum; ranks sharing GPUs × "
             f"{model.shared_gpu_factor:g} (every rank on one GPU × {model.one_gpu_factor}); "
             f"closing {model.close_s:g} s + {model.close_rank_s:g} s a rank; "
-            + (f"check beyond its suites (its verdict and its own closing) {model.check_s:g} s + {model.check_rank_s:g} s a rank; " if model.check_s is not None else
+            + (f"check beyond its suites (its verdict and its own closing) {model.check_s:g} s + "
+               f"{model.check_rank_s:g} s a rank; " if model.check_s is not None else
                "check beyond its suites (its verdict) not fitted; ")
             + (f"the selftest's anchors {model.anchor_s * 1e3:.1f} ms per anchor measurement"
                + (f" ({model.one_gpu_anchor_s * 1e3:.1f} ms on one GPU: copies within it); "
                   if model.one_gpu_anchor_s is not None else "; ")
                if model.anchor_s is not None else "the selftest's anchors not fitted; ") +
-            f"start-up {model.startup_s:g} s + {model.startup_rank_s:g} s a doubling of the ranks ({model.startup_basis}). "
+            f"start-up {model.startup_s:g} s + {model.startup_rank_s:g} s a doubling of the ranks "
+            f"({model.startup_basis}). "
             "A measured wall marked (wall_s) is meta.json's, against the model less its "
             "start-up; the others are mpirun to exit.")
     every = [round(estimate(model, n, serial_pairs="all")) for n in (4, 8)]

@@ -15,7 +15,8 @@ releasing and closing) and its start-up (the user's wall, mpirun to exit, less w
 buffers). The closing is a line in the node's ranks (`close_s + close_rank_s x ranks`: each rank closes the handles
 and communicators of every peer), the start-up a line in their doublings (`startup_s + startup_rank_s x log2(ranks)`:
 the ranks start their interpreters, MPI, CUDA contexts and NVML side by side, each doubling adding the same; on
-4 x H200, 2026-11-28: 3.2 s for 2 ranks, 4.9 s for 4, 7.0 s for 8). Two commands add what they do beyond their suites, each
+4 x H200, 2026-11-28: 3.2 s for 2 ranks, 4.9 s for 4, 7.0 s for 8). Two commands add what they do beyond their
+suites, each
 fitted to that command's runs against the model of its suites: `ipcbench check` `check_s` (its verdict after the
 run: reading the run back, judging it, writing its outputs; and what the suites' constants, fitted on `all`, miss
 for check's small plan), `ipcbench selftest` `anchor_s` per anchor measurement (one size at one place of its

@@ -200,8 +200,9 @@ def check_tail(gpu_of, node_ranks, mode=None) -> tuple[float, str]:
         return 0.0, "the verdict after the run is not in the estimate: the cost model was never fitted to a check run"
     fitted = sum(1 for r in COSTS.residuals if r.plan_command.split()[1:2] == ["check"])
     return check_seconds(COSTS, len(node_ranks)), (
-        f"check's own term, {COSTS.check_s:+g} s, fitted on {fitted} check run(s): its verdict after the run (reading it "
-        "back, judging, the outputs) and its own closing in place of `all`'s, less what the model of its suites, "
+        f"check's own term, {COSTS.check_s:+g} s, fitted on {fitted} check run(s): its verdict after the run "
+        "(reading it back, judging, the outputs) and its own closing in place of `all`'s, less what the model of its "
+        "suites, "
         "fitted on longer runs, over-counts for its small plan")
 
 

@@ -179,10 +179,12 @@ def _guard(run) -> list[Finding]:
     for g in run.meta.pair_mode.get("check", []):
         if g.get("ok", True):
             continue
-        worst = max(g.get("pairs", []), key=lambda d: abs(d.get("diff", 0.0)) - d.get("tolerance", 0.0), default={})
+        worst: dict = max(g.get("pairs", []), key=lambda d: abs(d.get("diff", 0.0)) - d.get("tolerance", 0.0),
+                          default={})
         pair = f" (worst: ranks {worst['src_rank']} -> {worst['dst_rank']}, allowed ±{worst.get('tolerance', 0):.1%})" \
             if worst else ""
-        what = f"{g.get('round', 'concurrent')} round of {g['step']} at {fmt_size(g.get('bytes', 0))} on {g.get('host', '?')}"
+        what = (f"{g.get('round', 'concurrent')} round of {g['step']} at {fmt_size(g.get('bytes', 0))} on "
+                f"{g.get('host', '?')}")
         moved = f"{g.get('worst_diff', 0):.1%} from the same pairs one at a time{pair}"
         out.append(_whole(run, "run", f"the run's concurrency guard failed: the {what} read up to {moved}: the rows "
                                       "measured in rounds are in doubt; measure with --pairs sequential",

@@ -42,7 +42,9 @@ def fitted_on(model: CostModel = COSTS) -> str:
     return (f"the cost model (catalogue/costs.py) was fitted on {model.fitted} to {len(model.runs)} runs of "
             f"{len(commands)} commands on {kinds}: worst residual "
             f"{model.worst_residual_pct:.1f}% of {basis} (of a command's mean on a machine: "
-            f"{model.worst_command_pct:.1f}%); start-up {model.startup_s:g} s + {model.startup_rank_s:g} s a doubling of the ranks"
+            f"{model.worst_command_pct:.1f}%); start-up {model.startup_s:g} s + {model.startup_rank_s:g} s a "
+            "doubling of "
+            "the ranks"
             f" ({model.startup_basis})")
 
 
@@ -58,8 +60,9 @@ def extrapolation(gpus: int, ranks_per_gpu: int, mode, model: CostModel = COSTS)
     ranks, fitted_ranks = gpus * ranks_per_gpu, sorted({r.ranks for r in model.residuals if r.ranks})
     if fitted_ranks and ranks > fitted_ranks[-1]:
         out.append(f"{ranks} ranks where at most {fitted_ranks[-1]} were measured: the start-up "
-                   f"({model.startup_s:g} s + {model.startup_rank_s:g} s a doubling) and the closing ({model.close_s:g} s + "
-                   f"{model.close_rank_s:g} s a rank) stay the lines fitted on {', '.join(map(str, fitted_ranks))} ranks")
+                   f"({model.startup_s:g} s + {model.startup_rank_s:g} s a doubling) and the closing "
+                   f"({model.close_s:g} s + {model.close_rank_s:g} s a rank) stay the lines fitted on "
+                   f"{', '.join(map(str, fitted_ranks))} ranks")
     if ranks_per_gpu > 1:
         factor = model.gpu_factor(ranks_per_gpu, gpus)
         one = gpus == 1 and model.one_gpu_factor is not None
