@@ -197,6 +197,13 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(data, indent=2, default=str))
         return 0
+    _print_gpus_and_features(data)
+    _print_p2p(data)
+    return _print_links(data["topology"])
+
+
+def _print_gpus_and_features(data: dict) -> None:
+    """Versions, the GPUs, IPC readiness, IPC features, VMM and MPS, as `ipcbench info` prints them."""
     v = data["versions"]
     print(f"driver {v.get('driver')}  CUDA driver API {v.get('cuda_driver')}  runtime {v.get('cuda_runtime')}  "
           f"cupy {v.get('cupy')}  cuda-python {v.get('cuda_python')}  mpi4py {v.get('mpi4py')}")
@@ -227,6 +234,10 @@ def run(args) -> int:
         for g in data["gpus"]:
             if "mps" in g:
                 print(_mps_line(g["index"], g["mps"]))
+
+
+def _print_p2p(data: dict) -> None:
+    """cudaDeviceCanAccessPeer's matrix and its readiness lines."""
     print()
     n = len(data["gpus"])
     print("P2P access (cudaDeviceCanAccessPeer), row -> column")
@@ -235,8 +246,11 @@ def run(args) -> int:
         print(f"{i:>5d} " + "".join(f"{'-' if i == j else ('yes' if x else 'NO'):>5s}" for j, x in enumerate(row)))
     for line in _readiness_lines(data.get("readiness", []), ("p2p",)):
         print(line)
+
+
+def _print_links(topo: dict) -> int:
+    """NVML's links, their peaks and ceilings, and each GPU's NVLinks and PCIe; exit status 0."""
     print()
-    topo = data["topology"]
     if not topo.get("nvml"):
         print(f"NVML not available: {topo.get('error')}")
         return 0

@@ -21,8 +21,9 @@ def ctx(verify: bool = True) -> Ctx:
 def row(c=None, per_us=(2.0, 2.0, 4.0), checks=3, mismatches=0, **kw):
     args = dict(moved=4000, note="", kind="", required=None)
     args.update(kw)
-    return make_row(c or ctx(), "copy", "ce", "push", 1, 2, 4000, list(per_us), 50, args.pop("moved"), checks,
-                    mismatches, **args)
+    return make_row(c or ctx(), suite="copy", method="ce", direction="push", src=1, dst=2, nbytes=4000,
+                    per_us=list(per_us), iterations=50, moved=args.pop("moved"), checks=checks, mismatches=mismatches,
+                    **args)
 
 
 def test_a_checked_clean_row_is_verified_with_its_numbers():
@@ -69,7 +70,8 @@ def test_latency_rows_have_no_bandwidth_and_one_sample_has_no_noise():
 
 
 def test_rows_without_a_pair():
-    r = make_row(ctx(), "handles", "op", "op", -1, -1, 0, [1.0, 1.0], 1, None, 2, 0)
+    r = make_row(ctx(), suite="handles", method="op", direction="op", src=-1, dst=-1, nbytes=0, per_us=[1.0, 1.0],
+                 iterations=1, moved=None, checks=2, mismatches=0)
     assert (r.src_rank, r.dst_rank, r.src_gpu, r.dst_gpu, r.same_gpu) == (-1, -1, -1, -1, False)
 
 

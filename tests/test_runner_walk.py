@@ -29,7 +29,8 @@ CONCURRENT = PairMode("concurrent", "concurrent", "test")
 
 
 def one_row(ctx, suite, label, src, dst, nbytes):
-    return make_row(ctx, suite, label, "push", src, dst, nbytes, [1.0, 1.0, 1.0], 1, nbytes, 3, 0)
+    return make_row(ctx, suite=suite, method=label, direction="push", src=src, dst=dst, nbytes=nbytes, per_us=[1.0,
+                    1.0, 1.0], iterations=1, moved=nbytes, checks=3, mismatches=0)
 
 
 class Recorder:
@@ -140,7 +141,8 @@ def _round_step(guard_bw: float, engine: str = "ce", label: str = "fake push"):
         if w.local_rank != src:
             return []
         bw = 100.0 if len(sizes) > 1 else guard_bw
-        return [make_row(ctx, "copy", "ce", "push", src, dst, n, [n / bw / 1e3] * 3, 1, n, 3, 0) for n in sizes]
+        return [make_row(ctx, suite="copy", method="ce", direction="push", src=src, dst=dst, nbytes=n, per_us=[n / bw /
+                         1e3] * 3, iterations=1, moved=n, checks=3, mismatches=0) for n in sizes]
 
     pairs = [(a, b) for a in range(4) for b in range(4) if a != b]
     return Step("copy", label, pairs, [1000, 4000], run, needs=("legacy",), rounds_ok=True, engine=engine)

@@ -253,6 +253,34 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     if not any(r.ranks_per_gpu == 1 for r in runs):
         raise UsageError("the fit needs a run of `ipcbench SUITE...` with one rank per GPU (its suites' constants "
                          "come from those)")
+    model = _fit_suites(runs, previous)
+    close, close_rank = _line([(r.n_ranks, r.wall_s - sum(r.suite_wall_s.values())) for r in runs])
+    model = replace(model, close_s=close, close_rank_s=close_rank)
+    # ranks sharing GPUs of a node of several, and every rank on one GPU: two factors (one GPU has no link and
+    # time-slices every pair; 4 ranks on 2 GPUs mix links and shared GPUs)
+    shared = _gpu_factor(model, [r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus > 1], None) \
+        or previous.shared_gpu_factor
+    one_gpu = _gpu_factor(model, [r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus == 1], previous.one_gpu_factor)
+    # start-up: the user's wall less wall_s, a line in the doublings of the ranks (they start side by side)
+    walled = [(r.n_ranks, r.user_wall_s, r.wall_s) for r in runs if r.user_wall_s is not None]
+    if walled:
+        startup, startup_rank = _line([(math.log2(n), user - wall) for n, user, wall in walled])
+        basis = f"measured: mpirun to exit less wall_s, {len(walled)} run(s) of --walls"
+    else:
+        startup, startup_rank = previous.startup_s, previous.startup_rank_s
+        basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
+            f"kept from the fit of {previous.fitted} (no --walls given)"
+    model = replace(model, shared_gpu_factor=shared, one_gpu_factor=one_gpu, startup_s=startup,
+                    startup_rank_s=startup_rank, startup_basis=basis)
+    model = _fit_commands(model, commands, previous)
+    model = replace(model, fitted=date, machines=tuple(dict.fromkeys(r.machine for r in commands)),
+                    runs=tuple(r.name for r in commands))
+    return replace(model, residuals=tuple(residual(model, r) for r in commands))
+
+
+def _fit_suites(runs: list[RecordedRun], previous: CostModel) -> CostModel:
+    """samples_factor and each suite's constants, from the runs of one rank per GPU (the default suite: their
+    mean); the shared-GPU factor 1 until fitted."""
     samples = sum(r.samples for r in runs)
     minimum = sum(r.min_samples for r in runs)
     samples_factor = round(samples / minimum, 4) if minimum else previous.samples_factor
@@ -265,41 +293,30 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     suites = {name: _fit_suite(pts, samples_factor) for name, pts in points.items()}
     default = SuiteCost(round(float(np.mean([c.fixed_s for c in suites.values()])), 5),
                         round(float(np.mean([c.once_s for c in suites.values()])), 3))
-    model = replace(previous, samples_factor=samples_factor, suites=suites, default=default, shared_gpu_factor=1.0)
-    close, close_rank = _line([(r.n_ranks, r.wall_s - sum(r.suite_wall_s.values())) for r in runs])
-    # the shared-GPU factor on the runs' walls, relative: what the targets judge (a run's wall, not a suite's)
-    def factor(kind: list, kept: float | None) -> float | None:
-        """The factor on the measurements both ranks drive (one rank's and the suites' one-off costs stay) that
-        best fits the runs' walls."""
-        pairs = []
-        for r in kind:  # wall_s - close - once - what one rank drives = factor x what both drive
-            once = sum(model.suite(s).once_s for s, p in r.plans.items() if p.weight > 0)
-            parts = [costmodel.measurement_seconds(model, s, p) for s, p in r.plans.items() if p.weight > 0]
-            alone, both = sum(a for a, _ in parts), sum(b for _, b in parts)
-            closing = close + close_rank * r.n_ranks
-            pairs.append((both, r.wall_s - closing - once - alone, r.wall_s - closing))
-        if not pairs:
-            return kept
-        p, y, w = np.array(pairs).T
-        return round(float(np.sum(p * y / w**2) / np.sum((p / w) ** 2)), 4)
+    return replace(previous, samples_factor=samples_factor, suites=suites, default=default, shared_gpu_factor=1.0)
 
-    # ranks sharing GPUs of a node of several, and every rank on one GPU: two factors (one GPU has no link and
-    # time-slices every pair; 4 ranks on 2 GPUs mix links and shared GPUs)
-    shared = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus > 1], None) or previous.shared_gpu_factor
-    one_gpu = factor([r for r in runs if r.ranks_per_gpu > 1 and r.n_gpus == 1], previous.one_gpu_factor)
-    # start-up: the user's wall less wall_s, a line in the doublings of the ranks (they start side by side)
-    walled = [(r.n_ranks, r.user_wall_s, r.wall_s) for r in runs if r.user_wall_s is not None]
-    if walled:
-        startup, startup_rank = _line([(math.log2(n), user - wall) for n, user, wall in walled])
-        basis = f"measured: mpirun to exit less wall_s, {len(walled)} run(s) of --walls"
-    else:
-        startup, startup_rank = previous.startup_s, previous.startup_rank_s
-        basis = previous.startup_basis if previous.startup_basis.startswith("assumed") else \
-            f"kept from the fit of {previous.fitted} (no --walls given)"
-    model = replace(model, shared_gpu_factor=shared, one_gpu_factor=one_gpu, close_s=close, close_rank_s=close_rank,
-                    startup_s=startup, startup_rank_s=startup_rank, startup_basis=basis)
-    # check: its verdict after the run (in the user's wall only); selftest: its anchors (in wall_s), per measurement,
-    # on nodes of several GPUs and on one GPU apart (copies within a GPU are not a link's)
+
+def _gpu_factor(model: CostModel, kind: list[RecordedRun], kept: float | None) -> float | None:
+    """The factor on the measurements both ranks drive (one rank's and the suites' one-off costs stay) that best
+    fits the walls of runs of one `kind`, relative: what the targets judge (a run's wall, not a suite's); `kept`
+    without such runs."""
+    pairs = []
+    for r in kind:  # wall_s - close - once - what one rank drives = factor x what both drive
+        once = sum(model.suite(s).once_s for s, p in r.plans.items() if p.weight > 0)
+        parts = [costmodel.measurement_seconds(model, s, p) for s, p in r.plans.items() if p.weight > 0]
+        alone, both = sum(a for a, _ in parts), sum(b for _, b in parts)
+        closing = model.close_for(r.n_ranks)
+        pairs.append((both, r.wall_s - closing - once - alone, r.wall_s - closing))
+    if not pairs:
+        return kept
+    p, y, w = np.array(pairs).T
+    return round(float(np.sum(p * y / w**2) / np.sum((p / w) ** 2)), 4)
+
+
+def _fit_commands(model: CostModel, commands: list[RecordedRun], previous: CostModel) -> CostModel:
+    """check's own term (its verdict after the run and its closing, in the user's wall only: a line in the ranks)
+    and the selftest's anchors (in wall_s, per anchor measurement, on nodes of several GPUs and on one GPU apart:
+    copies within a GPU are not a link's), against the model of their suites; `previous`'s without such runs."""
     beyond: list[tuple[float, float]] = [
         (r.n_ranks, r.user_wall_s - model.startup_for(r.n_ranks) - sum(predicted_suites(model, r).values()))
         for r in commands if r.kind == "check" and r.user_wall_s is not None]
@@ -313,10 +330,7 @@ def fit(runs: list[RecordedRun], previous: CostModel, date: str) -> CostModel:
     on_several, on_one = [r for r in tests if r.n_gpus != 1], [r for r in tests if r.n_gpus == 1]
     anchor = per_anchor(on_several) if on_several else previous.anchor_s
     one_anchor = per_anchor(on_one) if on_one else previous.one_gpu_anchor_s
-    model = replace(model, check_s=check, check_rank_s=check_rank, anchor_s=anchor, one_gpu_anchor_s=one_anchor,
-                    fitted=date,
-                    machines=tuple(dict.fromkeys(r.machine for r in commands)), runs=tuple(r.name for r in commands))
-    return replace(model, residuals=tuple(residual(model, r) for r in commands))
+    return replace(model, check_s=check, check_rank_s=check_rank, anchor_s=anchor, one_gpu_anchor_s=one_anchor)
 
 
 def _line(points: list[tuple[float, float]]) -> tuple[float, float]:

@@ -340,9 +340,9 @@ class PairSweep:
             text = join_note(text, "same GPU: both processes' transfers timed over one window on the GPU clock"
                              + kernels)
         clocks = [c for c in self.clocks if c]
-        return make_row(ctx, self.suite, method.name, row_direction or direction, src, dst, nbytes,
-                        got.per_transfer_us, n, nbytes * receivers if kind != "latency" else None,
-                        got.checks + theirs[0], got.mismatches + theirs[1], note=text, kind=kind,
+        return make_row(ctx, suite=self.suite, method=method.name, direction=row_direction or direction, src=src,
+                        dst=dst, nbytes=nbytes, per_us=got.per_transfer_us, iterations=n,
+                        moved=nbytes * receivers if kind != "latency" else None,
+                        checks=got.checks + theirs[0], mismatches=got.mismatches + theirs[1], note=text, kind=kind,
                         required=receivers * len(got.per_transfer_us), sms_used=facts.get("sms_used"),
-                        placements=self.placements(nbytes),
-                        sm_clock_mhz=statistics.median(clocks) if clocks else None)
+                        placements=self.placements(nbytes), sm_clock_mhz=statistics.median(clocks) if clocks else None)

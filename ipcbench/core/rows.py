@@ -19,12 +19,13 @@ def join_note(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def make_row(ctx, suite: str, method: str, direction: str, src: int, dst: int, nbytes: int,
+def make_row(ctx, *, suite: str, method: str, direction: str, src: int, dst: int, nbytes: int,
              per_us: list[float], iterations: int, moved: int | None, checks: int, mismatches: int,
              note: str = "", kind: str = "", required: int | None = None,
              samples_us: list[float] | None = None, sms_used: int | None = None, placements: int | None = None,
              sm_clock_mhz: float | None = None) -> Row:
-    """A row for the node-local pair (src, dst); `moved` None means no bandwidth column (latency, op).
+    """A row for the node-local pair (src, dst); `moved` None means no bandwidth column (latency, op). Every fact by
+    keyword: eighteen of them, several of one type (counts, ranks), are never told apart by their place.
 
     `per_us`: time per transfer/operation of each sample (µs); `checks`/`mismatches`: how many
     destination checks ran and what they found; `required`: checks that make the row verified

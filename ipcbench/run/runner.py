@@ -149,25 +149,11 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     def plan(n: int, gpu_of: list[int]) -> list:
         return make_steps(n, gpu_of) if make_steps else cfg.steps(n)
 
-    launch_s = process_age_s()  # Python, imports and the launcher, before the run's first phase
-    if launch_s is not None:
-        PHASES.totals["launch"] = launch_s
-    with PHASES.phase("world"):
-        world = World.create(timeout=cfg.timeout_s)
+    begun = _begin(cfg, plan, example, tail)
+    if isinstance(begun, int):  # a dry run's exit status
+        return begun
+    world, run_dir = begun
     sizes = list(cfg.sizes)
-    if world.size < 2 and not cfg.dry_run:
-        raise UsageError(f"ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), e.g. {example}")
-    # The run directory as the run chooses it, in a dry run too: a dry run refuses the --out that a run would
-    run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, run_meta.make_run_id(world.hosts[0])))))
-    if world.size < 2:
-        gpus = cfg.ranks or topology.nvml_gpu_count() or 0  # --ranks: a login node plans for a compute node
-        if gpus < 2:
-            raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
-                             f"{gpus} GPU(s) here: give --ranks N, or use `mpirun -np N ipcbench ... --dry-run`")
-        return dry_run(world, cfg, plan, assumed_ranks=gpus, tail=tail)
-    if cfg.dry_run:
-        return dry_run(world, cfg, plan, tail=tail)
-
     with PHASES.phase("gpu"):
         index, info = _select_gpu(world)
         gpu_of = world.node_allgather(index, "the GPU of every rank")
@@ -191,11 +177,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo, cfg.serial_pairs, cfg.quick, cfg.gpu_pairs)
     with PHASES.phase("meta"):
         meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
-    if meta is not None:  # world rank 0's
-        meta.mps = mps_meta
-        # the plan as the cost model sees it: tools/costfit.py costs any command's run from it
-        meta.plan = [p.as_dict() for p in costmodel.plan_steps(steps, mode, len(set(gpu_of)))]
-        meta.pair_mode = {**(meta.pair_mode or {}), "rounds": rounds_of(steps, mode)}  # which round measured each row
+    _plan_in_meta(meta, steps, mode, gpu_of, mps_meta)
     # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
     with PHASES.phase("buffers"):
@@ -213,16 +195,55 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         world.node_barrier("the processes the setup started (Step.prelude) to end")
     with PHASES.phase("evidence"):
         s.evidence_before = before.done(world)  # before any measurement
-    estimated = estimate_seconds(steps, cfg.rule, mode, -(-len(gpu_of) // len(set(gpu_of))), gpus=len(set(gpu_of)))
+    _announce(s, info.name, tail, mps_meta)
+    return s
+
+
+def _plan_in_meta(meta: MetaDraft | None, steps, mode, gpu_of: list[int], mps_meta) -> None:
+    """On world rank 0 (the one holding `meta`): the MPS state, the plan as the cost model sees it
+    (tools/costfit.py costs any command's run from it) and which round measures each row."""
+    if meta is None:
+        return
+    meta.mps = mps_meta
+    meta.plan = [p.as_dict() for p in costmodel.plan_steps(steps, mode, len(set(gpu_of)))]
+    meta.pair_mode = {**(meta.pair_mode or {}), "rounds": rounds_of(steps, mode)}
+
+
+def _begin(cfg, plan, example: str, tail):
+    """The world and the run directory it agrees on (world, run_dir); or, for a dry run (without mpirun: --ranks or
+    the GPUs NVML sees), its exit status after the plan was printed."""
+    launch_s = process_age_s()  # Python, imports and the launcher, before the run's first phase
+    if launch_s is not None:
+        PHASES.totals["launch"] = launch_s
+    with PHASES.phase("world"):
+        world = World.create(timeout=cfg.timeout_s)
+    if world.size < 2 and not cfg.dry_run:
+        raise UsageError(f"ipcbench measures pairs of processes: start it with mpirun -np N (N >= 2), e.g. {example}")
+    # The run directory as the run chooses it, in a dry run too: a dry run refuses the --out that a run would
+    run_dir = Path(agree_on(world, lambda: _str_dir(choose_run_dir(cfg.out, run_meta.make_run_id(world.hosts[0])))))
+    if world.size < 2:
+        gpus = cfg.ranks or topology.nvml_gpu_count() or 0  # --ranks: a login node plans for a compute node
+        if gpus < 2:
+            raise UsageError("a dry run without mpirun plans one rank per GPU, but NVML sees "
+                             f"{gpus} GPU(s) here: give --ranks N, or use `mpirun -np N ipcbench ... --dry-run`")
+        return dry_run(world, cfg, plan, assumed_ranks=gpus, tail=tail)
+    if cfg.dry_run:
+        return dry_run(world, cfg, plan, tail=tail)
+    return world, run_dir
+
+
+def _announce(s: Session, gpu_name: str, tail, mps_meta) -> None:
+    """The run's first lines (rank 0): ranks, GPUs, suites, sizes, rule and the estimate; the pair mode; MPS."""
+    world, cfg, gpu_of, mode, sizes = s.world, s.cfg, s.ctx.gpu_of, s.mode, list(s.cfg.sizes)
+    estimated = estimate_seconds(s.steps, cfg.rule, mode, -(-len(gpu_of) // len(set(gpu_of))), gpus=len(set(gpu_of)))
     estimated += tail(gpu_of, world.node_ranks, mode)[0] if tail else 0.0
     say(world, f"ipcbench {__version__}: {world.size} ranks on {world.n_nodes} node(s), "
-               f"{len(set(gpu_of))} GPU(s) per node ({info.name}); suites {', '.join(cfg.suites)}; "
+               f"{len(set(gpu_of))} GPU(s) per node ({gpu_name}); suites {', '.join(cfg.suites)}; "
                f"{len(sizes)} sizes {fmt_size(sizes[0])}..{fmt_size(sizes[-1])}; {cfg.rule.describe()}; "
                f"estimated {estimated:.0f} s")
     say(world, f"pairs: {mode.mode} ({mode.reason}); serial steps: {mode.serial.describe()}; "
-               f"results: {run_dir / 'results.csv'}")
+               f"results: {s.run_dir / 'results.csv'}")
     say(world, f"MPS: {mps.summary(mps_meta)}")
-    return s
 
 
 @PHASES.wrap("measure")

@@ -192,66 +192,72 @@ def gpu_windows_ms(marks_by_rank: list[list[tuple[int, int]]], gpu_of: list[int]
 def measure_alltoall(ctx, name: str, sizes: list[int]) -> list:
     """Collective over the node: every rank of the node calls this, in the same order. Returns the rows of the
     flows this rank sources (one per peer and size)."""
-    w, gpu = ctx.world, ctx.gpu
-    me, n = w.local_rank, w.local_size
-    peers = [p for p in range(n) if p != me]
     bufs = ctx.buffers["legacy"]
     transfer = SCHEDULES[name](ctx, bufs)
-    label = f"alltoall/{name}"
     rows = []
     for nbytes in sizes:
-        built: dict[int, StreamBatch] = {}
-
-        def batch(count: int) -> StreamBatch:
-            if count not in built:
-                built.clear()
-                built[count] = StreamBatch(gpu, transfer, bufs.src, None, nbytes, count, gpu.stream,
-                                           nodes=transfer.nodes, warm=not transfer.two_sided)
-            return built[count]
-
-        def windows(count: int) -> tuple[dict[int, float], int]:
-            b = batch(count)
-            everyone = w.node_allgather(_time_flows(ctx, b, transfer), "the all-to-all windows")
-            return gpu_windows_ms(everyone, ctx.gpu_of), b.count
-
-        def timed(count: int) -> tuple[float, int]:
-            wins, done = windows(count)
-            return max(wins.values()), done
-
-        rule = replace(ctx.rule, max_count=min(ctx.rule.max_count, per_segment(transfer.nodes)),
-                       min_time_s=sample_seconds(ctx.rule, nbytes, transfer.engine, transfer.two_sided,
-                                                 gpu.loop_in_kernel_bytes))
-        w.node_barrier("the all-to-all calibration")
-        count, _ = calibrate(rule, timed)
-        count = batch(max(w.node_allgather(count, "the all-to-all count"))).count
-        enough = min(w.node_allgather(ctx.enough_noise(transfer.engine, "window", nbytes, me, peers[0]),
-                                      "the all-to-all stopping rule"))
-        mine_ms: list[float] = []
-        bad_from: dict[int, int] = {}
-
-        def sample(s: int) -> tuple[float, int, int]:
-            gpu.fill(bufs.src, nbytes, seed_for(w.rank, nbytes, s, label))
-            for p in peers:
-                gpu.fill(bufs.inbox_slot(p), nbytes, poison_seed(seed_for(ctx.world_rank(p), nbytes, s, label)))
-            gpu.wait(what="fill/poison")
-            w.node_barrier("the all-to-all sample start")
-            wins, _ = windows(count)
-            mine_ms.append(wins[ctx.gpu_of[me]])
-            checks = 0
-            if ctx.verify:
-                for p in peers:
-                    bad_from[p] = bad_from.get(p, 0) + gpu.verify(
-                        bufs.inbox_slot(p), nbytes, seed_for(ctx.world_rank(p), nbytes, s, label))
-                checks = 1
-            return max(wins.values()) * 1e3 / count, checks, 0
-
-        got = take_samples(rule, count, sample, enough)
-        everyone_bad = w.node_allgather(bad_from, "all-to-all verification results")
-        per_us = [ms * 1e3 / count for ms in mine_ms]
-        for p in peers:
-            rows.append(make_row(ctx, "alltoall", name, "push", me, p, nbytes, per_us, count, nbytes, got.checks,
-                                 everyone_bad[p].get(me, 0), note=f"{transfer.note}; {WINDOW}"))
+        rows += _measure_size(ctx, name, transfer, bufs, nbytes)
     return rows
+
+
+def _measure_size(ctx, name: str, transfer, bufs, nbytes: int) -> list:
+    """One size of the all-to-all `name` (its `transfer`, on the legacy buffers): calibrated, sampled and verified
+    on every rank of the node at once; this rank's flows as rows."""
+    w, gpu = ctx.world, ctx.gpu
+    me = w.local_rank
+    peers = [p for p in range(w.local_size) if p != me]
+    label = f"alltoall/{name}"
+    built: dict[int, StreamBatch] = {}
+
+    def batch(count: int) -> StreamBatch:
+        if count not in built:
+            built.clear()
+            built[count] = StreamBatch(gpu, transfer, bufs.src, None, nbytes, count, gpu.stream,
+                                       nodes=transfer.nodes, warm=not transfer.two_sided)
+        return built[count]
+
+    def windows(count: int) -> tuple[dict[int, float], int]:
+        b = batch(count)
+        everyone = w.node_allgather(_time_flows(ctx, b, transfer), "the all-to-all windows")
+        return gpu_windows_ms(everyone, ctx.gpu_of), b.count
+
+    def timed(count: int) -> tuple[float, int]:
+        wins, done = windows(count)
+        return max(wins.values()), done
+
+    rule = replace(ctx.rule, max_count=min(ctx.rule.max_count, per_segment(transfer.nodes)),
+                   min_time_s=sample_seconds(ctx.rule, nbytes, transfer.engine, transfer.two_sided,
+                                             gpu.loop_in_kernel_bytes))
+    w.node_barrier("the all-to-all calibration")
+    count, _ = calibrate(rule, timed)
+    count = batch(max(w.node_allgather(count, "the all-to-all count"))).count
+    enough = min(w.node_allgather(ctx.enough_noise(transfer.engine, "window", nbytes, me, peers[0]),
+                                  "the all-to-all stopping rule"))
+    mine_ms: list[float] = []
+    bad_from: dict[int, int] = {}
+
+    def sample(s: int) -> tuple[float, int, int]:
+        gpu.fill(bufs.src, nbytes, seed_for(w.rank, nbytes, s, label))
+        for p in peers:
+            gpu.fill(bufs.inbox_slot(p), nbytes, poison_seed(seed_for(ctx.world_rank(p), nbytes, s, label)))
+        gpu.wait(what="fill/poison")
+        w.node_barrier("the all-to-all sample start")
+        wins, _ = windows(count)
+        mine_ms.append(wins[ctx.gpu_of[me]])
+        checks = 0
+        if ctx.verify:
+            for p in peers:
+                bad_from[p] = bad_from.get(p, 0) + gpu.verify(
+                    bufs.inbox_slot(p), nbytes, seed_for(ctx.world_rank(p), nbytes, s, label))
+            checks = 1
+        return max(wins.values()) * 1e3 / count, checks, 0
+
+    got = take_samples(rule, count, sample, enough)
+    everyone_bad = w.node_allgather(bad_from, "all-to-all verification results")
+    per_us = [ms * 1e3 / count for ms in mine_ms]
+    return [make_row(ctx, suite="alltoall", method=name, direction="push", src=me, dst=p, nbytes=nbytes,
+                     per_us=per_us, iterations=count, moved=nbytes, checks=got.checks,
+                     mismatches=everyone_bad[p].get(me, 0), note=f"{transfer.note}; {WINDOW}") for p in peers]
 
 
 def steps(n: int, sizes: list[int]) -> list[Step]:

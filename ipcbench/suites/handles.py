@@ -215,8 +215,9 @@ def _mem_handle_rows(ctx, src: int, dst: int, nbytes: int, n: int, get_us: list[
     # Every repetition's buffer was checked through the importer's first mapping, so each row of the
     # repetition (get, open, repeat open, close) carries that check.
     note = "; ".join(["data checked through the first mapping", *opened.notes])
-    return [make_row(ctx, "handles", method, "op", src, dst, nbytes, vals, 1, None, opened.checks, opened.bad,
-                     note=note, kind="op", required=n)
+    return [make_row(ctx, suite="handles", method=method, direction="op", src=src, dst=dst, nbytes=nbytes, per_us=vals,
+                     iterations=1, moved=None, checks=opened.checks, mismatches=opened.bad, note=note, kind="op",
+                     required=n)
             for method, vals in (("ipc_get_mem_handle", get_us), ("ipc_open_mem_handle_first", opened.first_us),
                                  ("ipc_open_mem_handle_repeat", opened.repeat_us),
                                  ("ipc_close_mem_handle", opened.close_us))
@@ -239,61 +240,86 @@ def measure_event_handles(ctx, src: int, dst: int, sizes: list[int]):
     and the importer's stream has waited on it (the event tracks the exporter's stream)."""
     from cupy.cuda import runtime
 
-    w, gpu = ctx.world, ctx.gpu
+    w = ctx.world
     me = w.local_rank
     n = max(MIN_SAMPLES, ctx.rule.min_samples)
-    get_us, open_us, bad, checks = [], [], 0, 0
+    get_us: list[float] = []
+    seen = _EventsSeen()
     for _ in range(n):
         if me == src:
-            ev = runtime.eventCreateWithFlags(runtime.eventInterprocess | runtime.eventDisableTiming)
-            ticket = gpu.gate(gpu.stream)
-            try:
-                runtime.eventRecord(ev, gpu.stream.ptr)
-                t0 = time.perf_counter_ns()
-                h = bytes(runtime.ipcGetEventHandle(ev))
-                t1 = time.perf_counter_ns()
-                get_us.append(_us(t0, t1))
-                w.send(h, dst, tag=TAG_HANDLE)
-                w.recv(dst, tag=TAG_QUERIED, what=f"rank {ctx.world_rank(dst)} to query the imported event")
-            finally:
-                gpu.release(ticket)
-                gpu.wait(what="the gated event record")
-            ack = w.recv(dst, tag=TAG_ACK, what=f"rank {ctx.world_rank(dst)} to wait on the event")
-            runtime.eventDestroy(ev)
-            if isinstance(ack, str):
-                raise ShareError(f"(reported by the importer) {ack}")
+            get_us.append(_export_event(ctx, runtime, dst))
         else:
-            h = w.recv(src, tag=TAG_HANDLE, what=f"an event handle from rank {ctx.world_rank(src)}")
-            ack, ev = True, None
-            try:
-                t0 = time.perf_counter_ns()
-                ev = runtime.ipcOpenEventHandle(h)
-                t1 = time.perf_counter_ns()
-                open_us.append(_us(t0, t1))
-                early = _event_ready(runtime, ev)  # must be False: the exporter's gate is still closed
-            except runtime.CUDARuntimeError as e:
-                ack = str(_share_error(w.rank, f"cudaIpcOpenEventHandle (owner rank {ctx.world_rank(src)})", e))
-            w.send(True, src, tag=TAG_QUERIED)
-            if ev is not None and ack is True:
-                try:
-                    runtime.streamWaitEvent(gpu.stream.ptr, ev, 0)
-                    gpu.wait(what="a wait on an imported event", timeout=30)
-                    checks += 1
-                    bad += int(early or not _event_ready(runtime, ev))
-                finally:
-                    runtime.eventDestroy(ev)
-            w.send(ack, src, tag=TAG_ACK)
-            if isinstance(ack, str):
-                raise ShareError(ack)
-    theirs = w.exchange((open_us, bad, checks) if me == dst else None, dst if me == src else src, tag=TAG_ACK + 10)
+            _import_event(ctx, runtime, src, seen)
+    theirs = w.exchange((seen.open_us, seen.bad, seen.checks) if me == dst else None, dst if me == src else src,
+                        tag=TAG_ACK + 10)
     if me != src:
         return []
     open_us, bad, checks = theirs
     note = "checked: not complete while the exporter's stream was held, complete after it ran"
-    return [make_row(ctx, "handles", "ipc_get_event_handle", "op", src, dst, 0, get_us, 1, None, checks, bad,
-                     note=note, kind="op", required=n),
-            make_row(ctx, "handles", "ipc_open_event_handle", "op", src, dst, 0, open_us, 1, None, checks, bad,
-                     note=note, kind="op", required=n)]
+    return [make_row(ctx, suite="handles", method=method, direction="op", src=src, dst=dst, nbytes=0, per_us=vals,
+                     iterations=1, moved=None, checks=checks, mismatches=bad, note=note, kind="op", required=n)
+            for method, vals in (("ipc_get_event_handle", get_us), ("ipc_open_event_handle", open_us))]
+
+
+@dataclass
+class _EventsSeen:
+    """What the importer saw of the imported events: each open's time, the checks run and those that failed."""
+
+    open_us: list[float] = field(default_factory=list)
+    bad: int = 0
+    checks: int = 0
+
+
+def _export_event(ctx, runtime, dst: int) -> float:
+    """One repetition on the exporter: an interprocess event recorded behind a closed gate, its handle sent; the
+    gate opened once the importer has queried it. Returns the handle's get time (µs)."""
+    w, gpu = ctx.world, ctx.gpu
+    ev = runtime.eventCreateWithFlags(runtime.eventInterprocess | runtime.eventDisableTiming)
+    ticket = gpu.gate(gpu.stream)
+    try:
+        runtime.eventRecord(ev, gpu.stream.ptr)
+        t0 = time.perf_counter_ns()
+        h = bytes(runtime.ipcGetEventHandle(ev))
+        t1 = time.perf_counter_ns()
+        w.send(h, dst, tag=TAG_HANDLE)
+        w.recv(dst, tag=TAG_QUERIED, what=f"rank {ctx.world_rank(dst)} to query the imported event")
+    finally:
+        gpu.release(ticket)
+        gpu.wait(what="the gated event record")
+    ack = w.recv(dst, tag=TAG_ACK, what=f"rank {ctx.world_rank(dst)} to wait on the event")
+    runtime.eventDestroy(ev)
+    if isinstance(ack, str):
+        raise ShareError(f"(reported by the importer) {ack}")
+    return _us(t0, t1)
+
+
+def _import_event(ctx, runtime, src: int, seen: _EventsSeen) -> None:
+    """One repetition on the importer: open the handle, see the event not complete while the exporter's gate is
+    closed, then complete after its stream waited on it; a failure is reported to the exporter, then raised."""
+    w, gpu = ctx.world, ctx.gpu
+    h = w.recv(src, tag=TAG_HANDLE, what=f"an event handle from rank {ctx.world_rank(src)}")
+    ack: bool | str = True
+    ev = None
+    try:
+        t0 = time.perf_counter_ns()
+        ev = runtime.ipcOpenEventHandle(h)
+        t1 = time.perf_counter_ns()
+        seen.open_us.append(_us(t0, t1))
+        early = _event_ready(runtime, ev)  # must be False: the exporter's gate is still closed
+    except runtime.CUDARuntimeError as e:
+        ack = str(_share_error(w.rank, f"cudaIpcOpenEventHandle (owner rank {ctx.world_rank(src)})", e))
+    w.send(True, src, tag=TAG_QUERIED)
+    if ev is not None and ack is True:
+        try:
+            runtime.streamWaitEvent(gpu.stream.ptr, ev, 0)
+            gpu.wait(what="a wait on an imported event", timeout=30)
+            seen.checks += 1
+            seen.bad += int(early or not _event_ready(runtime, ev))
+        finally:
+            runtime.eventDestroy(ev)
+    w.send(ack, src, tag=TAG_ACK)
+    if isinstance(ack, str):
+        raise ShareError(ack)
 
 
 # ---- error paths -------------------------------------------------------------------------------
@@ -317,8 +343,9 @@ def _error_row(ctx, src, dst, method, ok: bool, note: str, t_us: float):
 
     # An error-path probe: `kind` error, never `verified`; the note says whether the message was clear.
     verdict = "clear error" if ok else "NOT a clear error"
-    return make_row(ctx, "handles", method, "op", src, dst, 0, [t_us], 1, None, 0, 0,
-                    note=f"{verdict}: {_short(note, 300)}", kind="error")
+    return make_row(ctx, suite="handles", method=method, direction="op", src=src, dst=dst, nbytes=0, per_us=[t_us],
+                    iterations=1, moved=None, checks=0, mismatches=0, note=f"{verdict}: {_short(note, 300)}",
+                    kind="error")
 
 
 # The child imports CuPy's runtime binding alone (not cupy: half a second of its start on an H100 host).
@@ -384,77 +411,83 @@ def start_exited_owners(ctx, pairs: list[tuple[int, int]]):
 
 
 def measure_errors(ctx, src: int, dst: int, sizes: list[int]):
-    from cupy.cuda import runtime
-
+    """The error paths of legacy IPC handles, each probed on the rank it concerns; the exporter writes the rows."""
     from ipcbench.ipc.legacy import LegacyIpc
 
-    w, gpu = ctx.world, ctx.gpu
+    w = ctx.world
     me = w.local_rank
-    ipc = LegacyIpc(gpu, w.rank)
-    h: bytes | None
+    ipc = LegacyIpc(ctx.gpu, w.rank)
     nbytes = 2 << 20
-    mine = []  # (method, ok, note, us)
-
-    # 1. The owner frees the buffer before the peer opens its handle.
+    mine = _probe_freed_handle(ctx, ipc, src, dst, nbytes)  # (method, ok, note, us)
+    if me == dst:
+        mine += _probe_exited_owner(ctx, ipc, src)
     if me == src:
-        ptr = gpu.malloc(nbytes)
-        h = ipc.export(ptr)
-        gpu.free(ptr)
-        w.send(h, dst, tag=TAG_ERR)
-        w.recv(dst, tag=TAG_ERR, what=f"rank {ctx.world_rank(dst)} to try a freed handle")
-    else:
-        h = w.recv(src, tag=TAG_ERR, what=f"a freed handle from rank {ctx.world_rank(src)}")
-        t0 = time.perf_counter_ns()
-        ok, msg = _expect_error(lambda: ipc.open(h, ctx.world_rank(src)), w.rank, "cudaIpcOpenMemHandle")
-        t1 = time.perf_counter_ns()
-        ipc.close_all()
-        mine.append(("err_open_freed_handle", ok, msg, _us(t0, t1)))
-        w.send(True, src, tag=TAG_ERR)
-
-    # 2. The owner process has exited (a child process of the importer plays the owner).
-    if me == dst:  # the child ran at the run's setup (start_exited_owners); run alone, the step starts its own
-        h, why = ctx.state.get(EXITED_OWNERS, {}).pop(src, None) or _exited_owner_handle(ctx.gpu_of[src])
-        if h is None:
-            mine.append(("err_open_exited_owner_handle", False, why, 0.0))
-        else:
-            t0 = time.perf_counter_ns()
-            ok, msg = _expect_error(lambda: ipc.open(h, "an exited child process"), w.rank,
-                                    "cudaIpcOpenMemHandle")
-            t1 = time.perf_counter_ns()
-            ipc.close_all()
-            mine.append(("err_open_exited_owner_handle", ok, msg, _us(t0, t1)))
-
-    # 3. A process opens its own handle (the exporter does this one).
-    if me == src:
-        ptr = gpu.malloc(nbytes)
-        try:
-            h = ipc.export(ptr)
-            t0 = time.perf_counter_ns()
-            ok, msg = _expect_error(lambda: ipc.open(h, w.rank), w.rank, "cudaIpcOpenMemHandle")
-            t1 = time.perf_counter_ns()
-            ipc.close_all()
-        finally:
-            gpu.free(ptr)
-        mine.append(("err_open_own_handle", ok, msg, _us(t0, t1)))
-
-    # 4. Host memory passed where a device pointer is expected (pinned, then pageable).
-        pinned = runtime.hostAlloc(nbytes, 0)
-        pageable = np.ones(nbytes // 8, dtype=np.uint64)
-        try:
-            t0 = time.perf_counter_ns()
-            ok1, msg1 = _expect_error(lambda: ipc.export(pinned), w.rank, "cudaIpcGetMemHandle")
-            t1 = time.perf_counter_ns()
-            ok2, msg2 = _expect_error(lambda: ipc.export(pageable.ctypes.data), w.rank, "cudaIpcGetMemHandle")
-        finally:
-            runtime.freeHost(pinned)
-        mine.append(("err_host_pointer_handle", ok1 and ok2, f"pinned: {_short(msg1, 140)} | pageable: "
-                     f"{_short(msg2, 140)}", _us(t0, t1)))
-
+        mine += _probe_own_handle_and_host_pointers(ctx, ipc, nbytes)
     theirs = w.exchange(mine, dst if me == src else src, tag=TAG_ERR + 10)
     if me != src:
         return []
     return [_error_row(ctx, src, dst, m, ok, note, us) for m, ok, note, us in mine + theirs]
 
+
+def _probe_freed_handle(ctx, ipc, src: int, dst: int, nbytes: int) -> list:
+    """1. The owner frees the buffer before the peer opens its handle (the peer's row)."""
+    w, gpu = ctx.world, ctx.gpu
+    if w.local_rank == src:
+        ptr = gpu.malloc(nbytes)
+        h = ipc.export(ptr)
+        gpu.free(ptr)
+        w.send(h, dst, tag=TAG_ERR)
+        w.recv(dst, tag=TAG_ERR, what=f"rank {ctx.world_rank(dst)} to try a freed handle")
+        return []
+    h = w.recv(src, tag=TAG_ERR, what=f"a freed handle from rank {ctx.world_rank(src)}")
+    t0 = time.perf_counter_ns()
+    ok, msg = _expect_error(lambda: ipc.open(h, ctx.world_rank(src)), w.rank, "cudaIpcOpenMemHandle")
+    t1 = time.perf_counter_ns()
+    ipc.close_all()
+    w.send(True, src, tag=TAG_ERR)
+    return [("err_open_freed_handle", ok, msg, _us(t0, t1))]
+
+
+def _probe_exited_owner(ctx, ipc, src: int) -> list:
+    """2. The owner process has exited (a child process of the importer plays the owner). The child ran at the
+    run's setup (start_exited_owners); run alone, the step starts its own."""
+    h, why = ctx.state.get(EXITED_OWNERS, {}).pop(src, None) or _exited_owner_handle(ctx.gpu_of[src])
+    if h is None:
+        return [("err_open_exited_owner_handle", False, why, 0.0)]
+    t0 = time.perf_counter_ns()
+    ok, msg = _expect_error(lambda: ipc.open(h, "an exited child process"), ctx.world.rank, "cudaIpcOpenMemHandle")
+    t1 = time.perf_counter_ns()
+    ipc.close_all()
+    return [("err_open_exited_owner_handle", ok, msg, _us(t0, t1))]
+
+
+def _probe_own_handle_and_host_pointers(ctx, ipc, nbytes: int) -> list:
+    """3. A process opens its own handle; 4. host memory passed where a device pointer is expected (pinned, then
+    pageable). The exporter's rows."""
+    from cupy.cuda import runtime
+
+    gpu, rank = ctx.gpu, ctx.world.rank
+    ptr = gpu.malloc(nbytes)
+    try:
+        h = ipc.export(ptr)
+        t0 = time.perf_counter_ns()
+        ok, msg = _expect_error(lambda: ipc.open(h, rank), rank, "cudaIpcOpenMemHandle")
+        t1 = time.perf_counter_ns()
+        ipc.close_all()
+    finally:
+        gpu.free(ptr)
+    out = [("err_open_own_handle", ok, msg, _us(t0, t1))]
+    pinned = runtime.hostAlloc(nbytes, 0)
+    pageable = np.ones(nbytes // 8, dtype=np.uint64)
+    try:
+        t0 = time.perf_counter_ns()
+        ok1, msg1 = _expect_error(lambda: ipc.export(pinned), rank, "cudaIpcGetMemHandle")
+        t1 = time.perf_counter_ns()
+        ok2, msg2 = _expect_error(lambda: ipc.export(pageable.ctypes.data), rank, "cudaIpcGetMemHandle")
+    finally:
+        runtime.freeHost(pinned)
+    return out + [("err_host_pointer_handle", ok1 and ok2, f"pinned: {_short(msg1, 140)} | pageable: "
+                   f"{_short(msg2, 140)}", _us(t0, t1))]
 
 def steps(n: int, sizes: list[int]) -> list[Step]:
     pairs = ordered_pairs(n)

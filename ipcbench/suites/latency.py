@@ -100,8 +100,9 @@ def sm_pingpong(ctx, src: int, dst: int, sizes: list[int], iters: int | None = N
     note = join_note(f"one way = round trip / 2 (half a store-and-poll round trip on hot flags; not a load "
                      f"latency); {iters} round trips per launch, flag stores + __threadfence_system",
                      _same_gpu_note(ctx, src, dst))
-    return [make_row(ctx, "latency", "sm_pingpong", "oneway", src, dst, 4, got.per_transfer_us, iters, None,
-                     got.checks, 0, note=note, kind="latency")]
+    return [make_row(ctx, suite="latency", method="sm_pingpong", direction="oneway", src=src, dst=dst, nbytes=4,
+                     per_us=got.per_transfer_us, iterations=iters, moved=None, checks=got.checks, mismatches=0,
+                     note=note, kind="latency")]
 
 
 def _event_pair(ctx, peer: int):
@@ -200,8 +201,9 @@ def event_pingpong(ctx, src: int, dst: int, sizes: list[int], rounds: int = 100)
         return []
     note = join_note(f"one way = round trip / 2 over {rounds} cudaEventRecord -> cudaStreamWaitEvent round "
                      f"trips; ordering checked with flag kernels in one separate chain", _same_gpu_note(ctx, src, dst))
-    return [make_row(ctx, "latency", "event_pingpong", "oneway", src, dst, 0, got.per_transfer_us, rounds, None,
-                     1, bad, note=note, kind="latency", required=1)]
+    return [make_row(ctx, suite="latency", method="event_pingpong", direction="oneway", src=src, dst=dst, nbytes=0,
+                     per_us=got.per_transfer_us, iterations=rounds, moved=None, checks=1, mismatches=bad, note=note,
+                     kind="latency", required=1)]
 
 
 def steps(n: int, sizes: list[int]) -> list[Step]:

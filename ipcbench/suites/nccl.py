@@ -114,9 +114,10 @@ def pingpong(ctx, src: int, dst: int, sizes: list[int]) -> list:
                      f"initiator, ncclRecv then ncclSend of what arrived on the responder; both check the "
                      f"initiator's pattern (the echo of the last round trip, and what the responder received)",
                      link.describe(), batch.note)
-    return [make_row(ctx, "nccl", "nccl_pingpong", "oneway", src, dst, nbytes, got.per_transfer_us, n, None,
-                     got.checks + their_checks, got.mismatches + their_bad, note=note, kind="latency",
-                     required=2 * len(got.per_transfer_us))]
+    return [make_row(ctx, suite="nccl", method="nccl_pingpong", direction="oneway", src=src, dst=dst, nbytes=nbytes,
+                     per_us=got.per_transfer_us, iterations=n, moved=None, checks=got.checks + their_checks,
+                     mismatches=got.mismatches + their_bad, note=note, kind="latency", required=2 *
+                     len(got.per_transfer_us))]
 
 
 def steps(n: int, sizes: list[int]) -> list[Step]:

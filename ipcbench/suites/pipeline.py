@@ -175,19 +175,7 @@ def _run_sample(ctx, producer: int, consumer: int, chunk: int, depth: int, n_chu
     gpu.wait(s, timeout=4 * SPIN_TIMEOUT_S + 30, what="the pipeline kernel")
     if gpu.gate_timed_out(ticket):
         raise PipelineError(f"rank {w.rank}: the gate before the pipeline kernel timed out")
-    head = np.zeros(2, dtype=np.uint64)
-    runtime.memcpy(head.ctypes.data, scratch, 16, runtime.memcpyDeviceToHost)
-    status = int(head[0]) & 0xFFFFFFFF
-    mismatches = int(head[1])
-    result: tuple
-    if me_producer:
-        stamps = np.zeros(2 * n_chunks, dtype=np.uint64)
-        runtime.memcpy(stamps.ctypes.data, scratch + 64, 16 * n_chunks, runtime.memcpyDeviceToHost)
-        t_start, t_done = stamps[:n_chunks].astype(np.int64), stamps[n_chunks:].astype(np.int64)
-        result = (status, int(t_done[-1] - t_start[0]) if not status else 0,
-                  (t_done - t_start).tolist() if not status else [])
-    else:
-        result = (status, mismatches)
+    result = _read_result(runtime, scratch, me_producer, n_chunks)
     theirs = w.exchange(result, peer, tag=13)
     mine_status, peer_status = result[0], theirs[0]
     if mine_status or peer_status:
@@ -197,6 +185,22 @@ def _run_sample(ctx, producer: int, consumer: int, chunk: int, depth: int, n_chu
         raise PipelineError(f"pipeline {ctx.world_rank(producer)}->{ctx.world_rank(consumer)} chunk {chunk} "
                             f"depth {depth}: a spin timed out after {SPIN_TIMEOUT_S:g} s: " + "; ".join(who))
     return (result, theirs) if me_producer else (theirs, result)
+
+
+def _read_result(runtime, scratch: int, me_producer: bool, n_chunks: int) -> tuple:
+    """What the kernel left in its scratch: (status, span_ns, each chunk's latency_ns) on the producer, (status,
+    mismatches) on the consumer; a failed status leaves no times."""
+    head = np.zeros(2, dtype=np.uint64)
+    runtime.memcpy(head.ctypes.data, scratch, 16, runtime.memcpyDeviceToHost)
+    status = int(head[0]) & 0xFFFFFFFF
+    if not me_producer:
+        return (status, int(head[1]))
+    stamps = np.zeros(2 * n_chunks, dtype=np.uint64)
+    runtime.memcpy(stamps.ctypes.data, scratch + 64, 16 * n_chunks, runtime.memcpyDeviceToHost)
+    t_start, t_done = stamps[:n_chunks].astype(np.int64), stamps[n_chunks:].astype(np.int64)
+    if status:
+        return (status, 0, [])
+    return (status, int(t_done[-1] - t_start[0]), (t_done - t_start).tolist())
 
 
 def measure_ring(ctx, producer: int, consumer: int, depth: int, chunks: list[int]):
@@ -246,25 +250,34 @@ def measure_ring(ctx, producer: int, consumer: int, depth: int, chunks: list[int
                 return prod[1] / 1e3 / n, 1, cons[1]  # the consumer checked every chunk of the sample
 
             got = take_samples(rule, n, sample)
-            if not me_producer:
-                continue
-            ls = latency_summary(lat_us)
-            extra = _same_gpu_note(ctx, producer, consumer, n)
-            note = join_note(f"ring={depth} chunk={chunk} chunks={n} lanes={lanes}x{groups} p50_us={ls['p50']:.2f} "
-                             f"p99_us={ls['p99']:.2f}", extra)
-            rows.append(make_row(ctx, "pipeline", f"ring_d{depth}", "push", producer, consumer, chunk,
-                                 got.per_transfer_us, n, chunk, got.checks, got.mismatches, note=note))
-            lat_note = join_note(f"ring={depth} chunk={chunk} p50_us={ls['p50']:.2f} p99_us={ls['p99']:.2f}; write "
-                                 f"start -> release seen, producer's clock; median/min/max over every chunk, "
-                                 f"samples_us = each sample's p50", extra)
-            lat_row = make_row(ctx, "pipeline", f"ring_d{depth}_latency", "oneway", producer, consumer, chunk,
-                               lat_us, n, None, got.checks, got.mismatches, note=lat_note, kind="latency",
-                               required=len(got.per_transfer_us), samples_us=sample_p50)
-            lat_row.samples = len(got.per_transfer_us)
-            rows.append(lat_row)
+            if me_producer:
+                rows += _ring_rows(ctx, producer, consumer, depth, chunk, n, f"{lanes}x{groups}", got, lat_us,
+                                   sample_p50)
     finally:
         gpu.free(scratch)
     return rows
+
+
+def _ring_rows(ctx, producer: int, consumer: int, depth: int, chunk: int, n: int, lanes: str, got, lat_us: list[float],
+               sample_p50: list[float]) -> list:
+    """The producer's two rows of one chunk size: the ring's bandwidth (`got`, its samples) and each chunk's latency
+    (every chunk's, `lat_us`; its samples each sample's p50)."""
+    ls = latency_summary(lat_us)
+    extra = _same_gpu_note(ctx, producer, consumer, n)
+    note = join_note(f"ring={depth} chunk={chunk} chunks={n} lanes={lanes} p50_us={ls['p50']:.2f} "
+                     f"p99_us={ls['p99']:.2f}", extra)
+    row = make_row(ctx, suite="pipeline", method=f"ring_d{depth}", direction="push", src=producer, dst=consumer,
+                   nbytes=chunk, per_us=got.per_transfer_us, iterations=n, moved=chunk, checks=got.checks,
+                   mismatches=got.mismatches, note=note)
+    lat_note = join_note(f"ring={depth} chunk={chunk} p50_us={ls['p50']:.2f} p99_us={ls['p99']:.2f}; write "
+                         f"start -> release seen, producer's clock; median/min/max over every chunk, "
+                         f"samples_us = each sample's p50", extra)
+    lat_row = make_row(ctx, suite="pipeline", method=f"ring_d{depth}_latency", direction="oneway", src=producer,
+                       dst=consumer, nbytes=chunk, per_us=lat_us, iterations=n, moved=None, checks=got.checks,
+                       mismatches=got.mismatches, note=lat_note, kind="latency", required=len(got.per_transfer_us),
+                       samples_us=sample_p50)
+    lat_row.samples = len(got.per_transfer_us)
+    return [row, lat_row]
 
 
 def steps(n: int, sizes: list[int]) -> list[Step]:

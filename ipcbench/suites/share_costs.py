@@ -208,8 +208,9 @@ def measure_share_costs(ctx, spec: ShareCosts, src: int, dst: int, sizes: list[i
                 # Each repetition was checked through what the importer imported: every step carries the check.
                 for method in spec.exporter_rows + spec.importer_rows:
                     vals = t[method] if method in t else imp_t[method]
-                    rows.append(make_row(ctx, "handles", method, "op", src, dst, nbytes, vals, 1, None, imp_checks,
-                                         imp_bad, note=note, kind="op", required=repeats))
+                    rows.append(make_row(ctx, suite="handles", method=method, direction="op", src=src, dst=dst,
+                                         nbytes=nbytes, per_us=vals, iterations=1, moved=None, checks=imp_checks,
+                                         mismatches=imp_bad, note=note, kind="op", required=repeats))
     finally:
         pair.Free()
         spec.close(state)

@@ -104,10 +104,10 @@ def sweep_staged(ctx, method: str, src: int, dst: int, sizes: list[int], suite: 
             got = take_samples(ctx.rule, count, sample, enough)
             checks, bad = w.exchange((got.checks, got.mismatches), peer, AGREE_TAG)
             if me == src:
-                rows.append(make_row(ctx, suite, method, direction, src, dst, nbytes, got.per_transfer_us,
-                                     count, None if kind == "latency" else nbytes, checks + got.checks,
-                                     bad + got.mismatches, note=join_note(note, note_fn(ctx, src, dst, plan)),
-                                     kind=kind))
+                rows.append(make_row(ctx, suite=suite, method=method, direction=direction, src=src, dst=dst,
+                                     nbytes=nbytes, per_us=got.per_transfer_us, iterations=count, moved=None if kind ==
+                                     "latency" else nbytes, checks=checks + got.checks, mismatches=bad +
+                                     got.mismatches, note=join_note(note, note_fn(ctx, src, dst, plan)), kind=kind))
     except BaseException:
         try:  # cleanup while another error is on its way out: that error is the one to report
             pipe.close()

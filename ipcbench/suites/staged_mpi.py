@@ -88,69 +88,86 @@ class MpiPipe:
 
     def run(self, plan: ChunkPlan, count: int) -> float:
         """count transfers (count * n_chunks chunks through the slots); the longer side's elapsed ms."""
-        from cupy.cuda import runtime
-        from mpi4py import MPI
-
-        w = self.ctx.world
-        comm, peer, S = w.node, self.peer, self.slots
+        w, peer = self.ctx.world, self.peer
         spans = plan.spans()
-        n = len(spans)
-        total = count * n
-        stream = self.gpu.stream
-        sp = stream.ptr
-        views, events, buf, host, chunk = self.views, self.events, self.buf, self.host, self.chunk
-        reqs: list[Any] = [None] * S
-        to = w.timeout
+        total = count * len(spans)
         what = f"node-local rank {peer} (mpi_staged)"
         theirs = w.tight_exchange(count, peer, what)
         if theirs != count:
             raise StagedError(f"mpi_staged: batch of {count} here, {theirs} on node-local rank {peer}")
         t0 = time.perf_counter()
         if self.role == "src":
-            def d2h(g):
-                s = g % S
-                off, ln = spans[g % n]
-                runtime.memcpyAsync(host + s * chunk, buf + off, ln, runtime.memcpyDeviceToHost, sp)
-                events[s].record(stream)
-
-            for g in range(min(S, total)):
-                d2h(g)
-            for g in range(total):
-                s = g % S
-                ev = events[s]
-                spin(lambda: ev.done, to, "a D2H copy")
-                reqs[s] = comm.Isend([views[s][:spans[g % n][1]], MPI.BYTE], dest=peer, tag=DATA_TAG)
-                nxt = g - 1 + S
-                if g >= 1 and nxt < total:
-                    ps = (g - 1) % S
-                    spin(reqs[ps].Test, to, what)
-                    d2h(nxt)
-            for r in reqs:
-                if r is not None:
-                    spin(r.Test, to, what)
+            self._send_chunks(spans, total, what)
         else:
-            def post(g):
-                s = g % S
-                reqs[s] = comm.Irecv([views[s][:spans[g % n][1]], MPI.BYTE], source=peer, tag=DATA_TAG)
-
-            for g in range(min(S, total)):
-                post(g)
-            for g in range(total):
-                s = g % S
-                spin(reqs[s].Test, to, what)
-                off, ln = spans[g % n]
-                runtime.memcpyAsync(buf + off, host + s * chunk, ln, runtime.memcpyHostToDevice, sp)
-                events[s].record(stream)
-                nxt = g - 1 + S
-                if g >= 1 and nxt < total:
-                    ev = events[(g - 1) % S]
-                    spin(lambda: ev.done, to, "an H2D copy")
-                    post(nxt)
-            last = events[(total - 1) % S]
-            spin(lambda: last.done, to, "the last H2D copy")
+            self._receive_chunks(spans, total, what)
         mine = (time.perf_counter() - t0) * 1e3
         other = w.exchange(mine, peer, AGREE_TAG)
         return max(mine, other)
+
+    def _send_chunks(self, spans: list, total: int, what: str) -> None:
+        """The source's side of `total` chunks: each copied device to host into a slot, sent from there once its
+        copy is done; a slot is refilled once its send has completed (S slots in flight)."""
+        from cupy.cuda import runtime
+        from mpi4py import MPI
+
+        comm, peer, S, n, to = self.ctx.world.node, self.peer, self.slots, len(spans), self.ctx.world.timeout
+        stream = self.gpu.stream
+        sp = stream.ptr
+        views, events, buf, host, chunk = self.views, self.events, self.buf, self.host, self.chunk
+        reqs: list[Any] = [None] * S
+
+        def d2h(g):
+            s = g % S
+            off, ln = spans[g % n]
+            runtime.memcpyAsync(host + s * chunk, buf + off, ln, runtime.memcpyDeviceToHost, sp)
+            events[s].record(stream)
+
+        for g in range(min(S, total)):
+            d2h(g)
+        for g in range(total):
+            s = g % S
+            ev = events[s]
+            spin(lambda: ev.done, to, "a D2H copy")
+            reqs[s] = comm.Isend([views[s][:spans[g % n][1]], MPI.BYTE], dest=peer, tag=DATA_TAG)
+            nxt = g - 1 + S
+            if g >= 1 and nxt < total:
+                spin(reqs[(g - 1) % S].Test, to, what)
+                d2h(nxt)
+        for r in reqs:
+            if r is not None:
+                spin(r.Test, to, what)
+
+    def _receive_chunks(self, spans: list, total: int, what: str) -> None:
+        """The destination's side: S receives posted, each chunk copied host to device from its slot once it
+        arrived; a slot is posted again once its copy is done."""
+        from cupy.cuda import runtime
+        from mpi4py import MPI
+
+        comm, peer, S, n, to = self.ctx.world.node, self.peer, self.slots, len(spans), self.ctx.world.timeout
+        stream = self.gpu.stream
+        sp = stream.ptr
+        views, events, buf, host, chunk = self.views, self.events, self.buf, self.host, self.chunk
+        reqs: list[Any] = [None] * S
+
+        def post(g):
+            s = g % S
+            reqs[s] = comm.Irecv([views[s][:spans[g % n][1]], MPI.BYTE], source=peer, tag=DATA_TAG)
+
+        for g in range(min(S, total)):
+            post(g)
+        for g in range(total):
+            s = g % S
+            spin(reqs[s].Test, to, what)
+            off, ln = spans[g % n]
+            runtime.memcpyAsync(buf + off, host + s * chunk, ln, runtime.memcpyHostToDevice, sp)
+            events[s].record(stream)
+            nxt = g - 1 + S
+            if g >= 1 and nxt < total:
+                ev = events[(g - 1) % S]
+                spin(lambda: ev.done, to, "an H2D copy")
+                post(nxt)
+        last = events[(total - 1) % S]
+        spin(lambda: last.done, to, "the last H2D copy")
 
     def timed(self, plan: ChunkPlan, count: int) -> tuple[float, int]:
         """`count` transfers on both ranks: (the longer side's ms, transfers done)."""
