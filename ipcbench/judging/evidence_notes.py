@@ -6,7 +6,7 @@ exit)."""
 
 from __future__ import annotations
 
-from ipcbench.evidence.delta import changes, describe, foreign
+from ipcbench.evidence.delta import COUNTER_WORDS, Change, changes, describe, foreign
 from ipcbench.evidence.model import NA, Evidence, GpuReading, Item
 
 NO_EVIDENCE = "no node evidence recorded"
@@ -52,9 +52,12 @@ def notable(ev: Evidence) -> dict[str, list[str]]:
         if not snaps:
             continue
         if len(snaps) == 2:
-            for c in changes(snaps[0], snaps[1]):
-                if c.kind in keys:
+            found = changes(snaps[0], snaps[1])
+            for c in found:
+                if c.kind in keys and c.kind != "link_error":
                     out.setdefault(keys[c.kind], []).append(f"{host}: {c.text}")
+            out.setdefault("counters", []).extend(f"{host}: {t}" for t in _grown([c for c in found
+                                                                                   if c.kind == "link_error"]))
         for g in snaps[-1].gpus:
             n = g.active_links()
             if n is not None and n != len(g.links.value):
@@ -65,6 +68,26 @@ def notable(ev: Evidence) -> dict[str, list[str]]:
         out["process"] = out.get("process", []) + [f"{host}: another process on GPU {gpu}: {describe(p)}"
                                                    for (gpu, _), p in sorted(procs.items())]
     return {k: v for k, v in out.items() if v}
+
+
+def _grown(grew: list[Change]) -> list[str]:
+    """The NVLink counters that grew on one host, one text per counter: a single link's own sentence, several
+    links' in one ("CRC data errors on 72 links of GPUs 0-3, 91-371 each, during the run"), so that a warning
+    says what moved, not a list of every link (the per-link table is the report's Node evidence)."""
+    by_name: dict[str, list[Change]] = {}
+    for c in grew:
+        by_name.setdefault(next(iter(c.before)), []).append(c)
+    out = []
+    for name, cs in by_name.items():
+        if len(cs) == 1:
+            out.append(cs[0].text)
+            continue
+        grown = [c.after[name] - c.before[name] for c in cs]
+        gpus = sorted({c.gpu for c in cs})
+        where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {', '.join(map(str, gpus))}"
+        out.append(f"{COUNTER_WORDS.get(name, (name, name))[1]} on {len(cs)} links of {where}, "
+                   f"{min(grown)}–{max(grown)} each, during the run")
+    return out
 
 
 # what each key of `notable` is, as compare's warning names it

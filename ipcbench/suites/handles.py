@@ -454,8 +454,9 @@ def _probe_exited_owner(ctx, ipc, src: int) -> list:
     h, why = ctx.state.get(EXITED_OWNERS, {}).pop(src, None) or _exited_owner_handle(ctx.gpu_of[src])
     if h is None:
         return [("err_open_exited_owner_handle", False, why, 0.0)]
+    rank = ctx.world.rank
     t0 = time.perf_counter_ns()
-    ok, msg = _expect_error(lambda: ipc.open(h, "an exited child process"), ctx.world.rank, "cudaIpcOpenMemHandle")
+    ok, msg = _expect_error(lambda: ipc.open(h, "an exited child process"), rank, "cudaIpcOpenMemHandle")
     t1 = time.perf_counter_ns()
     ipc.close_all()
     return [("err_open_exited_owner_handle", ok, msg, _us(t0, t1))]

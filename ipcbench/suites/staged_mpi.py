@@ -92,21 +92,20 @@ class MpiPipe:
         spans = plan.spans()
         total = count * len(spans)
         what = f"node-local rank {peer} (mpi_staged)"
+        # the loop of this side, made before the timed region (imports, streams, requests: none of it timed)
+        chunks = (self._sender if self.role == "src" else self._receiver)(spans, total, what)
         theirs = w.tight_exchange(count, peer, what)
         if theirs != count:
             raise StagedError(f"mpi_staged: batch of {count} here, {theirs} on node-local rank {peer}")
         t0 = time.perf_counter()
-        if self.role == "src":
-            self._send_chunks(spans, total, what)
-        else:
-            self._receive_chunks(spans, total, what)
+        chunks()
         mine = (time.perf_counter() - t0) * 1e3
         other = w.exchange(mine, peer, AGREE_TAG)
         return max(mine, other)
 
-    def _send_chunks(self, spans: list, total: int, what: str) -> None:
-        """The source's side of `total` chunks: each copied device to host into a slot, sent from there once its
-        copy is done; a slot is refilled once its send has completed (S slots in flight)."""
+    def _sender(self, spans: list, total: int, what: str):
+        """The source's side of `total` chunks, as a loop to time: each copied device to host into a slot, sent from
+        there once its copy is done; a slot is refilled once its send has completed (S slots in flight)."""
         from cupy.cuda import runtime
         from mpi4py import MPI
 
@@ -122,24 +121,27 @@ class MpiPipe:
             runtime.memcpyAsync(host + s * chunk, buf + off, ln, runtime.memcpyDeviceToHost, sp)
             events[s].record(stream)
 
-        for g in range(min(S, total)):
-            d2h(g)
-        for g in range(total):
-            s = g % S
-            ev = events[s]
-            spin(lambda: ev.done, to, "a D2H copy")
-            reqs[s] = comm.Isend([views[s][:spans[g % n][1]], MPI.BYTE], dest=peer, tag=DATA_TAG)
-            nxt = g - 1 + S
-            if g >= 1 and nxt < total:
-                spin(reqs[(g - 1) % S].Test, to, what)
-                d2h(nxt)
-        for r in reqs:
-            if r is not None:
-                spin(r.Test, to, what)
+        def loop():
+            for g in range(min(S, total)):
+                d2h(g)
+            for g in range(total):
+                s = g % S
+                ev = events[s]
+                spin(lambda: ev.done, to, "a D2H copy")
+                reqs[s] = comm.Isend([views[s][:spans[g % n][1]], MPI.BYTE], dest=peer, tag=DATA_TAG)
+                nxt = g - 1 + S
+                if g >= 1 and nxt < total:
+                    spin(reqs[(g - 1) % S].Test, to, what)
+                    d2h(nxt)
+            for r in reqs:
+                if r is not None:
+                    spin(r.Test, to, what)
 
-    def _receive_chunks(self, spans: list, total: int, what: str) -> None:
-        """The destination's side: S receives posted, each chunk copied host to device from its slot once it
-        arrived; a slot is posted again once its copy is done."""
+        return loop
+
+    def _receiver(self, spans: list, total: int, what: str):
+        """The destination's side, as a loop to time: S receives posted, each chunk copied host to device from its
+        slot once it arrived; a slot is posted again once its copy is done."""
         from cupy.cuda import runtime
         from mpi4py import MPI
 
@@ -153,21 +155,24 @@ class MpiPipe:
             s = g % S
             reqs[s] = comm.Irecv([views[s][:spans[g % n][1]], MPI.BYTE], source=peer, tag=DATA_TAG)
 
-        for g in range(min(S, total)):
-            post(g)
-        for g in range(total):
-            s = g % S
-            spin(reqs[s].Test, to, what)
-            off, ln = spans[g % n]
-            runtime.memcpyAsync(buf + off, host + s * chunk, ln, runtime.memcpyHostToDevice, sp)
-            events[s].record(stream)
-            nxt = g - 1 + S
-            if g >= 1 and nxt < total:
-                ev = events[(g - 1) % S]
-                spin(lambda: ev.done, to, "an H2D copy")
-                post(nxt)
-        last = events[(total - 1) % S]
-        spin(lambda: last.done, to, "the last H2D copy")
+        def loop():
+            for g in range(min(S, total)):
+                post(g)
+            for g in range(total):
+                s = g % S
+                spin(reqs[s].Test, to, what)
+                off, ln = spans[g % n]
+                runtime.memcpyAsync(buf + off, host + s * chunk, ln, runtime.memcpyHostToDevice, sp)
+                events[s].record(stream)
+                nxt = g - 1 + S
+                if g >= 1 and nxt < total:
+                    ev = events[(g - 1) % S]
+                    spin(lambda: ev.done, to, "an H2D copy")
+                    post(nxt)
+            last = events[(total - 1) % S]
+            spin(lambda: last.done, to, "the last H2D copy")
+
+        return loop
 
     def timed(self, plan: ChunkPlan, count: int) -> tuple[float, int]:
         """`count` transfers on both ranks: (the longer side's ms, transfers done)."""
