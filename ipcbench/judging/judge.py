@@ -166,7 +166,9 @@ def _evidence(run, tables: list[EvidenceExpectation]) -> tuple[list[Finding], li
     models = {h: {g.index: g.name for g in gs} for h, gs in run.meta.gpus.items()}
     for h in run.meta.hosts:
         models.setdefault(h, {})
-    used = {h: {g.uuid for g in gs if g.uuid} for h, gs in run.meta.gpus.items()}
+    # the GPUs whose other processes are judged: the run's, by UUID; a host with a GPU recorded without one cannot
+    # tell its GPUs from the others, so every GPU of it is judged (an empty set), never fewer
+    used = {h: set() if any(not g.uuid for g in gs) else {g.uuid for g in gs} for h, gs in run.meta.gpus.items()}
     got = evidence_rules.judge(run.meta.evidence, tables, models, used)
     return got.findings, got.notes
 
