@@ -127,7 +127,8 @@ def test_a_run_whose_concurrency_guard_failed_cannot_be_judged_and_says_which_ro
     what = f"{failed['round']} round of {failed['step']} at "
     assert last.startswith(f"REASON: cannot judge: concurrency guard failed: {what}"), last
     assert p.stdout.count(f" on vm: 8.3% from the same pairs one at a time (worst: ranks {pair['src_rank']} -> "
-                         f"{pair['dst_rank']}, allowed ±2.0%); measure with --pairs sequential\n") == 1, p.stdout
+                         f"{pair['dst_rank']}, allowed ±2.0%); measure the pairs one at a time "
+                         "(`mpirun -np N ipcbench all --pairs sequential`)\n") == 1, p.stdout
 
 
 # ---- a selftest run ------------------------------------------------------------------------------------------
@@ -253,3 +254,32 @@ def test_the_sizes_a_missing_row_names():
     assert judge._sizes_words([4096, 65536, 1 << 20]) == "4K, 64K, 1M"
     assert judge._sizes_words([4096, 65536, 1 << 20, 64 << 20]) == "4K-64M (4 sizes)"
     assert judge._sizes_words([]) == ""
+
+
+# ---- another job's process on a GPU the record cannot name ---------------------------------------------------
+
+INTRUDER = {"pid": 4242, "used_bytes": 2 << 30, "name": "intruder"}
+
+
+@pytest.mark.parametrize("where", ["meta.json's GPU", "the snapshot's GPU"])
+def test_another_jobs_process_fails_check_on_a_gpu_recorded_without_its_uuid(tmp_path, where):
+    """A schema-3 check run of 2 x H200 with another job's process on GPU 1 after the run: UNHEALTHY, naming it. With
+    that GPU's UUID missing from meta.json's GPUs, or from NVML's snapshot, the run's GPUs cannot be told from the
+    others: every GPU is judged, never fewer (judging/judge._evidence, judging/evidence_rules._host)."""
+    run = REPO / "tests" / "data" / "results-1126" / "h200x2-check-1"
+
+    def intrude(meta, drop_uuid: str | None):
+        after = next(s for s in meta["evidence"]["snapshots"] if s["when"] == "after")
+        gpu1 = next(g for g in after["gpus"] if g["index"] == 1)
+        gpu1["processes"]["value"].append(INTRUDER)
+        if drop_uuid == "meta.json's GPU":
+            next(g for g in meta["gpus"]["vm"] if g["index"] == 1).pop("uuid")
+        elif drop_uuid == "the snapshot's GPU":
+            for s in meta["evidence"]["snapshots"]:
+                next(g for g in s["gpus"] if g["index"] == 1).pop("uuid")
+
+    for drop in (None, where):
+        dst = edit_meta(copy_run(run, tmp_path / f"run-{bool(drop)}"), lambda m: intrude(m, drop))
+        p = check("--from", str(dst))
+        assert p.returncode == 1, (drop, p.stdout[-1500:])
+        assert "pid 4242 (intruder)" in p.stdout, (drop, p.stdout[-1500:])

@@ -341,3 +341,32 @@ def test_a_one_gpu_node_has_its_own_anchor_cost_and_the_start_up_of_its_ranks():
     assert max(abs(r.pct) for r in got.residuals) < 0.1  # each run against its own node's anchors
     several = costfit.fit([*two, test2], COSTS, "today")  # no selftest on one GPU: the table's value kept
     assert several.one_gpu_anchor_s == COSTS.one_gpu_anchor_s and several.anchor_s == pytest.approx(0.04, abs=1e-5)
+
+
+def test_walls_files_name_their_runs_by_path_and_two_sets_stay_apart(tmp_path, capsys):
+    """Each --walls file names its runs beside it (a set's walls.txt), so two sets' `all-1` take their own walls; a
+    bare name that is no directory names the one given run of that name; a line of a run beside the file that was not
+    given is said and left out; a run given a wall twice, or a name of no run, is refused."""
+    from ipcbench.errors import UsageError
+
+    sets = []
+    for name, walls in (("a", "all-1 10.0\nall-2 11.0\n"), ("b", "all-1 20.0\n")):
+        for run in ("all-1", "all-2"):
+            (tmp_path / name / run).mkdir(parents=True)
+            (tmp_path / name / run / "meta.json").write_text("{}")
+        (tmp_path / name / "walls.txt").write_text(walls)
+        sets.append(tmp_path / name)
+    given = [str(sets[0] / "all-1"), str(sets[1] / "all-1")]
+    files = [str(s / "walls.txt") for s in sets]
+    assert costfit.assign_walls(given, files) == [10.0, 20.0]
+    assert "not fitted (not given): all-2" in capsys.readouterr().err
+    bare = tmp_path / "bare.txt"
+    bare.write_text("all-1 5.0\n")
+    assert costfit.assign_walls([str(sets[0] / "all-1")], [str(bare)]) == [5.0]
+    with pytest.raises(UsageError, match="names 2 runs given"):
+        costfit.assign_walls(given, [str(bare)])
+    with pytest.raises(UsageError, match="a wall twice"):
+        costfit.assign_walls(given[:1], [files[0], str(bare)])
+    bare.write_text("all-9 5.0\n")
+    with pytest.raises(UsageError, match="names runs not given: all-9"):
+        costfit.assign_walls(given, [str(bare)])

@@ -80,3 +80,20 @@ def test_malformed_evidence_is_said_never_a_traceback(tmp_path):
     ev = Evidence.from_json(meta["evidence"])  # the views still say it, should one reach them
     good = quiet(host_of(RUN))
     assert "unreadable" in compare_warnings("base", good, "new", ev)[0]
+
+
+def test_counters_that_grew_on_many_links_are_one_line_per_counter():
+    """compare's warning sums the NVLink counters that grew, one text per counter (judging/evidence_notes._grown): a
+    single link keeps its own sentence; several links of a counter say how many, on which GPUs, and the range."""
+    from ipcbench.evidence.delta import Change
+    from ipcbench.judging.evidence_notes import _grown
+
+    def grew(gpu, link, name, n):
+        return Change("vm", gpu, "link_error", link, {name: 100}, {name: 100 + n},
+                      f"{n} {name} on GPU {gpu} link {link}")
+
+    crc = [grew(g, k, "crc_data", 91 + 7 * (4 * g + k)) for g in range(4) for k in range(4)]
+    assert _grown(crc + [grew(1, 2, "replay", 12)]) == [
+        "CRC data errors on 16 links of GPUs 0, 1, 2, 3, 91–196 each, during the run", "12 replay on GPU 1 link 2"]
+    assert _grown([grew(0, 0, "recovery", 5), grew(0, 1, "recovery", 5)]) == [
+        "recoveries on 2 links of GPU 0, 5 each, during the run"]

@@ -101,7 +101,10 @@ def test_floors_by_gpu_family_kind_and_size_band():
     assert h200_sm.fraction == noise.FLOORS["H200"][("sm", "gated")][0] and "measured on H200" in h200_sm.basis
     a2a = noise.floor_for("NVIDIA H200", "ce", "window", 8 << 20)  # the all-to-all's window: its own, measured
     assert a2a.fraction == 0.055 > noise.floor_for("NVIDIA H200", "ce", "gated", 8 << 20).fraction
-    assert noise.floor_for(h100, "ce", "window", 8 << 20) == noise.floor_for(h100, "ce", "gated", 8 << 20)
+    h100_a2a = noise.floor_for(h100, "ce", "window", 8 << 20)  # never measured on H100s: the largest known window
+    assert h100_a2a.fraction == 0.055 and "H100 never measured for ce/window" in h100_a2a.basis
+    assert noise.floor_for("NVIDIA B200", "ce", "window", 64 << 20).fraction == 0.007
+    assert noise.floor_for(h100, "sm", "window", 8 << 20) == noise.floor_for(h100, "sm", "gated", 8 << 20)
     borrowed = noise.floor_for("NVIDIA H200", "api", "host", 4096)  # never measured on H200: the largest known
     assert borrowed.fraction == noise.FLOORS["H100"][("api", "host")][0] and "largest" in borrowed.basis
     other = noise.floor_for("NVIDIA B200", "ce", "gated", 64 << 20)

@@ -62,7 +62,7 @@ def test_twins_at_every_size_would_not_fit():
 def test_the_model_meets_the_runs_it_was_fitted_to():
     """Every command's wall on each machine it was fitted on (the mean of its runs) is within 10% of the model (the
     issue's target), every single run within 20% (runs of one command on one machine spread on their own: three
-    checks 3.16-4.13 s, the first right after `-np 4 --quick`), and the table says so: its residuals are the model's
+    checks 3.16-4.13 s on two H200s, 2026-11-26), and the table says so: its residuals are the model's
     against those runs, not numbers typed in."""
     from ipcbench.catalogue.costs import COSTS
 
@@ -78,8 +78,8 @@ def test_the_model_meets_the_runs_it_was_fitted_to():
 
 def test_the_model_errs_long_on_a_machine_it_was_not_fitted_to():
     """One H200 with two ranks on another machine (tests/data/h200x1-0126, 2026-11-26, an older code's runs with
-    their plans and walls), which the fit never saw: every command's mean wall is over-estimated, by 10-35% (its
-    start-up and closing are shorter than those of the machine of the fit: 2.0-2.3 s against 3.0-3.2 to start two
+    their plans and walls), which the fit never saw: every command's mean wall is over-estimated, by 11-33% (its
+    start-up and closing are shorter than those of the machine of the fit: 2.0-2.3 s against 2.9-3.7 to start two
     ranks). Not the 10% the fitted machine meets: the model carries the start-up of the machine it was fitted on.
     An estimate that errs long is the safe side for a job's --time. docs/suites.md quotes it."""
     from pathlib import Path
@@ -101,7 +101,7 @@ def test_the_model_errs_long_on_a_machine_it_was_not_fitted_to():
     assert len(walls) == 11 and set(means) == {"ipcbench all", "ipcbench all --quick", "ipcbench check",
                                               "ipcbench selftest"}
     pct = {c: sum(p for _, p in v) / sum(m for m, _ in v) - 1 for c, v in means.items()}
-    assert all(0.10 <= x <= 0.35 for x in pct.values()), pct
+    assert all(0.0 < x <= 0.35 for x in pct.values()), pct  # long, never short; by 11-33% today
 
 
 def test_the_table_is_a_fit_of_the_runs_it_names():

@@ -182,6 +182,37 @@ def recorded_config(meta: Meta) -> RunConfig:
                      quick=quick, sizes_given=opts.get("twin_sizes") == "every size")
 
 
+def assign_walls(given: list[str], files: list[str]) -> list[float | None]:
+    """Each given run's wall from the --walls files (None: none names it). A line names its run by a path (as given,
+    or beside its file: a set's walls.txt names the runs of its folder, so two sets' `all-1` stay apart) or, where no
+    such directory exists, by the name of exactly one given run. A line naming a run beside its file that was not
+    given is left out, and said on stderr (a set's file lists runs one may leave out of a fit); a line naming no run,
+    or one run given twice, is a mistake."""
+    where = {str(Path(d).resolve()): i for i, d in enumerate(given)}
+    out: list[float | None] = [None] * len(given)
+    for f in files:
+        left = []
+        for name, wall in read_walls(Path(f)).items():
+            found = [p for p in (Path(name), Path(f).parent / name) if (p / "meta.json").is_file()]
+            if found:
+                i = where.get(str(found[0].resolve()))
+                if i is None:
+                    left.append(name)
+                    continue
+            else:
+                hits = [j for j, d in enumerate(given) if Path(d).name == Path(name).name]
+                if len(hits) != 1:
+                    raise UsageError(f"--walls names runs not given: {name}" if not hits else
+                                     f"--walls {f}: {name} names {len(hits)} runs given: name it by its path")
+                i = hits[0]
+            if out[i] is not None:
+                raise UsageError(f"--walls gives {given[i]} a wall twice")
+            out[i] = wall
+        if left:
+            print(f"costfit: {f}: not fitted (not given): {', '.join(sorted(left))}", file=sys.stderr)
+    return out
+
+
 def read_walls(path: Path) -> dict[str, float]:
     """--walls FILE: `RUN_DIR WALL_S` per line."""
     out = {}
@@ -594,21 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     try:
         runs = [load_run(Path(d)) for d in ns.runs]
-        given = [d.rstrip("/") for d in ns.runs]
-        walls: dict[str, float] = {}
-        for f in ns.walls or []:
-            mine = read_walls(Path(f))
-            left = set(mine) - set(given) - {Path(d).name for d in given}
-            # a set's walls file lists runs one may leave out of a fit (an older code's runs beside it): said, not
-            # fitted; a name of no run beside it is a mistake
-            wrong = sorted(n for n in left if not (Path(f).parent / n / "meta.json").is_file())
-            if wrong:
-                raise UsageError(f"--walls names runs not given: {', '.join(wrong)}")
-            if left:
-                print(f"costfit: {f}: not fitted (not given): {', '.join(sorted(left))}", file=sys.stderr)
-            walls.update({k: v for k, v in mine.items() if k not in left})
-        for d, r in zip(given, runs):
-            r.user_wall_s = walls.get(d, walls.get(Path(d).name))
+        for r, wall in zip(runs, assign_walls([d.rstrip("/") for d in ns.runs], ns.walls or [])):
+            r.user_wall_s = wall
         date = ns.date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
         model = fit(runs, costs.COSTS, date)
     except UsageError as e:

@@ -15,11 +15,11 @@ releasing and closing) and its start-up (the user's wall, mpirun to exit, less w
 buffers). The closing is a line in the node's ranks (`close_s + close_rank_s x ranks`: each rank closes the handles
 and communicators of every peer), the start-up a line in their doublings (`startup_s + startup_rank_s x log2(ranks)`:
 the ranks start their interpreters, MPI, CUDA contexts and NVML side by side, each doubling adding the same; on
-4 x H200, 2026-11-28: 3.2 s for 2 ranks, 4.9 s for 4, 7.0 s for 8). Two commands add what they do beyond their
-suites, each
-fitted to that command's runs against the model of its suites: `ipcbench check` `check_s` (its verdict after the
-run: reading the run back, judging it, writing its outputs; and what the suites' constants, fitted on `all`, miss
-for check's small plan), `ipcbench selftest` `anchor_s` per anchor measurement (one size at one place of its
+4 x H200, 2026-11-28, runs of `all` and `--quick`: 3.3 s for 2 ranks, 4.8 s for 4, 6.5 s for 8). Two commands add what
+they do beyond their suites, each fitted to that command's runs against the model of its suites: `ipcbench check`
+`check_s + check_rank_s x ranks` in place of the closing (its verdict after the run: reading the run back, judging
+it, writing its outputs, more pairs on more ranks; its own closing; and what the suites' constants, fitted on `all`,
+miss for check's small plan), `ipcbench selftest` `anchor_s` per anchor measurement (one size at one place of its
 buffers, selftest/plan.anchor_units; a one-GPU node's, copies within the GPU, its own: `one_gpu_anchor_s`).
 
 Everything below the marker is written by `python tools/costfit.py RUN_DIR... --walls FILE --write`: never edit
@@ -85,7 +85,7 @@ class CostModel:
     default: SuiteCost  # a suite the fit never saw: the mean of the fitted ones
     shared_gpu_factor: float  # ranks sharing GPUs of a node of several: the measurements both ranks drive x this
     close_s: float  # meta.json wall_s - sum(suite_wall_s), less close_rank_s x ranks
-    startup_s: float  # the user's wall - wall_s, less startup_rank_s x ranks
+    startup_s: float  # the user's wall - wall_s, less startup_rank_s x log2(ranks)
     startup_basis: str  # how the start-up was had: "measured (--walls, N runs)" or "assumed: ..."
     fitted: str  # the date of the fit
     machines: tuple[str, ...]  # the machine kinds of the runs fitted

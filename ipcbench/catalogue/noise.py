@@ -65,15 +65,15 @@ FLOORS: dict[str, dict[tuple[str, str], tuple[float, float, float]]] = {
     # H200 pairs (4 x H200, NV18 through NVSwitch, one machine, 2026-11-28; tests/data/h200x4-1128 all-1..6: six
     # `mpirun -np 4 ipcbench all` of one code, five back to back, 12 ordered pairs each): the same rule over that set,
     # but one set of one machine, so where its fit is under the H100's the H100's stays (as for one H200's same-GPU rows
-    # below). It raised the copy engine's mid band (a 1 MiB pool push read 3.9% apart: 3.5% against 2%) and large one
-    # (0.3%), an SM or bulk copy's large band (0.7% and 0.3%), the SM ping-pong's small band (a 64 KiB 2 -> 3 ring
-    # latency 8.5 and 10.1 us: 11.5% against 8%); and measured a kind no pair had: the all-to-all's copies timed in
-    # one window of every flow (suites/alltoall.py: its 8 MiB flows read 67.2-73.2 GB/s, a level each run took; none
-    # under 256K, where it keeps the gated floor), which took the gated floors before. The
-    # cross-process event ping-pong (one size) takes levels on two H200s, 6.15-6.7 us one way in most processes and
-    # 8.4-8.6 or 10.7-10.75 us in some, in 2 of 16 `latency --quick` runs back to back on one machine (10.71 and
-    # 8.63 us: sqrt(10.71 / 6.15) - 1 = 0.32, x 1.25) and in 1 of 8 runs of `all` and `--quick` on another
-    # (8.54 us), 2026-11-26; on H100s it read 6.15-6.73 us in every run.
+    # below). It raised the copy engine's mid band (a 1 MiB bidirectional copy 0 <-> 3 read 5.2% apart: 3.5% against 2%)
+    # and large one (0.3%), an SM or bulk copy's large band (0.7% and 0.3%), the SM ping-pong's small band (a 64 KiB 2
+    # -> 3 ring latency 8.5 and 10.1 us: 11.5% against 8%); and measured a kind no pair had: the all-to-all's copies
+    # timed in one window of every flow (suites/alltoall.py: its 8 MiB flows read 67.2-73.2 GB/s, a level each run took;
+    # none under 256K, where it keeps the gated floor), which took the gated floors before. The cross-process event
+    # ping-pong (one size) takes levels on two H200s, 6.15-6.7 us one way in most processes and 8.4-8.6 or 10.7-10.75 us
+    # in some, in 2 of 16 `latency --quick` runs back to back on one machine (10.71 and 8.63 us: sqrt(10.71 / 6.15) - 1
+    # = 0.32, x 1.25) and in 1 of 8 runs of `all` and `--quick` on another (8.54 us), 2026-11-26; on H100s it read
+    # 6.15-6.73 us in every run.
     "H200": {
         ("ce", "gated"): (0.065, 0.035, 0.003),
         ("ce", "window"): (0.065, 0.055, 0.007),
@@ -178,10 +178,11 @@ def floor_for(gpu_model: str, engine: str, timing: str, nbytes: int, time_sliced
         if known:
             return Floor(max(known), f"largest of the GPUs measured with two ranks ({gpu_model or 'this GPU'} never)")
     fam = family(gpu_model)
-    # a window of a pair's copies (the all-to-all's flows) takes its family's own floor where one was measured, else
-    # the gated one of its engine: the same copies, timed over every flow at once
-    exact = fam is not None and (engine, timing) in FLOORS[fam]
-    kind = (engine, timing if timing != "window" or exact else "gated")
+    # a window of a pair's copies (the all-to-all's flows, every flow of the node timed at once): its family's own
+    # floor where measured; else, where some GPU measured it, the largest of those (a GPU never measured for a kind
+    # takes the largest known, as below); else the gated floor of its engine, the same copies one pair at a time
+    measured_window = timing == "window" and any((engine, timing) in t for t in FLOORS.values())
+    kind = (engine, timing if timing != "window" or measured_window else "gated")
     if fam is not None and kind in FLOORS[fam]:
         return Floor(FLOORS[fam][kind][i], f"measured on {fam} pairs")
     largest = _largest(kind, i)

@@ -198,12 +198,14 @@ def check_tail(gpu_of, node_ranks, mode=None) -> tuple[float, str]:
 
     if COSTS.check_s is None:
         return 0.0, "the verdict after the run is not in the estimate: the cost model was never fitted to a check run"
-    fitted = sum(1 for r in COSTS.residuals if r.plan_command.split()[1:2] == ["check"])
-    return check_seconds(COSTS, len(node_ranks)), (
-        f"check's own term, {COSTS.check_s:+g} s, fitted on {fitted} check run(s): its verdict after the run "
-        "(reading it back, judging, the outputs) and its own closing in place of `all`'s, less what the model of its "
-        "suites, "
-        "fitted on longer runs, over-counts for its small plan")
+    fitted = sum(1 for r in COSTS.residuals if r.plan_command.split()[1:2] == ["check"] and r.start_included)
+    ranks = len(node_ranks)
+    term = check_seconds(COSTS, ranks)
+    return term, (
+        f"check's own term, {term:+.1f} s at {ranks} ranks ({COSTS.check_s:+g} s + {COSTS.check_rank_s:g} s a rank, "
+        f"less `all`'s closing of {COSTS.close_for(ranks):.1f} s, which it replaces), fitted on {fitted} timed check "
+        "run(s): its verdict after the run (reading it back, judging, the outputs) and its own closing, less what the "
+        "model of its suites, fitted on longer runs, over-counts for its small plan")
 
 
 def _baseline(opts: Options, run):

@@ -72,7 +72,7 @@ def notable(ev: Evidence) -> dict[str, list[str]]:
 
 def _grown(grew: list[Change]) -> list[str]:
     """The NVLink counters that grew on one host, one text per counter: a single link's own sentence, several
-    links' in one ("CRC data errors on 72 links of GPUs 0-3, 91-371 each, during the run"), so that a warning
+    links' in one ("CRC data errors on 72 links of GPUs 0, 1, 2, 3, 91–434 each, during the run"), so that a warning
     says what moved, not a list of every link (the per-link table is the report's Node evidence)."""
     by_name: dict[str, list[Change]] = {}
     for c in grew:
@@ -85,8 +85,9 @@ def _grown(grew: list[Change]) -> list[str]:
         grown = [c.after[name] - c.before[name] for c in cs]
         gpus = sorted({c.gpu for c in cs})
         where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {', '.join(map(str, gpus))}"
-        out.append(f"{COUNTER_WORDS.get(name, (name, name))[1]} on {len(cs)} links of {where}, "
-                   f"{min(grown)}–{max(grown)} each, during the run")
+        each = f"{min(grown)}–{max(grown)}" if min(grown) != max(grown) else f"{min(grown)}"
+        out.append(f"{COUNTER_WORDS.get(name, (name, name))[1]} on {len(cs)} links of {where}, {each} each, during "
+                   "the run")
     return out
 
 

@@ -180,7 +180,8 @@ def _host(out: Judged, host: str, before, after, models: dict[int, str], tables,
         _pcie(gpu)
         _ecc(gpu)
         _remap(gpu)
-        if not used or any(g.uuid in used for g in gpu.readings):
+        # the run's GPUs by UUID; a GPU NVML gave no UUID for cannot be told from them: judged too, never fewer
+        if not used or any(g.uuid in used or not g.uuid for g in gpu.readings):
             _processes(gpu, [p for i, p in foreign if i == index and p.pid not in own])
         _clocks(gpu)
 

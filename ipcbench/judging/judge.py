@@ -188,9 +188,11 @@ def _guard(run) -> list[Finding]:
         what = (f"{g.get('round', 'concurrent')} round of {g['step']} at {fmt_size(g.get('bytes', 0))} on "
                 f"{g.get('host', '?')}")
         moved = f"{g.get('worst_diff', 0):.1%} from the same pairs one at a time{pair}"
-        out.append(_whole(run, "run", f"the run's concurrency guard failed: the {what} read up to {moved}: the rows "
-                                      "measured in rounds are in doubt; measure with --pairs sequential",
-                          f"concurrency guard failed: {what}: {moved}; measure with --pairs sequential"))
+        advice = "measure the pairs one at a time (`mpirun -np N ipcbench all --pairs sequential`)"
+        finding = _whole(run, "run", f"the run's concurrency guard failed: the {what} read up to {moved}: the rows "
+                                     f"measured in rounds are in doubt (the instrument's schedule, not the node); "
+                                     f"{advice}", f"concurrency guard failed: {what}: {moved}; {advice}")
+        out.append(replace(finding, host=g.get("host", finding.host)))
     return out
 
 

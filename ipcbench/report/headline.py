@@ -419,7 +419,8 @@ def _run_block(run: Run, t: dict, facts: dict, several: bool) -> list[Block]:
     link = _link_desc(run.meta)
     title = f"{run.label} · {gpu_desc(run)}" + (f" · {link}" if link else "")
     how = {k: v for k, v in facts["options"].items() if k != "command"}  # the command: in the run's details
-    how["pairs"] = options_short(run.meta, run.frame)["pairs"]  # why: in the run's details (its options line)
+    if run.meta.pairing is not None:  # the mode in short; why: in the run's details (its options line)
+        how["pairs"] = options_short(run.meta, run.frame)["pairs"]
     items = facts["lines"] + [("info", "**How it was measured**: " + options_line(how))]
     out: list[Block] = [Heading(3, run.label, terminal=True)] if several else []
     out += [Callout(items, title=title, terminal=True)] + _pair_table(t["best"], terminal=True)

@@ -183,7 +183,7 @@ def node_ranks(ranks_per_gpu: int, gpus: int) -> int:
 def check_seconds(model: CostModel, ranks: int) -> float:
     """What `ipcbench check` adds to the model of its suites on a node of `ranks` ranks: its verdict after the run
     (reading it back, judging, the outputs) and its own closing, in place of the closing of `all` (close_for: the
-    NCCL communicators and the many handles of the suites check does not run; check closes in 0.2 s at 2, 4 and 8
+    NCCL communicators and the many handles of the suites check does not run; check closes in 0.2-0.4 s at 2, 4 and 8
     ranks, `all` in 0.4 s at 2 and 2 s at 4), and what the suites' constants miss for its small plan: a line in the
     ranks, since more ranks are more pairs to judge (0 where never fitted)."""
     if model.check_s is None:
