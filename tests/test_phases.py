@@ -66,3 +66,32 @@ def test_the_table_and_the_command_read_meta_json(tmp_path, capsys):
     assert main([str(tmp_path / "missing")]) == 2
     (old / "meta.json").write_text(json.dumps({"rows": 3, "wall_s": "4"}))  # read through the record: strictly
     assert main([str(old)]) == 2 and "field wall_s" in capsys.readouterr().err
+
+
+def test_threads_nest_their_own_phases_and_no_time_is_negative():
+    """Two threads inside phases at once (a helper thread, or the CPU tests' ranks, which run as threads): each
+    charges its own spans from its own mark. With one stack and mark for the process, their spans interleaved into
+    paths like "a/b/a" and a span charged from the other thread's later mark came out negative, which meta.json's
+    record refuses."""
+    import threading
+    import time
+
+    p = Phases()
+    start = threading.Barrier(2)
+
+    def work(name: str) -> None:
+        start.wait()
+        for _ in range(200):
+            with p.phase(name):
+                time.sleep(0)  # the other thread runs here, inside its own phases
+                with p.phase("inner"):
+                    time.sleep(0)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    snap = p.snapshot()
+    assert set(snap) == {"a", "a/inner", "b", "b/inner"}
+    assert all(v["s"] >= 0 for v in snap.values()) and all(v["n"] == 200 for v in snap.values())

@@ -13,38 +13,53 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 
 class Phases:
-    """Exclusive time per phase path of one process."""
+    """Exclusive time per phase path of one process. Each thread nests its own phases (its own stack and mark: a
+    helper thread, or the CPU tests' ranks run as threads, never charges another thread's span, so no time is
+    negative); the totals are the process's, added under a lock."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter):
         self.clock = clock
         self.totals: dict[str, float] = {}
         self.counts: dict[str, int] = {}
-        self._stack: list[str] = []
-        self._mark = 0.0
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    @property
+    def _stack(self) -> list[str]:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+            self._local.mark = 0.0
+        return stack
 
     def _charge(self, now: float) -> None:
-        if self._stack:
-            path = "/".join(self._stack)
-            self.totals[path] = self.totals.get(path, 0.0) + (now - self._mark)
-        self._mark = now
+        stack = self._stack
+        if stack:
+            path = "/".join(stack)
+            with self._lock:
+                self.totals[path] = self.totals.get(path, 0.0) + (now - self._local.mark)
+        self._local.mark = now
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         self._charge(self.clock())
-        self._stack.append(name)
-        path = "/".join(self._stack)
-        self.counts[path] = self.counts.get(path, 0) + 1
+        stack = self._stack
+        stack.append(name)
+        path = "/".join(stack)
+        with self._lock:
+            self.counts[path] = self.counts.get(path, 0) + 1
         try:
             yield
         finally:
             self._charge(self.clock())
-            self._stack.pop()
+            stack.pop()
 
     def wrap(self, name: str):
         """A decorator: every call of the function is one span of phase `name`."""
@@ -57,9 +72,10 @@ class Phases:
         return deco
 
     def reset(self) -> None:
-        self.totals.clear()
-        self.counts.clear()
-        self._stack.clear()
+        with self._lock:
+            self.totals.clear()
+            self.counts.clear()
+        self._local = threading.local()
 
     def snapshot(self) -> dict[str, dict[str, float]]:
         """{path: {"s": seconds, "n": spans}}, rounded for meta.json."""
