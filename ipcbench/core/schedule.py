@@ -45,26 +45,7 @@ def pair_rounds(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
     """
     if not pairs:
         return []
-    n = max(max(p) for p in pairs) + 1
-    rank: dict[tuple[int, int], int] = {}
-    for i, p in enumerate(circle_order(n)):
-        rank.setdefault(p, i)
-    # an unordered pair (a, b) takes the place of whichever orientation comes first
-    key = {p: min(rank.get(p, len(rank)), rank.get((p[1], p[0]), len(rank))) for p in pairs}
-    remaining = sorted(dict.fromkeys(pairs), key=lambda p: key[p])
-    rounds = []
-    while remaining:
-        busy: set[int] = set()
-        this, rest = [], []
-        for p in remaining:
-            if p[0] in busy or p[1] in busy:
-                rest.append(p)
-            else:
-                this.append(p)
-                busy.update(p)
-        rounds.append(this)
-        remaining = rest
-    return rounds
+    return gpu_rounds(pairs, tuple(range(max(max(p) for p in pairs) + 1)))  # each rank its own "GPU"
 
 
 def permutation_rounds(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
@@ -297,8 +278,8 @@ def per_gpu_pair(mode: PairMode, wanted: bool, gpu_of: list[int], link_kinds: li
 
 
 def gpu_rounds(pairs: list[tuple[int, int]], gpu_of: tuple[int, ...]) -> list[list[tuple[int, int]]]:
-    """Rounds of rank pairs in which no GPU is in two pairs (a same-GPU pair holds its one GPU): pair_rounds' circle
-    order over the pairs' GPUs, packed greedily. With one rank per GPU the same as pair_rounds."""
+    """Rounds of rank pairs in which no GPU is in two pairs (a same-GPU pair holds its one GPU): the pairs taken in
+    circle-method order of their GPUs and packed greedily (pair_rounds is this with each rank its own GPU)."""
     if not pairs:
         return []
     n = max(gpu_of) + 1
