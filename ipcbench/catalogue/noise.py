@@ -27,20 +27,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# the size bands of every floor below: catalogue/row_kind.py, the one place a row's kind is computed
+from ipcbench.catalogue.row_kind import BANDS, LARGE, MID, SMALL, RowKind, band  # noqa: F401  (the floors' bands)
+
 NOISE_BASIS = "between-runs"  # meta.json's noise_basis of runs whose noise holds the floors below
 OLD_BASIS = "within-run"  # runs without noise_basis: their noise is the within-run interval alone
-
-SMALL, MID, LARGE = "<= 256K", "256K-64M", ">= 64M"
-BANDS = (SMALL, MID, LARGE)
-
-
-def band(nbytes: int) -> str:
-    """The size band of a transfer: where a row's run-to-run movement changes character."""
-    if nbytes <= 256 << 10:
-        return SMALL
-    if nbytes < 64 << 20:
-        return MID
-    return LARGE
 
 
 # {gpu family: {(engine, timing): (small, mid, large)}}; timing: gated (events around a gated batch), window
@@ -190,6 +181,13 @@ def floor_for(gpu_model: str, engine: str, timing: str, nbytes: int, time_sliced
         what = f"{fam} never measured for {engine}/{timing}" if fam else f"{gpu_model or 'this GPU'} never measured"
         return Floor(largest, f"largest of the measured GPUs ({what})")
     return Floor(max(t[k][i] for t in FLOORS.values() for k in t), UNKNOWN_KIND)
+
+
+def floor_of(gpu_model: str, kind: RowKind) -> Floor:
+    """The between-runs floor of a row of this kind on this GPU model: what the sampler stops at a share of
+    (core/context.py), what a row states (core/rows.py) and what compare allows (judging/significance.py)."""
+    return floor_for(gpu_model, kind.engine, kind.timing, kind.nbytes, time_sliced=kind.time_sliced,
+                     same_gpu=kind.same_gpu)
 
 
 def host_tail(engine: str, nbytes: int) -> Floor:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ipcbench.catalogue import noise
+from ipcbench.catalogue.row_kind import HANDOFF, RowKind, time_sliced
 from ipcbench.core import sampler
 from ipcbench.core.sampler import SamplingRule
 
@@ -68,8 +69,9 @@ class Ctx:
         return str(getattr(info, "name", "") or "")
 
     def time_sliced(self, a: int, b: int) -> bool:
-        """Two processes on one GPU without MPS: their kernels never run at the same time."""
-        return self.same_gpu(a, b) and not self.mps
+        """Two processes on one GPU without MPS: their kernels never run at the same time (the time slice of a
+        hand-off between them: catalogue/row_kind.time_sliced)."""
+        return time_sliced(HANDOFF, self.same_gpu(a, b), self.mps)
 
     def enough_noise(self, engine: str, timing: str, nbytes: int, a: int, b: int) -> float:
         """The within-run noise at which sampling a row of this kind (engine, timing, size, node-local ranks a and
@@ -78,10 +80,8 @@ class Ctx:
         smaller of their two values before sampling (take_samples needs the same `enough` on both)."""
         if self.rule.floor_share <= 0:
             return 0.0
-        sliced = timing == "handoff" and self.time_sliced(a, b)
-        floor = noise.floor_for(self.gpu_model, engine, timing, nbytes, time_sliced=sliced,
-                                same_gpu=self.same_gpu(a, b))
-        return self.rule.floor_share * floor.fraction
+        kind = RowKind(engine, timing, nbytes, same_gpu=self.same_gpu(a, b), mps=self.mps)
+        return self.rule.floor_share * noise.floor_of(self.gpu_model, kind).fraction
 
     def calibrate(self, key: tuple, nbytes: int, timed, sample_factor: float = 1.0, max_count: int | None = None):
         """sampler.calibrate with a hint from the previous size of the same (label, pair); remembers.

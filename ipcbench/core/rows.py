@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ipcbench.catalogue import noise
+from ipcbench.catalogue.row_kind import RowKind
 from ipcbench.core.sampler import median_noise
 from ipcbench.core.stats import summarize
 from ipcbench.results import Row, format_samples
@@ -65,8 +66,7 @@ def state_noise(rows: list[Row], gpu_model: str) -> None:
     for r in rows:
         if r.kind == "error":
             continue
-        sliced = r.same_gpu and r.timing == "handoff" and not r.mps  # the GPU's time slice (report/significance)
-        floor = noise.floor_for(gpu_model, r.engine, r.timing, r.bytes, time_sliced=sliced, same_gpu=r.same_gpu)
+        floor = noise.floor_of(gpu_model, RowKind.of_row(r))
         r.noise_within, r.noise_floor = r.noise, floor.fraction
         r.noise = noise.combined(r.noise, floor.fraction)
         if r.noise is None:

@@ -23,7 +23,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
-SHORT_BELOW = 64 << 20  # rows under this size take shorter samples (SamplingRule.short_factor)
+from ipcbench.catalogue.row_kind import LARGE_FROM
+
+SHORT_BELOW = LARGE_FROM  # rows under the large size band take shorter samples (SamplingRule.short_factor)
 CALIBRATION_ROUNDS = 6  # at most this many calibration runs per measurement
 # The confidence of the median's interval (median_interval): the narrowest order-statistic interval that
 # covers the true median with at least this probability where the sample count allows one (n >= 5);
@@ -80,7 +82,7 @@ class SamplingRule:
 
     def sample_s(self, nbytes: int) -> float:
         """How long one sample of a row of `nbytes` lasts at least: min_time_s, or its short_factor share below
-        SHORT_BELOW (the large-size band of catalogue/noise.py)."""
+        SHORT_BELOW (the large size band: catalogue/row_kind.py)."""
         return self.min_time_s * (self.short_factor if nbytes < SHORT_BELOW else 1.0)
 
 

@@ -148,7 +148,7 @@ def host_rule(rows, nb: int) -> str:
     order = {e: i for i, e in enumerate(ENGINE_ORDER)}
     for engine, band, nbytes in sorted(zip(rows["_engine"], rows["_band"], rows["bytes"]),
                                        key=lambda x: (order.get(x[0], len(order)), x[0], x[1])):
-        tails.setdefault(str(engine), {})[BANDS[int(band)][1]] = host_tail(str(engine), int(nbytes)).fraction
+        tails.setdefault(str(engine), {})[BANDS[int(band)]] = host_tail(str(engine), int(nbytes)).fraction
     if not tails:
         return ""
     said = [f"{e} ±{pct(next(iter(t.values())))}" if len(set(t.values())) == 1 and len(t) > 1 else

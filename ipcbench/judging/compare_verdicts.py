@@ -93,10 +93,10 @@ def catches(rows, threshold: float) -> list[dict]:
     out = []
     for (engine, band), g in rows.groupby(["_engine", "_band"], sort=False):
         bar = float(np.nanmedian(np.fmax(g["bound"].to_numpy(dtype=float), threshold)))
-        out.append({"kind": f"{engine} {BANDS[int(band)][1]}", "engine": str(engine), "band": BANDS[int(band)][1],
+        out.append({"kind": f"{engine} {BANDS[int(band)]}", "engine": str(engine), "band": BANDS[int(band)],
                     "rows": len(g), "smallest_change": bar, "at_threshold": bar <= threshold})
     order = {e: i for i, e in enumerate(ENGINE_ORDER)}
-    bands = [b[1] for b in BANDS]
+    bands = list(BANDS)
     return sorted(out, key=lambda c: (bands.index(c["band"]), order.get(c["engine"], len(order)), c["engine"]))
 
 

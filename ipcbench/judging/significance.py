@@ -9,38 +9,31 @@ from __future__ import annotations
 
 import math
 
-from ipcbench.catalogue import noise
-
-K, M = 1 << 10, 1 << 20
+from ipcbench.catalogue import noise, row_kind
 
 # ------------------------------------------------------------------------------------------ between-runs floors
 
-# A kind of row: its engine (the rows' `engine`) and its size band. Rows of one kind move alike between runs.
-# The size bands of a row's between-runs floor (catalogue/noise.py): (largest size, name).
-BANDS = ((256 * K, noise.SMALL), (64 * M - 1, noise.MID), (None, noise.LARGE))
-
-
-def size_band(nbytes):
-    """Index into BANDS of each row's size (array of bytes)."""
-    import numpy as np
-
-    b = np.asarray(nbytes, dtype=float)
-    return np.where(b <= BANDS[0][0], 0, np.where(b <= BANDS[1][0], 1, 2))
+# A kind of row, as a verdict names it: its engine (the rows' `engine`) and its size band (catalogue/row_kind.py,
+# where every other fact of a row's kind is computed too). Rows of one kind move alike between runs.
+BANDS = row_kind.BANDS
+size_band = row_kind.band_index  # index into BANDS of each row's size (an array of bytes)
 
 
 def row_kinds(engines, nbytes) -> list[str]:
     """Each row's kind, as the verdict names it: "<engine> <band>" (e.g. "sm <= 256K"); `engines` holds
     "time-sliced" for the rows that are."""
-    return [f"{e or 'other'} {BANDS[int(b)][1]}" for e, b in zip(engines, size_band(nbytes))]
+    return [f"{e or 'other'} {BANDS[int(b)]}" for e, b in zip(engines, size_band(nbytes))]
 
 
 def between_runs_floor(gpu_model: str, engines, timings, nbytes, sliced, same_gpu):
-    """Each row's between-runs floor (a fraction): catalogue/noise.floor_for of a run's GPU model, the row's
-    engine, timing, size and whether its ranks share a GPU, the time-sliced level for a same-GPU hand-off without
-    MPS. The same floors a run of the current code states in its `noise` (core/rows.state_noise)."""
+    """Each row's between-runs floor (a fraction): catalogue/noise.floor_of a run's GPU model and the row's kind
+    (catalogue/row_kind.RowKind: engine, timing, size, whether its ranks share a GPU). `sliced`: whether the row is
+    a time-sliced hand-off (row_kind.time_sliced_mask; compare takes either side's, so that its verdicts stay
+    symmetric), which is the one thing MPS decides in a kind. The same floors a run of the current code states in
+    its `noise` (core/rows.state_noise)."""
     import numpy as np
 
-    return np.array([noise.floor_for(gpu_model, str(e), str(t), int(b), bool(s), bool(g)).fraction
+    return np.array([noise.floor_of(gpu_model, row_kind.RowKind(str(e), str(t), int(b), bool(g), mps=not s)).fraction
                      for e, t, b, s, g in zip(engines, timings, nbytes, sliced, same_gpu)], dtype=float)
 
 
@@ -182,11 +175,10 @@ def sample_stats(frame):
 
 
 def time_sliced(frame):
-    """Boolean array: hand-offs between the two processes' kernels (the rows' `timing`) on one GPU without MPS
-    (`mps` false or not recorded): their time is the GPU scheduler's time-slice period, which moves between
-    runs far more than the samples of one run say (two H100 runs, minutes apart, of the same shm_staged
-    code: rows from 0.48x to 2.3x of each other, with tight samples). Judged like host-timed rows."""
-    return ((frame["timing"] == "handoff") & frame["same_gpu"] & ~frame["mps"].fillna(False)).to_numpy(dtype=bool)
+    """Boolean array: hand-offs between the two processes' kernels on one GPU without MPS (catalogue/row_kind
+    .time_sliced over the frame's columns): their time is the GPU scheduler's time-slice period, which moves between
+    runs far more than the samples of one run say. Judged like host-timed rows."""
+    return row_kind.time_sliced_mask(frame["timing"], frame["same_gpu"], frame["mps"])
 
 
 def host_timed(frame):

@@ -99,7 +99,7 @@ def catches_line(c: Comparison) -> str:
     over the kind's rows); a size band where every engine is at the threshold said once."""
     thr = c.info["threshold"]
     parts = []
-    for _, band in BANDS:
+    for band in BANDS:
         got = [x for x in c.info.get("catches", []) if x["band"] == band]
         if got and all(x["at_threshold"] for x in got):
             parts.append(f"every engine {band}: {pct(thr)} (the threshold)")
