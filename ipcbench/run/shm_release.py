@@ -97,10 +97,14 @@ def armed() -> int:
 
 
 def _install() -> None:
-    """SIGTERM's handler, once, from the main thread only (Python's rule; the CPU tests' ranks are threads)."""
+    """SIGTERM's handler, once, from the main thread only (Python's rule; the CPU tests' ranks are threads), and
+    never over a handler a library installed outside Python (getsignal's None), which Python could not call."""
     if signal.SIGTERM in _PREVIOUS or threading.current_thread() is not threading.main_thread():
         return
-    _PREVIOUS[signal.SIGTERM] = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None:
+        return
+    _PREVIOUS[signal.SIGTERM] = previous
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
@@ -110,8 +114,7 @@ def _disarm(run: RunFiles) -> None:
         if run in _ARMED:
             _ARMED.remove(run)
         if not _ARMED and signal.SIGTERM in _PREVIOUS and threading.current_thread() is threading.main_thread():
-            previous = _PREVIOUS.pop(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, _PREVIOUS.pop(signal.SIGTERM))
 
 
 def _on_sigterm(signum, frame) -> None:
