@@ -23,7 +23,7 @@ def test_the_runs_pids_are_its_ranks_and_its_helpers(tmp_path):
 def test_the_ranks_under_a_launcher_are_found_by_their_command_line():
     targets = tool("shm_targets")
     code = ("import subprocess, sys; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', "
-            "'ipcbench']); print(c.pid, flush=True); c.wait()")
+            "'-m', 'ipcbench']); print(c.pid, flush=True); c.wait()")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         child = int(parent.stdout.readline())  # type: ignore[union-attr]

@@ -96,18 +96,23 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def runs_ipcbench(pid: int) -> bool:
+    """Whether process `pid` runs `python -m ipcbench` (a rank; not a launcher's proxy that names it in its own)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"\0-m\0ipcbench\0" in f.read()
+    except OSError:
+        return False
+
+
 def ranks_of(launcher_pid: int) -> list[int]:
     """The ipcbench ranks under a launcher (its descendants running `-m ipcbench`), by pid."""
     found, todo = [], children(launcher_pid)
     while todo:
         pid = todo.pop()
         todo += children(pid)
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"ipcbench" in f.read():
-                    found.append(pid)
-        except OSError:
-            continue
+        if runs_ipcbench(pid):
+            found.append(pid)
     return sorted(found)
 
 
@@ -171,27 +176,29 @@ class Outcome:
     roles: dict[int, str]
     left: list[event_files.EventFile]
     acted: str = ""
+    on_file: bool = False  # acted once a file of the run's ranks was there (a signal with something to remove)
     verdict: str = ""
 
 
-def watch(job: subprocess.Popen, t: Target, t0: float) -> tuple[dict[int, str], str]:
-    """Until the job ends: the ranks seen running, and what was done to it (t.act, once a file of a rank is there or
-    after t.after_s)."""
+def watch(job: subprocess.Popen, t: Target, t0: float) -> tuple[dict[int, str], str, bool]:
+    """Until the job ends: the ranks seen running, what was done to it (t.act, once a file of a rank is there or after
+    t.after_s) and whether a file was there then."""
     seen: dict[int, str] = {}
-    acted = ""
+    acted, on_file, killed = "", False, False
     while job.poll() is None:
         ranks = ranks_of(job.pid)
         seen.update({p: "rank (seen running)" for p in ranks if p not in seen})
         if t.act and not acted and len(ranks) >= 2:
             mine = event_files.of_pids(ranks, SHM)
             if mine or time.monotonic() - t0 > t.after_s:
+                on_file = bool(mine)
                 when = f"once {mine[0].name} was there" if mine else f"after {t.after_s:g} s, no file yet"
                 acted = f"{t.act(job, ranks)} {when}, {time.monotonic() - t0:.1f} s in"
-        if time.monotonic() - t0 > 540:
+        if time.monotonic() - t0 > 540 and not killed:
             job.kill()
-            acted += "; the tool killed mpirun after 540 s"
+            acted, killed = acted + "; the tool killed mpirun after 540 s", True
         time.sleep(0.05)
-    return seen, acted
+    return seen, acted, on_file
 
 
 def run_target(t: Target, out: Path, log: Log) -> Outcome:
@@ -204,15 +211,15 @@ def run_target(t: Target, out: Path, log: Log) -> Outcome:
     t0 = time.monotonic()
     with open(out / f"{t.name}.out", "w") as sink:
         job = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=one_gpu_env(t.env))
-        seen, acted = watch(job, t, t0)
+        seen, acted, on_file = watch(job, t, t0)
     wall = time.monotonic() - t0
     time.sleep(SETTLE_S)
-    stray = [p for p in seen if event_files.pid_alive(p)]  # a stopped rank mpirun did not end: the next run's GPU
+    stray = [p for p in seen if event_files.pid_alive(p) and runs_ipcbench(p)]  # a rank left stopped: the GPU's
     for pid in stray:
         os.kill(pid, signal.SIGKILL)
     roles = {**seen, **run_pids(run_dir)}
     acted += f"; the tool killed rank(s) {stray} left running" if stray else ""
-    return Outcome(t.name, job.returncode, wall, roles, event_files.of_pids(roles, SHM), acted)
+    return Outcome(t.name, job.returncode, wall, roles, event_files.of_pids(roles, SHM), acted, on_file)
 
 
 def judge(o: Outcome, t: Target, log: Log) -> Outcome:
@@ -225,12 +232,15 @@ def judge(o: Outcome, t: Target, log: Log) -> Outcome:
         why.append("no pid of the run known (no meta.json, no rank seen)")
     if t.act and not o.acted:
         why.append("the run ended before the tool could act on it")
+    elif t.act and not o.on_file:
+        why.append("no file of the run's ranks was there when the tool acted: the target proves nothing")
     if t.leaves:
         named = info_names()
         unnamed = [f.name for f in o.left if f.name not in named]
         if unnamed:
             why.append(f"`ipcbench info` does not name {unnamed}")
-        log(f"   ipcbench info names {len(named)} file(s) of ended processes: {sorted(named)}")
+        log(f"   ipcbench info names {len(named)} file(s) of ended processes: {sorted(named)}"
+            + ("" if o.left else " (nothing of the run's stayed to name)"))
         log(f"   removed by the tool afterwards: {event_files.remove(o.left)}")
     elif o.left:
         why.append("files of the run's processes stayed")
