@@ -257,12 +257,23 @@ def _guarded(command) -> int:
             import traceback
 
             traceback.print_exc()
+        _release_event_files()  # before Abort: the driver's /dev/shm files of this rank's events (issue 43)
         if comm.size > 1:
             # Give the launcher's proxy a moment to forward the message before Abort tears the job down
             # (seen under load: mpiexec returned with an empty stderr).
             time.sleep(0.5)
             comm.Abort(code)
         return code
+    finally:  # every other way out (a usage error, a KeyboardInterrupt, a run that never reached its release)
+        _release_event_files()
+
+
+def _release_event_files() -> None:
+    """A run's event files in /dev/shm removed where it did not release them itself (run/shm_release.py): nothing
+    to do unless a run was armed in this process."""
+    armed = sys.modules.get("ipcbench.run.shm_release")  # imported by run/runner.py, which arms a run
+    if armed is not None:
+        armed.release_now()
 
 
 # What a terminal that cannot show a character reads instead (a stdout or stderr whose encoding is not UTF-8:

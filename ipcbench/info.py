@@ -10,6 +10,7 @@ import sys
 
 from ipcbench import readiness
 from ipcbench.core import mps, topology
+from ipcbench.ipc import event_files
 from ipcbench.readiness import Item
 from ipcbench.run import meta as run_meta
 from ipcbench.sizes import fmt_size
@@ -50,6 +51,7 @@ def _features(index: int) -> dict:
             feats["event_ipc"] = f"no ({e})"
         finally:
             runtime.eventDestroy(ev)
+            event_files.remove_own()  # the file the driver made for the handle outlives the event (issue 43)
     except runtime.CUDARuntimeError as e:
         feats["legacy_ipc"] = f"no ({e})"
     feats.update(_vmm_features(index))
@@ -150,8 +152,8 @@ def _readiness_lines(items: list[dict], names: tuple[str, ...] | None = None) ->
 
 
 READINESS_HEAD = "IPC readiness (can processes here share GPU memory? ok / NO / ?? = cannot tell)"
-READINESS_NAMES = ("pid_namespace", "ipc_namespace", "dev_shm", "ptrace_scope", "mig", "fabric_handles")  # P2P:
-# printed under its matrix
+READINESS_NAMES = ("pid_namespace", "ipc_namespace", "dev_shm", "event_files", "ptrace_scope", "mig",
+                   "fabric_handles")  # P2P: printed under its matrix
 
 
 def _no_gpu(args, why: str) -> int:

@@ -1,7 +1,8 @@
 """Will IPC work here? `ipcbench info`'s readiness items, one fact each with its consequence.
 
 Host items need no GPU: the PID and IPC namespaces (ranks in different containers cannot share GPU
-memory), /dev/shm against what the host-staged path maps, Yama's ptrace_scope. GPU items: MIG mode,
+memory), /dev/shm against what the host-staged path maps, the files CUDA's driver left there for interprocess
+events of processes that have ended (ipc/event_files.py), Yama's ptrace_scope. GPU items: MIG mode,
 fabric handles (supported by the device, and permitted here or not) and P2P per pair. Each reader takes
 its root, its readings or its query as an argument, so that tests feed it fake /proc trees and fake
 drivers; nothing here imports CUDA.
@@ -14,6 +15,7 @@ import re
 import shutil
 from dataclasses import asdict, dataclass, field
 
+from ipcbench.ipc import event_files
 from ipcbench.ipc.shm import SHM_DIR
 from ipcbench.sizes import fmt_size
 from ipcbench.suites.staged_plan import shm_segment_bytes, staged_params
@@ -112,6 +114,45 @@ def dev_shm_item(shm_dir: str = SHM_DIR, env: dict | None = None, usage=shutil.d
     return Item("dev_shm", shm_dir, value, True, "enough for shm_staged" + small, facts)
 
 
+EVENT_FILES = ("the CUDA driver's files for interprocess event handles (cudaIpcGetEventHandle), which neither "
+               "destroying the event nor the process's end removes")
+SHOWN_FILES = 4  # named in the line; every one in the facts (`ipcbench info --json`)
+# Removes each cuda.shm file whose pid (hex, second to last field) has no /proc entry: the rule of stale()
+REMOVE_ENDED = ('bash -c \'for f in {dir}/cuda.shm.*; do p=${{f%.*}}; p=$((16#${{p##*.}})); [ -e /proc/$p ] || '
+                'rm -f "$f"; done\'')
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.0f} KiB" if n < 1 << 20 else _amount(n)
+
+
+def event_files_item(shm_dir: str = SHM_DIR, alive=event_files.pid_alive, proc: str | None = None) -> Item:
+    """The driver's event files in `shm_dir` whose process has ended (ipc/event_files.stale): named, counted and
+    sized, with how to remove them; nothing is removed here. Judged in this PID namespace: where it is not the host's
+    and /dev/shm may be shared with others (the host's IPC namespace), a pid not seen here may run elsewhere."""
+    files = event_files.listing(shm_dir)
+    ended = [f for f in files if not alive(f.pid)]
+    total = sum(f.size for f in ended)
+    running = f"; {len(files) - len(ended)} of running processes" if len(files) > len(ended) else ""
+    facts = {"count": len(ended), "bytes": total, "running": len(files) - len(ended),
+             "files": [{"name": f.name, "pid": f.pid, "bytes": f.size} for f in ended]}
+    label = f"CUDA event files in {shm_dir}"
+    if not ended:
+        return Item("event_files", label, "none left by ended processes" + running, True,
+                    f"{EVENT_FILES}; ipcbench removes its own at the end of every run", facts)
+    names = ", ".join(f"{f.name} (pid {f.pid})" for f in ended[:SHOWN_FILES])
+    more = f" and {len(ended) - SHOWN_FILES} more" if len(ended) > SHOWN_FILES else ""
+    value = f"{len(ended)} left by ended processes, {_kib(total)}: {names}{more}{running}"
+    how = ("rm -f " + " ".join(f.path for f in ended) if len(ended) <= SHOWN_FILES
+           else REMOVE_ENDED.format(dir=shm_dir))
+    pid_ns, ipc_ns = namespace("pid", proc)["host"], namespace("ipc", proc)["host"]
+    elsewhere = ("; this is not the host's PID namespace: a process of another container sharing this /dev/shm is "
+                 "not seen here, so check before removing" if pid_ns is not True else "")
+    return Item("event_files", label, value, None if pid_ns is not True and ipc_ns is True else False,
+                f"{EVENT_FILES}; nothing uses them once their process has ended, and each holds /dev/shm memory until "
+                f"removed (enough fill it){elsewhere}; remove them with: {how}", facts)
+
+
 def ptrace_scope_item(proc: str | None = None) -> Item:
     path = os.path.join(proc or PROC, YAMA)
     try:
@@ -135,7 +176,7 @@ def host_items(proc: str | None = None, shm_dir: str = SHM_DIR, env: dict | None
                usage=shutil.disk_usage) -> list[Item]:
     """Everything that can be said without a GPU."""
     return [pid_namespace_item(proc), ipc_namespace_item(proc), dev_shm_item(shm_dir, env, usage),
-            ptrace_scope_item(proc)]
+            event_files_item(shm_dir, proc=proc), ptrace_scope_item(proc)]
 
 
 # ---- GPUs ----------------------------------------------------------------------------------------

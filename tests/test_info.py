@@ -4,6 +4,7 @@ this tests the formatting and the no-GPU answers, not a GPU."""
 from __future__ import annotations
 
 import json
+import os
 from types import SimpleNamespace
 
 from ipcbench import info, readiness
@@ -53,28 +54,36 @@ def fake_host(monkeypatch, tmp_path):
     from test_readiness import Usage, fake_proc
 
     proc = fake_proc(tmp_path, pid="pid:[4026532601]", ptrace="1")
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    (shm / "cuda.shm.0.7ffffff0.1").write_bytes(b"\0" * (80 << 10))  # a driver's event file, its process ended
     real = readiness.host_items
     monkeypatch.setattr(readiness, "host_items",
-                        lambda: real(proc, "/dev/shm", {}, lambda p: Usage(64 << 20, 1 << 20, 63 << 20)))
+                        lambda: real(proc, str(shm), {}, lambda p: Usage(64 << 20, 1 << 20, 63 << 20)))
+    return shm
 
 
 def test_no_gpu_is_exit_2_after_the_host_items(monkeypatch, capsys, tmp_path):
-    fake_host(monkeypatch, tmp_path)
+    shm = fake_host(monkeypatch, tmp_path)
     monkeypatch.setattr(gpumod, "device_count", lambda: 0)
     assert info.run(SimpleNamespace(json=False)) == 2
     got = capsys.readouterr()
     assert got.err == "ipcbench info: no CUDA GPU visible (CUDA_VISIBLE_DEVICES, driver?)\n"
     lines = got.out.splitlines()
-    assert lines[0] == info.READINESS_HEAD and len(lines) == 6
+    assert lines[0] == info.READINESS_HEAD and len(lines) == 7
     assert lines[1].startswith("  ??  PID namespace: pid:[4026532601], not the host's (a container's or a pod's): "
                                "ranks in different PID namespaces")
     assert lines[2].startswith("  ok  IPC namespace: ipc:[4026531839], the host's: ")
-    assert lines[3].startswith("  ok  /dev/shm: 64.0 MiB, 63.0 MiB free; the host-staged path needs 48.1 MiB")
-    assert lines[4].startswith("  ok  ptrace_scope: 1 (restricted): ipcbench passes fds over a Unix socket")
-    assert lines[5] == "  ??  GPU items (MIG, fabric handles, P2P): not checked, no GPU"
+    assert lines[3].startswith(f"  ok  {shm}: 64.0 MiB, 63.0 MiB free; the host-staged path needs 48.1 MiB")
+    assert lines[4].startswith(f"  ??  CUDA event files in {shm}: 1 left by ended processes, 80 KiB: "
+                               "cuda.shm.0.7ffffff0.1 (pid 2147483632): the CUDA driver's files")
+    assert lines[4].endswith(f"remove them with: rm -f {shm}/cuda.shm.0.7ffffff0.1")
+    assert lines[5].startswith("  ok  ptrace_scope: 1 (restricted): ipcbench passes fds over a Unix socket")
+    assert lines[6] == "  ??  GPU items (MIG, fabric handles, P2P): not checked, no GPU"
     data = info.collect()
     assert data["gpus"] == [] and [i["name"] for i in data["readiness"]] == ["pid_namespace", "ipc_namespace",
-                                                                             "dev_shm", "ptrace_scope"]
+                                                                             "dev_shm", "event_files", "ptrace_scope"]
+    assert (shm / "cuda.shm.0.7ffffff0.1").exists()  # named, never removed
 
 
 def test_no_gpu_as_json(monkeypatch, capsys, tmp_path):
@@ -86,6 +95,8 @@ def test_no_gpu_as_json(monkeypatch, capsys, tmp_path):
     assert data["gpus"] == [] and data["error"] == "no CUDA GPU visible (CUDA_VISIBLE_DEVICES, driver?)"
     assert data["readiness"][0]["facts"] == {"id": "pid:[4026532601]", "inode": 4026532601, "host": False}
     assert data["readiness"][2]["facts"]["need_bytes"] == (64 << 10) + 3 * (16 << 20)
+    assert data["readiness"][3]["facts"] == {"count": 1, "bytes": 80 << 10, "running": 0, "files": [
+        {"name": "cuda.shm.0.7ffffff0.1", "pid": 0x7FFFFFF0, "bytes": 80 << 10}]}
     assert got.err.startswith("ipcbench info: no CUDA GPU visible")
 
 
@@ -193,7 +204,16 @@ def fake_vmm(monkeypatch, vmm_ok=True, fabric_ok=False, broken=None, permitted=N
 ATTRS = {41: 1, 115: 1, 119: 0x9}  # unified addressing, pools, handle types POSIX fd | fabric
 
 
-def test_features_of_a_capable_device(monkeypatch):
+def test_features_of_a_capable_device(monkeypatch, tmp_path):
+    from fakes import FakeCudaIpc
+    from ipcbench.ipc import event_files
+
+    def take_handle(self, ev, real=FakeCudaIpc.ipcGetEventHandle):  # the driver's file, as on the GPU image
+        (tmp_path / f"cuda.shm.0.{os.getpid():x}.1").touch()
+        return real(self, ev)
+
+    monkeypatch.setattr(FakeCudaIpc, "ipcGetEventHandle", take_handle)
+    monkeypatch.setattr(event_files, "SHM_DIR", str(tmp_path))
     node = fake_cuda(monkeypatch, ATTRS)
     assert info._features(0) == {"unified_addressing": 1, "memory_pools": 1, "pool_handle_types": 9,
                                  "pool_posix_fd": True, "legacy_ipc": True, "event_ipc": True, "vmm": True,
@@ -201,6 +221,7 @@ def test_features_of_a_capable_device(monkeypatch):
                                  "fabric_handles": "no (GPU 0 does not support fabric handles)",
                                  "fabric_permitted": None}
     assert node.memory.live() == set()  # the probe buffer was freed
+    assert list(tmp_path.iterdir()) == []  # and its event's file in /dev/shm removed (issue 43)
 
 
 def test_features_that_are_missing(monkeypatch):
@@ -229,8 +250,8 @@ def test_collect_every_gpu(monkeypatch):
     assert data["p2p_matrix"] == [[1, 0], [0, 1]]
     assert data["topology"] == {"nvml": False, "error": "no NVML here", "links": []}
     ready = data["readiness"]
-    assert [i["name"] for i in ready] == ["pid_namespace", "ipc_namespace", "dev_shm", "ptrace_scope", "mig", "mig",
-                                          "fabric_handles", "fabric_handles", "p2p", "p2p"]
+    assert [i["name"] for i in ready] == ["pid_namespace", "ipc_namespace", "dev_shm", "event_files", "ptrace_scope",
+                                          "mig", "mig", "fabric_handles", "fabric_handles", "p2p", "p2p"]
     assert [i["value"] for i in ready if i["name"] == "mig"] == ["unknown (no NVML)"] * 2
     assert [i["facts"]["gpu"] for i in ready if i["name"] == "fabric_handles"] == [0, 1]
     assert [(i["facts"]["src_gpu"], i["facts"]["dst_gpu"]) for i in ready if i["name"] == "p2p"] == [(0, 1), (1, 0)]

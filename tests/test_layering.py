@@ -270,6 +270,7 @@ COLLECTIVE = {
     "ipc/shm.py": ["agree", "malloc_agreed", "open_pair_segment"],
     "core/methods.py": ["Method.bind", "PairEngine.bind"],
     "evidence/take.py": ["start_snapshot", "Reading.done", "record"],
+    "run/shm_release.py": ["arm"],
 }
 
 

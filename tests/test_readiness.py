@@ -105,10 +105,76 @@ def test_ptrace_scope_unreadable(tmp_path):
 
 
 def test_host_items_in_order(tmp_path):
-    items = readiness.host_items(fake_proc(tmp_path), "/dev/shm", {}, lambda p: Usage(MiB, 0, MiB))
-    assert [i.name for i in items] == ["pid_namespace", "ipc_namespace", "dev_shm", "ptrace_scope"]
-    assert [i.ok for i in items] == [True, True, False, True]
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    items = readiness.host_items(fake_proc(tmp_path), str(shm), {}, lambda p: Usage(MiB, 0, MiB))
+    assert [i.name for i in items] == ["pid_namespace", "ipc_namespace", "dev_shm", "event_files", "ptrace_scope"]
+    assert [i.ok for i in items] == [True, True, False, True, True]
     assert items[2].as_dict()["facts"]["free_bytes"] == MiB
+
+
+def fake_shm(tmp_path, names: dict[str, int]):
+    """A /dev/shm holding files of these names and sizes."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    for name, size in names.items():
+        (shm / name).write_bytes(b"\0" * size)
+    return str(shm)
+
+
+KiB = 1 << 10
+ENDED = {0x1E6, 0x1E7}.__contains__  # the pids of issue 43's `all --quick` run, ended
+
+
+def test_event_files_of_ended_processes_are_named_counted_sized_and_not_removed(tmp_path):
+    shm = fake_shm(tmp_path, {"cuda.shm.0.1e6.1": 80 * KiB, "cuda.shm.0.1e7.1": 80 * KiB, "cuda.shm.0.2aa.1": 80 * KiB,
+                              "ipcbench-staged-x": 4 * KiB})
+    item = readiness.event_files_item(shm, alive=lambda pid: not ENDED(pid), proc=fake_proc(tmp_path))
+    assert (item.name, item.ok) == ("event_files", False)
+    assert item.value == ("2 left by ended processes, 160 KiB: cuda.shm.0.1e6.1 (pid 486), cuda.shm.0.1e7.1 "
+                          "(pid 487); 1 of running processes")
+    assert item.consequence == (
+        "the CUDA driver's files for interprocess event handles (cudaIpcGetEventHandle), which neither destroying the "
+        "event nor the process's end removes; nothing uses them once their process has ended, and each holds "
+        f"/dev/shm memory until removed (enough fill it); remove them with: rm -f {shm}/cuda.shm.0.1e6.1 "
+        f"{shm}/cuda.shm.0.1e7.1")
+    assert item.facts == {"count": 2, "bytes": 160 * KiB, "running": 1,
+                          "files": [{"name": "cuda.shm.0.1e6.1", "pid": 486, "bytes": 80 * KiB},
+                                    {"name": "cuda.shm.0.1e7.1", "pid": 487, "bytes": 80 * KiB}]}
+    assert len(os.listdir(shm)) == 4  # info says, never removes
+    assert item.line().startswith(f"  NO  CUDA event files in {shm}: 2 left by ended processes, 160 KiB: ")
+
+
+def test_many_event_files_are_removed_by_a_rule_not_a_list(tmp_path):
+    shm = fake_shm(tmp_path, {f"cuda.shm.0.{pid:x}.1": 80 * KiB for pid in range(0x7FFFFF00, 0x7FFFFF06)})
+    item = readiness.event_files_item(shm, proc=fake_proc(tmp_path))  # pids no machine has: ended
+    assert item.ok is False and item.facts["count"] == 6 and item.facts["bytes"] == 480 * KiB
+    assert item.value.endswith("(pid 2147483395) and 2 more")
+    assert item.consequence.endswith(
+        f"remove them with: bash -c 'for f in {shm}/cuda.shm.*; do p=${{f%.*}}; p=$((16#${{p##*.}})); "
+        f"[ -e /proc/$p ] || rm -f \"$f\"; done'")
+
+
+def test_no_event_files_left_is_ok(tmp_path):
+    shm = fake_shm(tmp_path, {f"cuda.shm.0.{os.getpid():x}.1": 80 * KiB, "ipcbench-staged-x": 1})
+    item = readiness.event_files_item(shm, proc=fake_proc(tmp_path))
+    assert (item.ok, item.value) == (True, "none left by ended processes; 1 of running processes")
+    assert item.consequence.endswith("removes; ipcbench removes its own at the end of every run")
+    assert readiness.event_files_item(str(tmp_path / "none")).value == "none left by ended processes"
+
+
+def test_event_files_in_a_container_sharing_the_hosts_dev_shm_cannot_be_judged(tmp_path):
+    """A PID namespace of its own over the host's IPC namespace (docker --ipc=host): a pid not seen here may run in
+    another container; with its own IPC namespace too, /dev/shm is usually its own, and the files are judged."""
+    shm = fake_shm(tmp_path, {"cuda.shm.0.1e6.1": 80 * KiB})
+    shared = readiness.event_files_item(shm, alive=lambda pid: False,
+                                        proc=fake_proc(tmp_path / "a", pid="pid:[4026532601]"))
+    assert shared.ok is None
+    assert ("this is not the host's PID namespace: a process of another container sharing this /dev/shm is not seen "
+            "here, so check before removing; remove them") in shared.consequence
+    own = readiness.event_files_item(shm, alive=lambda pid: False,
+                                     proc=fake_proc(tmp_path / "b", pid="pid:[4026532601]", ipc="ipc:[4026532602]"))
+    assert own.ok is False and "not the host's PID namespace" in own.consequence
 
 
 def test_mig_modes():

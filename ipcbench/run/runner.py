@@ -37,6 +37,7 @@ from ipcbench.record.meta_parts import GpuRecord, RankRecord, Skipped
 from ipcbench.results import ResultsWriter
 from ipcbench.run import costmodel
 from ipcbench.run import meta as run_meta
+from ipcbench.run import shm_release
 from ipcbench.run.collect import RowSink
 from ipcbench.run.console import matrices, say
 from ipcbench.run.dryrun import dry_run, estimate_seconds
@@ -167,6 +168,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
               gpu_of=gpu_of, node_ranks=world.node_ranks, mps=mps_on,
               corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
+    ctx.add_cleanup(shm_release.arm(ctx))  # the first release added runs last: the driver's event files (issue 43)
     preludes = [step.prelude(ctx, step.pairs) for step in steps if step.prelude]  # beside the setup (Step.prelude)
     with PHASES.phase("evidence"):  # every rank has its GPU: NVML reads the node while the run sets up
         before = evidence.start_snapshot(world, "before", ctx.helper_pids)
@@ -265,8 +267,9 @@ def measure(s: Session):
 @PHASES.wrap("release")
 def release(s: Session, more_to_measure: bool = False) -> None:
     """Free what the setup and the suites hold (collective): the context's releases, the last added first
-    (core/context.Ctx.clean_up): interprocess events and NCCL communicators before the shared buffers. Unless
-    the command measures more after it (selftest's anchors), the node's after evidence is read meanwhile."""
+    (core/context.Ctx.clean_up): interprocess events and NCCL communicators before the shared buffers, the files
+    the driver made for the events last (run/shm_release.py). Unless the command measures more after it (selftest's
+    anchors), the node's after evidence is read meanwhile."""
     if not more_to_measure:
         s.evidence_after = evidence.start_snapshot(s.world, "after", s.ctx.helper_pids)
     s.ctx.clean_up()
