@@ -3,10 +3,11 @@
 A device benchmark (not a test), run under MPI inside a real ipcbench setup (run/runner.start: the run's buffers of
 every kind, own and each peer's imported once), two ranks:
 
-  mpirun -np 2 python tests/bench_contexts.py OUT K      # each rank appends one JSON object to OUT.rank<N>
+  mpirun -np 2 python tests/bench_contexts.py OUT K [--green]   # each rank appends one JSON object to OUT.rank<N>
   python tests/bench_contexts.py --summary FILE...        # the table below, from those files
 
-Each rank makes K new contexts (cuCtxCreate) beside its primary one and records:
+Each rank makes K new contexts (cuCtxCreate; with --green, green contexts over every SM: cuGreenCtxCreate and
+cuCtxFromGreenCtx) beside its primary one and records:
 - costs: seconds to make the K contexts, the device memory each takes (cudaMemGetInfo before and after);
 - access: a copy-engine copy and an SM copy kernel issued from a new context into the peer's buffer (push) and from
   it (pull), for every buffer kind the run shares (legacy IPC, pool, VMM, cuda.core), each checked word by word;
@@ -43,6 +44,8 @@ import time
 SIZES = (4096, 65536, 1 << 20)
 COUNTS = (64, 256)
 GATE_TIMEOUT_NS = int(3e9)
+LEVELS_BUDGET_S = 20.0  # each rank's levels stop here (a bench run must end inside a device call)
+LIMITS = ("CU_LIMIT_STACK_SIZE", "CU_LIMIT_PRINTF_FIFO_SIZE", "CU_LIMIT_MALLOC_HEAP_SIZE")
 
 
 def _ck(r):
@@ -71,7 +74,7 @@ def _cubin(name: str, defines=()) -> bytes:
 class Bench:
     """One rank's contexts, kernels and the run's buffers."""
 
-    def __init__(self, session, k: int):
+    def __init__(self, session, k: int, green: bool = False):
         from cuda.bindings import driver as cu
         from cupy.cuda import runtime
 
@@ -83,9 +86,11 @@ class Bench:
         self.primary = _ck(cu.cuCtxGetCurrent())
         free0 = runtime.memGetInfo()[0]
         t0 = time.perf_counter()
-        self.contexts = [_ck(cu.cuCtxCreate(None, 0, dev)) for _ in range(k)]
+        self.contexts = [self._green(dev) if green else _ck(cu.cuCtxCreate(None, 0, dev)) for _ in range(k)]
+        _ck(cu.cuCtxSetCurrent(self.contexts[0]))
+        limits = {n: int(_ck(cu.cuCtxGetLimit(getattr(cu.CUlimit, n)))) for n in LIMITS}
         _ck(cu.cuCtxSetCurrent(self.primary))
-        self.cost = {"contexts_s": time.perf_counter() - t0,
+        self.cost = {"contexts_s": time.perf_counter() - t0, "green": green, "limits": limits,
                      "mib_per_context": (free0 - runtime.memGetInfo()[0]) / k / 2**20}
         shape = self.gpu.copy_shape
         self.shape = shape
@@ -97,6 +102,14 @@ class Bench:
         ctypes.memset(self.host, 0, 4096)
         self.words = (ctypes.c_uint * 1024).from_address(self.host)
         self.ticket = 0
+
+    def _green(self, dev):
+        """A green context over every SM of the device, as a context (cuCtxFromGreenCtx)."""
+        cu = self.cu
+        res = _ck(cu.cuDeviceGetDevResource(dev, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM))
+        desc = _ck(cu.cuDevResourceGenerateDesc([res], 1))
+        g = _ck(cu.cuGreenCtxCreate(desc, dev, cu.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM))
+        return _ck(cu.cuCtxFromGreenCtx(g))
 
     def current(self, c) -> None:
         _ck(self.cu.cuCtxSetCurrent(c))
@@ -185,7 +198,8 @@ def levels(b: Bench) -> list[dict]:
         b.current(c)
         lanes.append((c, cupy.cuda.Stream(non_blocking=True), cupy.cuda.Event(), cupy.cuda.Event()))
     b.current(b.primary)
-    out = []
+    out: list[dict] = []
+    t0 = time.monotonic()
     for turn in range(2):
         if b.me == turn:
             for engine, kind in (("ce", "legacy"), ("sm", "legacy"), ("ce", "vmm")):
@@ -196,6 +210,9 @@ def levels(b: Bench) -> list[dict]:
                     for count in COUNTS:
                         for i, lane in enumerate(lanes):
                             rec = {"engine": engine, "kind": kind, "bytes": n, "count": count, "context": i}
+                            if time.monotonic() - t0 > LEVELS_BUDGET_S:
+                                out.append({**rec, "error": f"not measured: past {LEVELS_BUDGET_S:g} s"})
+                                continue
                             try:
                                 _timed(b, lane, engine, src, dst, n, 4)
                                 rec["us"] = [_timed(b, lane, engine, src, dst, n, count) for _ in range(3)]
@@ -229,14 +246,14 @@ def _timed(b: Bench, lane, engine: str, src: int, dst: int, n: int, count: int) 
         b.current(b.primary)
 
 
-def measure(out: str, k: int) -> None:
+def measure(out: str, k: int, green: bool) -> None:
     from ipcbench.config import RunConfig
     from ipcbench.run import runner
 
     cfg = RunConfig.from_options(suites=["copy", "kernel", "pool", "vmm"], sizes="4K,64K,1M",
                                  out=tempfile.mkdtemp(prefix="bench_contexts"), quiet=True, timeout=60)
     s = runner.start(cfg)
-    b = Bench(s, k)
+    b = Bench(s, k, green)
     rec = {"rank": s.world.rank, "pid": os.getpid(), "contexts": k, "cost": b.cost, "access": access(b),
            "levels": levels(b)}
     with open(f"{out}.rank{s.world.rank}", "a") as f:
@@ -250,7 +267,8 @@ def summary(paths: list[str]) -> None:
     for path in paths:
         for line in open(path):
             rec = json.loads(line)
-            print(f"{path} rank {rec['rank']}: {rec['contexts']} contexts in {rec['cost']['contexts_s']:.2f} s, "
+            kind = "green contexts" if rec["cost"].get("green") else "contexts"
+            print(f"{path} rank {rec['rank']}: {rec['contexts']} {kind} in {rec['cost']['contexts_s']:.2f} s, "
                   f"{rec['cost']['mib_per_context']:.0f} MiB each; access not ok: "
                   f"{ {k: v for k, v in rec['access'].items() if v != 'ok'} }")
             for row, vals in sorted(context_values(rec).items()):
@@ -275,4 +293,5 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--summary"]:
         summary(sys.argv[2:])
     else:
-        measure(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 8)
+        args = [a for a in sys.argv[1:] if a != "--green"]
+        measure(args[0], int(args[1]) if len(args) > 1 else 8, "--green" in sys.argv)
