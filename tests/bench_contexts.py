@@ -44,7 +44,7 @@ import time
 SIZES = (4096, 65536, 1 << 20)
 COUNTS = (64, 256)
 GATE_TIMEOUT_NS = int(3e9)
-LEVELS_BUDGET_S = 20.0  # each rank's levels stop here (a bench run must end inside a device call)
+LEVELS_BUDGET_S = 12.0  # each rank's levels stop here (a bench run must end inside a device call)
 LIMITS = ("CU_LIMIT_STACK_SIZE", "CU_LIMIT_PRINTF_FIFO_SIZE", "CU_LIMIT_MALLOC_HEAP_SIZE")
 
 
