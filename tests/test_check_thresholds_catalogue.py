@@ -109,7 +109,7 @@ def test_a_users_file_with_an_unknown_method_stops_check_with_one_line(tmp_path)
     f = tmp_path / "site.toml"
     f.write_text(one(method="sm-read"))
     p = check("--from", str(QUIET), "--thresholds", str(f))
-    assert p.returncode == 2 and p.stdout == "", p.stdout
+    assert p.returncode == 2 and p.stdout.startswith(f"REASON: cannot judge: {f}:5: method: "), p.stdout
     assert p.stderr == f"ipcbench: error: {f}:5: method: 'sm-read' is not a method ipcbench measures (did you mean " \
                        f"sm_read?); methods: {', '.join(METHOD_FACTS)}\n"
 
@@ -169,7 +169,7 @@ def test_check_says_the_warning_once_and_judges_as_without_it(tmp_path):
     f.write_text(one(gpu="NVIDIA B200"))
     p = check("--from", str(QUIET), "--thresholds", str(f))
     assert p.returncode == 0, p.stdout + p.stderr
-    warning = f"ipcbench check: warning: {f}:3: gpu: 'NVIDIA B200' matches no GPU model ipcbench has measured"
+    warning = f"ipcbench: warning: {f}:3: gpu: 'NVIDIA B200' matches no GPU model ipcbench has measured"
     assert p.stderr.startswith(warning) and p.stderr.count("\n") == 1, p.stderr
     j = check("--from", str(QUIET), "--thresholds", str(f), "--json")
     assert j.returncode == 0 and json.loads(j.stdout)["warnings"][0].startswith(f"{f}:3: gpu: 'NVIDIA B200'")

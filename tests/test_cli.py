@@ -383,13 +383,13 @@ def test_a_run_that_cannot_write_its_results_is_one_line_exit_2(capsys):
         raise ConnectionResetError(errno.ECONNRESET, os.strerror(errno.ECONNRESET))
 
     assert _guarded(peer_gone) == 1
-    assert capsys.readouterr().err.startswith("ipcbench: rank 0: ConnectionResetError: ")
+    assert capsys.readouterr().err.startswith("ipcbench: error: rank 0: ConnectionResetError: ")
 
     def pidfd_refused():  # a file errno without a file (pidfd_getfd under Yama: EPERM): the run's failure, exit 1
         raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
 
     assert _guarded(pidfd_refused) == 1
-    assert capsys.readouterr().err.startswith("ipcbench: rank 0: PermissionError: ")
+    assert capsys.readouterr().err.startswith("ipcbench: error: rank 0: PermissionError: ")
 
 
 @pytest.mark.timeout(300)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 CONVENTION = 2  # recorded with every link entry (`rate_convention`); entries without it predate this module
 LINK_KINDS = ("nvlink", "nvswitch", "pcie", "unknown")  # what a GPU pair is linked by (core/topology.py)
+# --topology of a dry run (all, check, selftest): how every GPU pair of the node it plans for is linked
+PLANNED_KINDS = ("nvswitch", "nvlink", "pcie")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import re
 import sys
 from pathlib import Path
 
+from ipcbench.errors import error_line, warning_line
 from ipcbench.record.run import load_runs
 from ipcbench.report.document import build
 from ipcbench.report.render import to_html, to_markdown, to_text
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _error(msg: str) -> None:
-    print(f"ipcbench report: error: {msg}", file=sys.stderr)
+    print(error_line(msg), file=sys.stderr)
 
 
 def _figures_named(md: Path) -> set[str]:
@@ -85,7 +86,7 @@ def run(args) -> int:
         return 2
     runs, skipped = load_runs(args.paths)
     for msg in [f"{s} (run skipped)" for s in skipped] + [n for r in runs for n in r.remarks]:
-        print(f"ipcbench report: warning: {msg}", file=sys.stderr)
+        print(warning_line(msg), file=sys.stderr)
     if not runs:
         _error("no usable run found under " + ", ".join(map(str, args.paths))
                + ("" if skipped else f" (no {CSV_NAME})"))
