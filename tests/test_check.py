@@ -602,7 +602,7 @@ def _measure_on_fakes(fake_job, monkeypatch, tmp_path, floor: float):  # noqa: F
     ns = SimpleNamespace(from_run=None, thresholds=str(f), no_defaults=True, baseline=None, other_baseline=False,
                          threshold="10%", no_peers=False, peer_drop="20%", methods=None, sizes="4K,64K",
                          json=False, junit=str(tmp_path / "j.xml"), prometheus=None, verbose=False, any_host=False,
-                         out=str(tmp_path / "run"), timeout=30.0, dry_run=False, topology=None, quiet=True)
+                         out=str(tmp_path / "run"), timeout=30.0, dry_run=False, topology=None, ranks=None, quiet=True)
     opts = command.Options(ns, [])
     cfg = dataclasses.replace(opts.config(), rule=FAST)
     monkeypatch.setattr(command.Options, "config", lambda self: cfg)

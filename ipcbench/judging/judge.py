@@ -300,10 +300,12 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
         link, model = link_of(run, p.host, p.src_gpu, p.dst_gpu), gpu_model(run, p.host, p.src_gpu)
         base = Finding(source="coverage", host=p.host, pair=p.name, src_gpu=p.src_gpu, dst_gpu=p.dst_gpu, link=link,
                        status=Status.UNJUDGED, reason="")
-        if link == "unknown":
-            out.append(replace(base, reason=f"{p.name}: the link between the GPUs is unknown (no NVML table, or NVML "
-                                            f"could not name it): no expectation can be chosen",
-                               brief=f"{p.name}: link unknown"))
+        if link == "unknown":  # a run without meta.json has no link table at all: said so, not "unknown" alone
+            why = ("no meta.json beside its results.csv, which holds the run's NVML link table" if not run.meta.found
+                   else "no NVML table, or NVML could not name it")
+            out.append(replace(base, reason=f"{p.name}: the link between the GPUs is unknown ({why}): no expectation "
+                                            f"can be chosen",
+                               brief=f"{p.name}: link unknown" + ("" if run.meta.found else " (no meta.json)")))
             continue
         mine = [e for e in expectations if e.link == link and e.method in methods and e.for_gpu(model)]
         if not mine:
