@@ -24,7 +24,7 @@ from pathlib import Path
 from ipcbench.errors import error_line, warning_line
 from ipcbench.record.run import load_runs
 from ipcbench.report.document import build
-from ipcbench.report.render import to_html, to_markdown, to_text
+from ipcbench.report.render import terminal_width, to_html, to_markdown, to_text
 from ipcbench.results import CSV_NAME, META_NAME
 
 
@@ -108,7 +108,7 @@ def run(args) -> int:
         _error(f"cannot write the report into {out_dir}: {e.strerror or e}")
         return 2
     if not args.quiet:
-        sys.stdout.write(to_text(doc))
+        sys.stdout.write(to_text(doc, width=terminal_width()))  # no line wider than the terminal (120: a file)
         sys.stdout.write("\n")
     print(f"report: {out_dir / 'report.html'}\n        {out_dir / 'report.md'}")
     if skipped:  # the report covers what could be read, but an input was lost: say so in the exit status
