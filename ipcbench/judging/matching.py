@@ -142,27 +142,39 @@ def combine_bases(parts: list, key: list[str]):
 
 
 def drop_unplanned(m, bases: list[Run], new: Run):
-    """(the side-by-side table without the BASE rows NEW never planned, the rows left out by suite): a row of a size
-    NEW did not plan (a --quick NEW against a full BASE: 2 sizes of 17) is not missing from NEW, only not compared,
-    as the sizes warning says; a row NEW planned and lacks is still missing. judging/measured.planned_sizes."""
+    """(the side-by-side table without the rows one side never planned, {side: {suite: rows left out}}): a BASE row
+    of a size NEW did not plan (a --quick NEW against a full BASE: 2 sizes of 17) is not missing from NEW, only not
+    compared, as the sizes warning says, and a NEW row of a size no BASE planned is not new; a row of a size its
+    other side planned and lacks is still missing (or new). judging/measured.planned_sizes."""
     import numpy as np
 
-    sweep = sorted({s for b in bases for s in b.meta.sizes})
-    planned = planned_sizes(new.meta, sweep)
-    base_only = (m["_merge"] == "left_only").to_numpy()
-    left = np.array([only and not planned(str(s), str(me), str(d), int(b)) for only, s, me, d, b in
-                     zip(base_only, m["suite"], m["method"], m["direction"], m["bytes"])], dtype=bool)
-    counts = m.loc[left, "suite"].value_counts()
-    return m[~left].reset_index(drop=True), {str(k): int(v) for k, v in counts.items()}
+    def planned_by(runs: list[Run], sweep: list[int]):
+        tests = [planned_sizes(r.meta, sweep) for r in runs]
+        return lambda *key: any(t(*key) for t in tests)
+
+    sides = {"BASE": ("left_only", planned_by([new], sorted({s for b in bases for s in b.meta.sizes}))),
+             "NEW": ("right_only", planned_by(bases, list(new.meta.sizes)))}
+    drop = np.zeros(len(m), dtype=bool)
+    left: dict[str, dict[str, int]] = {}
+    for side, (only, planned) in sides.items():
+        mask = np.array([o == only and not planned(str(s), str(me), str(d), int(b)) for o, s, me, d, b in
+                         zip(m["_merge"], m["suite"], m["method"], m["direction"], m["bytes"])], dtype=bool)
+        drop |= mask
+        if mask.any():
+            left[side] = {str(k): int(v) for k, v in m.loc[mask, "suite"].value_counts().items()}
+    return m[~drop].reset_index(drop=True), left
 
 
-def unplanned_warning(new: Run, left: dict[str, int]) -> list[str]:
-    """The warning for BASE rows left out because NEW never planned their sizes (drop_unplanned); none when none."""
-    if not left:
-        return []
-    by = ", ".join(f"{s} {n}" for s, n in sorted(left.items(), key=lambda kv: -kv[1]))
-    return [f"{sum(left.values())} BASE row(s) of sizes NEW {new.label} never planned ({by}) are not compared, and "
-            "not missing from it: only the sizes both planned are compared"]
+def unplanned_warning(new: Run, left: dict[str, dict[str, int]]) -> list[str]:
+    """The warnings for rows left out because the other side never planned their sizes (drop_unplanned)."""
+    other = {"BASE": f"NEW {new.label}", "NEW": "any BASE run"}
+    out = []
+    for side, counts in left.items():
+        by = ", ".join(f"{s} {n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        out.append(f"{sum(counts.values())} {side} row(s) of sizes {other[side]} never planned ({by}) are not "
+                   f"compared, and not {'missing from NEW' if side == 'BASE' else 'new'}: only the sizes both planned "
+                   "are compared")
+    return out
 
 
 # ------------------------------------------------------------------------------------------- warnings

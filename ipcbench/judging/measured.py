@@ -26,8 +26,9 @@ LABEL_DIRECTIONS = {"push": "push", "pull": "pull", "bidir": "bidir", "one-way":
 def planned_sizes(meta: Meta, sweep: list[int] | None = None):
     """planned(suite, method, direction, bytes): whether the run planned a row of that size, from meta.json's plan
     (each step's sizes; a step whose label names no row key by its suite's sizes); a row without a size (0 bytes:
-    event handles, error paths) always. A run without a recorded plan planned its sweep (meta.json's sizes) and
-    every size outside `sweep` (the other run's sweep): rows of a suite's own sizes count as planned."""
+    event handles, error paths) always, and so a row of a suite the run did not plan at all (a suite left out is
+    no size left out: its rows stay missing, or new). A run without a recorded plan planned its sweep (meta.json's
+    sizes) and every size outside `sweep` (the other run's sweep): rows of a suite's own sizes count as planned."""
     by_key: dict[tuple[str, str, str], set[int]] = {}
     by_suite: dict[str, set[int]] = {}
     for step in meta.plan or []:
@@ -40,6 +41,7 @@ def planned_sizes(meta: Meta, sweep: list[int] | None = None):
         else:
             by_suite.setdefault(str(step.get("suite")), set()).update(sizes)
     own, other = set(meta.sizes), set(sweep or [])
+    suites = {k[0] for k in by_key} | set(by_suite)
 
     def planned(suite: str, method: str, direction: str, nbytes: int) -> bool:
         if nbytes <= 0:
@@ -47,7 +49,9 @@ def planned_sizes(meta: Meta, sweep: list[int] | None = None):
         if not meta.plan:
             return nbytes in own or nbytes not in other
         key = (suite, method, direction)
-        return nbytes in by_key[key] if key in by_key else nbytes in by_suite.get(suite, set())
+        if key in by_key:
+            return nbytes in by_key[key]
+        return nbytes in by_suite[suite] if suite in by_suite else suite not in suites
 
     return planned
 
