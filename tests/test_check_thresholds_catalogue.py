@@ -208,9 +208,11 @@ def test_a_floor_above_the_links_ceiling_cannot_judge_the_row(direction, floor, 
         both = ", both ways" if direction == "bidir" else ""
         ceiling = "956" if direction == "bidir" else "478"
         assert c.brief == f"GPU 0 -> GPU 1 ce {direction} 256M: floor {floor:.0f} GB/s above the link's ceiling " \
-                          f"{ceiling} GB/s"
+                          f"{ceiling} GB/s (its signalling rate)"
+        peak = "900" if direction == "bidir" else "450"
         assert f"is above the link's physical ceiling {ceiling} GB/s (18 x 26.5625 GB/s, NVLink 4.0 per " \
-               f"direction{both}; catalogue/links.py): the pair's link cannot reach it" in c.reason
+               f"direction{both}: its signalling rate, above the {peak} GB/s peak quoted as its data rate; " \
+               "catalogue/links.py): the pair's link cannot reach it" in c.reason
 
 
 def test_a_floor_as_a_share_of_the_peak_is_never_above_the_ceiling_and_a_pair_without_one_is_judged():
@@ -227,7 +229,8 @@ def test_check_from_a_run_with_a_floor_above_the_ceiling_is_exit_2_naming_it(tmp
     f.write_text(one(floor=99999))
     p = check("--from", str(QUIET), "--thresholds", str(f))
     assert p.returncode == 2, p.stdout
-    assert "?? [thresholds] GPU 0 -> GPU 1 ce push 128M: floor 99999 GB/s above the link's ceiling 478 GB/s" in \
+    assert "?? [thresholds] GPU 0 -> GPU 1 ce push 128M: floor 99999 GB/s above the link's ceiling 478 GB/s (its " \
+        "signalling rate)" in \
         p.stdout.replace("??   ", "?? ")
     assert "FAIL" not in p.stdout  # the node is not blamed for an expectation no link can meet
 

@@ -68,17 +68,19 @@ def _engine_text(best) -> str:
 
 
 def _link_desc(meta: Meta) -> str:
-    """"NVSwitch (18 × NVLink 4.0, peak 450 GB/s per direction)" from meta.json's link table (peaks by the
-    one convention, core/link_rates.py); a link of unknown kind says so."""
+    """"NVSwitch (18 × NVLink 4.0, peak 450 GB/s per direction, the quoted data rate; ceiling 478, the signalling
+    rate)" from meta.json's link table (both by the one convention, catalogue/links.py: % of peak divides by the
+    peak, check holds a floor against the ceiling); a link of unknown kind says so."""
     descs: Counter = Counter()
     for ln in meta.links:
         if ln.peak_gbps or ln.kind == "unknown":
             kind = {"nvswitch": "NVSwitch", "nvlink": "NVLink", "pcie": "PCIe"}.get(ln.kind, ln.kind or "link")
             how = f"{ln.nvlink_count} × NVLink{' ' + ln.nvlink_version if ln.nvlink_version else ''}, " \
                 if ln.nvlink_count else ""
-            descs[(kind, how, ln.peak_gbps)] += 1
-    parts = [f"{kind} ({how}peak {peak:.0f} GB/s per direction)" if peak else f"{kind} (no known rate)"
-             for (kind, how, peak), _ in descs.most_common(2)]
+            descs[(kind, how, ln.peak_gbps, ln.ceiling_gbps)] += 1
+    parts = [(f"{kind} ({how}peak {peak:.0f} GB/s per direction, the quoted data rate"
+              + (f"; ceiling {ceiling:.0f}, the signalling rate)" if ceiling and ceiling > peak else ")"))
+             if peak else f"{kind} (no known rate)" for (kind, how, peak, ceiling), _ in descs.most_common(2)]
     return " and ".join(parts) + (" and other links" if len(descs) > 2 else "")
 
 
