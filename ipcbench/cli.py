@@ -115,9 +115,10 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"exactly N timed samples per measurement (default: the stopping rule, "
                         f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples until the median is known "
                         f"to --noise)")
-    p.add_argument("--min-time", type=float, metavar="MS",
-                   help=f"minimum duration of one sample in ms (default {DEFAULT_RULE.min_time_s * 1e3:g}, "
-                        f"{QUICK_RULE.min_time_s * 1e3:g} with --quick)")
+    p.add_argument("--min-time", type=float, metavar="MS", help=f"minimum duration of one sample in ms (default "
+                                                                f"{_min_time_words(DEFAULT_RULE)}; with --quick "
+                                                                f"{_min_time_words(QUICK_RULE)}; a value given is "
+                                                                f"every row's)")
     p.add_argument("--noise", type=float, metavar="PCT",
                    help="stop sampling when the median is known to within PCT percent (the half-width of its "
                         "distribution-free 90%% interval over the median) "
@@ -128,6 +129,15 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time", type=float, metavar="S",
                    help=f"stop sampling one measurement after S seconds of samples "
                         f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)")
+
+
+def _min_time_words(rule) -> str:
+    """"2, 1 under 64 MiB": a rule's sample length, and its rows' under SHORT_BELOW (SamplingRule.short_factor)."""
+    from ipcbench.core.sampler import SHORT_BELOW
+
+    short = f", {rule.min_time_s * rule.short_factor * 1e3:g} under {SHORT_BELOW >> 20} MiB" \
+        if rule.short_factor != 1 else ""
+    return f"{rule.min_time_s * 1e3:g}{short}"
 
 
 def _bench(argv: list[str]) -> int:
