@@ -20,17 +20,31 @@ from ipcbench.catalogue.suites import ORDER as SUITE_NAMES
 # `compare` load no module of the measuring side (tests/test_layering.py runs them and looks).
 
 
-def _err(msg: str, code: int = 2, prog: str = "ipcbench") -> int:
+def _err(msg: str, code: int = 2, reason: bool = False, as_json: bool = False) -> int:
+    """One error line on stderr (errors.error_line, every command alike), from rank 0 only under mpirun; `reason`:
+    a gate's (check's) exit 2, which also says its last REASON: line on stdout (a JSON object with `as_json`)."""
     from ipcbench.core.world import launcher_rank
 
     if (launcher_rank() or 0) == 0:  # under mpirun only rank 0 speaks
-        print(f"{prog}: error: {msg}", file=sys.stderr, flush=True)
+        _say_refusal(msg, reason, as_json)
     return code
 
 
+def _say_refusal(msg: str, reason: bool, as_json: bool = False) -> None:
+    from ipcbench.errors import error_line
+
+    print(error_line(msg), file=sys.stderr, flush=True)
+    if reason:
+        from ipcbench.check.outputs import refusal
+
+        print(refusal(msg, as_json), flush=True)
+
+
 class _Parser(argparse.ArgumentParser):
+    reason = False  # check's parser: its exit 2 ends in a REASON: line too
+
     def error(self, message):  # one line, exit 2, only rank 0 under mpirun; the help of the command given
-        raise SystemExit(_err(f"{message} (see `{self.prog} --help`)", prog=self.prog))
+        raise SystemExit(_err(f"{message} (see `{self.prog} --help`)", reason=self.reason))
 
 
 def _bench_parser() -> argparse.ArgumentParser:
@@ -101,9 +115,10 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"exactly N timed samples per measurement (default: the stopping rule, "
                         f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples until the median is known "
                         f"to --noise)")
-    p.add_argument("--min-time", type=float, metavar="MS",
-                   help=f"minimum duration of one sample in ms (default {DEFAULT_RULE.min_time_s * 1e3:g}, "
-                        f"{QUICK_RULE.min_time_s * 1e3:g} with --quick)")
+    p.add_argument("--min-time", type=float, metavar="MS", help=f"minimum duration of one sample in ms (default "
+                                                                f"{_min_time_words(DEFAULT_RULE)}; with --quick "
+                                                                f"{_min_time_words(QUICK_RULE)}; a value given is "
+                                                                f"every row's)")
     p.add_argument("--noise", type=float, metavar="PCT",
                    help="stop sampling when the median is known to within PCT percent (the half-width of its "
                         "distribution-free 90%% interval over the median) "
@@ -114,6 +129,15 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time", type=float, metavar="S",
                    help=f"stop sampling one measurement after S seconds of samples "
                         f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)")
+
+
+def _min_time_words(rule) -> str:
+    """"2, 1 under 64 MiB": a rule's sample length, and its rows' under SHORT_BELOW (SamplingRule.short_factor)."""
+    from ipcbench.core.sampler import SHORT_BELOW
+
+    short = f", {rule.min_time_s * rule.short_factor * 1e3:g} under {SHORT_BELOW >> 20} MiB" \
+        if rule.short_factor != 1 else ""
+    return f"{rule.min_time_s * 1e3:g}{short}"
 
 
 def _bench(argv: list[str]) -> int:
@@ -216,15 +240,15 @@ def _start_mpi() -> str | None:
     return launcher_mismatch(MPI.Get_library_version(), os.environ, MPI.COMM_WORLD.Get_size())
 
 
-def _guarded(command) -> int:
+def _guarded(command, reason: bool = False, as_json: bool = False) -> int:
     """Run a command that may start MPI: a launcher of another MPI is one line (launcher_mismatch); a usage error
-    is one line from rank 0 and exit 2 on every rank; any other error takes the whole job down with its message
-    (MPI Abort)."""
-    from ipcbench.errors import UsageError, WorldError
+    is one line from rank 0 and exit 2 on every rank (`reason`: with check's REASON: line); any other error takes
+    the whole job down with its message (MPI Abort)."""
+    from ipcbench.errors import UsageError, WorldError, error_line
 
     problem = _start_mpi()
     if problem:
-        return _err(problem)
+        return _err(problem, reason=reason, as_json=as_json)
     try:
         return command()
     except UsageError as e:
@@ -232,7 +256,7 @@ def _guarded(command) -> int:
 
         # Every rank reaches the same conclusion (decisions are collective): rank 0 says it once.
         if MPI.COMM_WORLD.rank == 0:
-            print(f"ipcbench: error: {e}", file=sys.stderr, flush=True)
+            _say_refusal(str(e), reason, as_json)
         return 2
     except KeyboardInterrupt:
         raise
@@ -248,10 +272,10 @@ def _guarded(command) -> int:
         # a file's error names its file; the same errno without one (a pidfd refused: EPERM, a socket) is the run's
         code = 2 if isinstance(e, OSError) and e.errno in _FILE_ERRNOS and e.filename else 1
         if code == 2:
-            sys.stderr.write(f"ipcbench: error: {_write_error(e)}\n")
+            sys.stderr.write(error_line(_write_error(e)) + "\n")
         else:
             kind = "" if isinstance(e, WorldError) else f"{type(e).__name__}: "
-            sys.stderr.write(f"ipcbench: rank {comm.rank}: {kind}{e}\n")
+            sys.stderr.write(error_line(f"rank {comm.rank}: {kind}{e}") + "\n")
         sys.stderr.flush()
         if os.environ.get("IPCBENCH_TRACEBACK"):
             import traceback
@@ -323,6 +347,25 @@ def main(argv: list[str] | None = None) -> int:
     return _writing(lambda: _command(argv))
 
 
+def _check(args: list[str]) -> int:
+    """`ipcbench check`: a gate, so every exit 2 (bad input, a run it cannot read, a setup that cannot measure)
+    ends, as its verdict does, in a REASON: line (check/outputs.refusal)."""
+    from ipcbench.check import command as check
+    from ipcbench.errors import UsageError
+
+    p = _Parser(prog="ipcbench check", description=(check.__doc__ or "").strip().splitlines()[0])
+    p.reason = True
+    check.add_arguments(p)
+    ns = p.parse_args(args)
+    try:
+        opts = check.Options(ns, args)
+        if ns.from_run:  # a recorded run: no MPI, no GPU
+            return check.run(opts)
+    except UsageError as e:
+        return _err(str(e), reason=True, as_json=ns.json)
+    return _guarded(lambda: check.run(opts), reason=True, as_json=ns.json and not ns.dry_run)
+
+
 def _command(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         _bench_parser().print_help()
@@ -345,19 +388,7 @@ def _command(argv: list[str]) -> int:
 
         return info_run(args)
     if cmd == "check":
-        from ipcbench.check import command as check
-        from ipcbench.errors import UsageError
-
-        p = _Parser(prog="ipcbench check", description=(check.__doc__ or "").strip().splitlines()[0])
-        check.add_arguments(p)
-        ns = p.parse_args(argv[1:])
-        try:
-            opts = check.Options(ns, argv[1:])
-            if ns.from_run:  # a recorded run: no MPI, no GPU
-                return check.run(opts)
-        except UsageError as e:
-            return _err(str(e))
-        return _guarded(lambda: check.run(opts))
+        return _check(argv[1:])
     if cmd == "selftest":
         from ipcbench.errors import UsageError
         from ipcbench.selftest import command as selftest

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from ipcbench.core.bulk import BulkShape
+from ipcbench.core.link_rates import PLANNED_KINDS
 from ipcbench.core.placement import MAX_PLACEMENTS
 from ipcbench.core.sampler import SamplingRule
 from ipcbench.core.schedule import SERIAL_PAIRS  # noqa: F401 (the CLI's choices)
@@ -26,7 +27,7 @@ DEFAULT_SIZES = "4K:256M"
 QUICK_SIZES = "4K,256M"
 MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
 PAIRS_MODES = ("auto", "sequential", "concurrent", "permutation")
-TOPOLOGIES = ("nvswitch", "nvlink", "pcie")  # --topology: how every GPU pair is linked on the node a dry run plans for
+TOPOLOGIES = PLANNED_KINDS  # --topology: how every GPU pair is linked on the node a dry run plans for
 MAX_PLANNED_RANKS = 1024  # --ranks: a node's ranks a dry run plans for (64 GPUs of 16 ranks each)
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size
 # copy/kernel number is within 0.5% of a run with --samples 15 --min-time 50; at least 5 samples, so that a

@@ -1,6 +1,19 @@
-"""The errors a user sees. Each is one line naming the rank, the call or the option concerned."""
+"""The errors a user sees. Each is one line naming the rank, the call or the option concerned, under one prefix
+(`error_line`, `warning_line`: every command, every rank says `ipcbench: error: ...`)."""
 
 from __future__ import annotations
+
+PROG = "ipcbench"
+
+
+def error_line(msg: str) -> str:
+    """The one form of every error ipcbench prints, whatever the command: `ipcbench: error: MSG`."""
+    return f"{PROG}: error: {msg}"
+
+
+def warning_line(msg: str) -> str:
+    """The one form of every warning: `ipcbench: warning: MSG`."""
+    return f"{PROG}: warning: {msg}"
 
 
 class UsageError(Exception):

@@ -13,6 +13,7 @@ from ipcbench.core import mps, topology
 from ipcbench.ipc import event_files
 from ipcbench.readiness import Item
 from ipcbench.run import meta as run_meta
+from ipcbench.errors import error_line
 from ipcbench.sizes import fmt_size
 
 
@@ -165,7 +166,7 @@ def _no_gpu(args, why: str) -> int:
         print(READINESS_HEAD)
         print("\n".join(_readiness_lines(host)))
         print("  ??  GPU items (MIG, fabric handles, P2P): not checked, no GPU")
-    print(f"ipcbench info: {why}", file=sys.stderr)
+    print(error_line(why), file=sys.stderr)
     return 2
 
 

@@ -9,8 +9,8 @@
 // One kernel per GPU stores its source buffer into `npeers` peers' buffers at once (dsts: a device array of
 // the peers' destination pointers), as an MoE dispatch kernel writes each expert's slice into its peer. Block b
 // serves peer b % npeers, so the blocks the scheduler places together spread over every peer, and each peer's
-// blocks stride over its slice with 16-byte stores, UNROLL loads in flight per thread (kernels/copy.cu's loop).
-// The grid is a multiple of npeers. `loops` passes per launch.
+// blocks stride over its slice with 16-byte stores, UNROLL loads in flight per thread (kernels/copy.cu's loop:
+// common.cuh's ipcb_copy_v16). The grid is a multiple of npeers. `loops` passes per launch.
 extern "C" __global__ void __launch_bounds__(1024)
 a2a_write(const uint4* __restrict__ src, const unsigned long long* __restrict__ dsts, int npeers,
           unsigned long long nbytes, int loops)
@@ -18,24 +18,9 @@ a2a_write(const uint4* __restrict__ src, const unsigned long long* __restrict__ 
     const int peer = blockIdx.x % npeers;
     const unsigned long long per_peer = gridDim.x / npeers;
     uint4* dst = reinterpret_cast<uint4*>(dsts[peer]);
-    const unsigned long long n16 = nbytes >> 4;
     const unsigned long long stride = per_peer * blockDim.x;
     const unsigned long long tid = (unsigned long long)(blockIdx.x / npeers) * blockDim.x + threadIdx.x;
-    const unsigned char* sb = reinterpret_cast<const unsigned char*>(src);
-    unsigned char* db = reinterpret_cast<unsigned char*>(dst);
-    for (int l = 0; l < loops; ++l) {
-        unsigned long long i = tid;
-        for (; i + (UNROLL - 1) * stride < n16; i += UNROLL * stride) {
-            uint4 v[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) v[u] = src[i + u * stride];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) dst[i + u * stride] = v[u];
-        }
-        for (; i < n16; i += stride) dst[i] = src[i];
-        const unsigned long long t = (n16 << 4) + tid;
-        if (t < nbytes) db[t] = sb[t];
-    }
+    ipcb_copy_v16<UNROLL>(src, dst, nbytes, loops, tid, stride);
 }
 
 // A barrier between the GPUs of the node on the device, between two steps of the copy engine's all-to-all:

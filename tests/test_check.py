@@ -537,7 +537,7 @@ def test_the_check_fits_a_health_check_on_an_8_gpu_nvswitch_node():
     ns = SimpleNamespace(from_run=None, thresholds=None, no_defaults=False, baseline=None, other_baseline=False,
                          threshold="10%", no_peers=False, peer_drop="20%", methods=None, sizes=plan.SIZES,
                          json=False, junit=None, prometheus=None, verbose=False, any_host=False, out=None,
-                         timeout=120.0, dry_run=True, topology="nvswitch", quiet=True)
+                         timeout=120.0, dry_run=True, topology="nvswitch", ranks=None, quiet=True)
     opts = Options(ns, [])
     cfg = opts.config()
     mode = decide_mode(cfg.pairs, 1, ["nvswitch"] * 56, 8, cfg.serial_pairs, cfg.quick)
@@ -546,7 +546,7 @@ def test_the_check_fits_a_health_check_on_an_8_gpu_nvswitch_node():
     from ipcbench.run.costmodel import check_seconds
 
     after, said = check_tail(list(range(8)), list(range(8)))  # what the dry run adds: check's own term
-    assert after == check_seconds(COSTS, 8) and said.startswith(f"check's own term, {after:+.1f} s at 8 ranks (")
+    assert after == check_seconds(COSTS, 8) and said.startswith("check's verdict and its own closing, ")
     assert mode.concurrent and est + after <= 30.0, est + after
 
 
@@ -562,7 +562,7 @@ def test_a_dry_run_of_check_counts_its_own_term_on_fakes(fake_job, monkeypatch, 
     ns = SimpleNamespace(from_run=None, thresholds=None, no_defaults=False, baseline=None, other_baseline=False,
                          threshold="10%", no_peers=False, peer_drop="20%", methods=None, sizes=plan.SIZES,
                          json=True, junit=None, prometheus=None, verbose=False, any_host=False, out=None,
-                         timeout=30.0, dry_run=True, topology="nvswitch", quiet=True)
+                         timeout=30.0, dry_run=True, topology="nvswitch", ranks=None, quiet=True)
     opts = command.Options(ns, [])
     statuses, _ = fake_job(opts.config(), entry=lambda c: command.run(opts))
     assert statuses == [0, 0]
@@ -570,7 +570,7 @@ def test_a_dry_run_of_check_counts_its_own_term_on_fakes(fake_job, monkeypatch, 
     from ipcbench.run.costmodel import check_seconds
 
     assert got["after_suites_s"] == round(check_seconds(COSTS, 2), 1)  # two ranks: its term less all's closing
-    said = f"check's own term, {check_seconds(COSTS, 2):+.1f} s at 2 ranks"
+    said = f"check's verdict and its own closing, {check_seconds(COSTS, 2) + COSTS.close_for(2):.1f} s at 2 ranks"
     assert any(a.startswith(said) for a in got["assumptions"])
     import dataclasses
 
@@ -602,7 +602,7 @@ def _measure_on_fakes(fake_job, monkeypatch, tmp_path, floor: float):  # noqa: F
     ns = SimpleNamespace(from_run=None, thresholds=str(f), no_defaults=True, baseline=None, other_baseline=False,
                          threshold="10%", no_peers=False, peer_drop="20%", methods=None, sizes="4K,64K",
                          json=False, junit=str(tmp_path / "j.xml"), prometheus=None, verbose=False, any_host=False,
-                         out=str(tmp_path / "run"), timeout=30.0, dry_run=False, topology=None, quiet=True)
+                         out=str(tmp_path / "run"), timeout=30.0, dry_run=False, topology=None, ranks=None, quiet=True)
     opts = command.Options(ns, [])
     cfg = dataclasses.replace(opts.config(), rule=FAST)
     monkeypatch.setattr(command.Options, "config", lambda self: cfg)

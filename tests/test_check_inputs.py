@@ -117,7 +117,7 @@ def test_an_error_while_writing_an_output_after_judging_is_exit_2(run, tmp_path,
     ns = SimpleNamespace(from_run=str(run), thresholds=None, no_defaults=False, baseline=None, other_baseline=False,
                          threshold="10%", no_peers=False, peer_drop="20%", methods=None, sizes=None, json=False,
                          junit=str(tmp_path / "check.xml"), prometheus=None, verbose=False, any_host=False, out=None,
-                         timeout=120.0, dry_run=False, topology=None, quiet=True)
+                         timeout=120.0, dry_run=False, topology=None, ranks=None, quiet=True)
     from ipcbench.errors import UsageError
 
     with pytest.raises(UsageError, match=r"--junit .*check.xml: cannot write \(No space left on device\)"):

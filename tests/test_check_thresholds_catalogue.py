@@ -109,7 +109,7 @@ def test_a_users_file_with_an_unknown_method_stops_check_with_one_line(tmp_path)
     f = tmp_path / "site.toml"
     f.write_text(one(method="sm-read"))
     p = check("--from", str(QUIET), "--thresholds", str(f))
-    assert p.returncode == 2 and p.stdout == "", p.stdout
+    assert p.returncode == 2 and p.stdout.startswith(f"REASON: cannot judge: {f}:5: method: "), p.stdout
     assert p.stderr == f"ipcbench: error: {f}:5: method: 'sm-read' is not a method ipcbench measures (did you mean " \
                        f"sm_read?); methods: {', '.join(METHOD_FACTS)}\n"
 
@@ -169,7 +169,7 @@ def test_check_says_the_warning_once_and_judges_as_without_it(tmp_path):
     f.write_text(one(gpu="NVIDIA B200"))
     p = check("--from", str(QUIET), "--thresholds", str(f))
     assert p.returncode == 0, p.stdout + p.stderr
-    warning = f"ipcbench check: warning: {f}:3: gpu: 'NVIDIA B200' matches no GPU model ipcbench has measured"
+    warning = f"ipcbench: warning: {f}:3: gpu: 'NVIDIA B200' matches no GPU model ipcbench has measured"
     assert p.stderr.startswith(warning) and p.stderr.count("\n") == 1, p.stderr
     j = check("--from", str(QUIET), "--thresholds", str(f), "--json")
     assert j.returncode == 0 and json.loads(j.stdout)["warnings"][0].startswith(f"{f}:3: gpu: 'NVIDIA B200'")
@@ -208,9 +208,11 @@ def test_a_floor_above_the_links_ceiling_cannot_judge_the_row(direction, floor, 
         both = ", both ways" if direction == "bidir" else ""
         ceiling = "956" if direction == "bidir" else "478"
         assert c.brief == f"GPU 0 -> GPU 1 ce {direction} 256M: floor {floor:.0f} GB/s above the link's ceiling " \
-                          f"{ceiling} GB/s"
+                          f"{ceiling} GB/s (its signalling rate)"
+        peak = "900" if direction == "bidir" else "450"
         assert f"is above the link's physical ceiling {ceiling} GB/s (18 x 26.5625 GB/s, NVLink 4.0 per " \
-               f"direction{both}; catalogue/links.py): the pair's link cannot reach it" in c.reason
+               f"direction{both}: its signalling rate, above the {peak} GB/s peak quoted as its data rate; " \
+               "catalogue/links.py): the pair's link cannot reach it" in c.reason
 
 
 def test_a_floor_as_a_share_of_the_peak_is_never_above_the_ceiling_and_a_pair_without_one_is_judged():
@@ -227,7 +229,8 @@ def test_check_from_a_run_with_a_floor_above_the_ceiling_is_exit_2_naming_it(tmp
     f.write_text(one(floor=99999))
     p = check("--from", str(QUIET), "--thresholds", str(f))
     assert p.returncode == 2, p.stdout
-    assert "?? [thresholds] GPU 0 -> GPU 1 ce push 128M: floor 99999 GB/s above the link's ceiling 478 GB/s" in \
+    assert "?? [thresholds] GPU 0 -> GPU 1 ce push 128M: floor 99999 GB/s above the link's ceiling 478 GB/s (its " \
+        "signalling rate)" in \
         p.stdout.replace("??   ", "?? ")
     assert "FAIL" not in p.stdout  # the node is not blamed for an expectation no link can meet
 

@@ -254,7 +254,12 @@ def test_helps_defaults_are_the_codes():
     assert TWIN_STRIDE == 2
     assert (f"(default: {DEFAULT_SIZES} in x2 steps, the twin steps (pool, vmm, cuda.core) at every other size; "
             f"--sizes {DEFAULT_SIZES} given measures every step at every size; {QUICK_SIZES} with --quick)") in text
-    assert f"(default {DEFAULT_RULE.min_time_s * 1e3:g}, {QUICK_RULE.min_time_s * 1e3:g} with --quick)" in text
+    from ipcbench.core.sampler import SHORT_BELOW
+
+    assert (f"(default {DEFAULT_RULE.min_time_s * 1e3:g}, "
+            f"{DEFAULT_RULE.min_time_s * DEFAULT_RULE.short_factor * 1e3:g} under {SHORT_BELOW >> 20} MiB; with "
+            f"--quick {QUICK_RULE.min_time_s * 1e3:g}, {QUICK_RULE.min_time_s * QUICK_RULE.short_factor * 1e3:g} under "
+            f"{SHORT_BELOW >> 20} MiB; a value given is every row's)") in text  # rows under 64 MiB: half (README)
     assert f"(default {DEFAULT_RULE.noise * 100:g}, {QUICK_RULE.noise * 100:g} with --quick)" in text
     assert f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)" in text
     assert f"{DEFAULT_RULE.min_samples}-{DEFAULT_RULE.max_samples} samples" in text
@@ -383,13 +388,13 @@ def test_a_run_that_cannot_write_its_results_is_one_line_exit_2(capsys):
         raise ConnectionResetError(errno.ECONNRESET, os.strerror(errno.ECONNRESET))
 
     assert _guarded(peer_gone) == 1
-    assert capsys.readouterr().err.startswith("ipcbench: rank 0: ConnectionResetError: ")
+    assert capsys.readouterr().err.startswith("ipcbench: error: rank 0: ConnectionResetError: ")
 
     def pidfd_refused():  # a file errno without a file (pidfd_getfd under Yama: EPERM): the run's failure, exit 1
         raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
 
     assert _guarded(pidfd_refused) == 1
-    assert capsys.readouterr().err.startswith("ipcbench: rank 0: PermissionError: ")
+    assert capsys.readouterr().err.startswith("ipcbench: error: rank 0: PermissionError: ")
 
 
 @pytest.mark.timeout(300)

@@ -48,7 +48,7 @@ def test_a_report_never_goes_into_a_runs_directory(tmp_path, capsys, held):
     rc = main(["report", str(RUN), "--no-figures", "--out", str(other)])
     out, err = capsys.readouterr()
     assert rc == 2 and not out
-    assert one_line(err) == (f"ipcbench report: error: --out {other} holds a run ({held}): a report never goes into a "
+    assert one_line(err) == (f"ipcbench: error: --out {other} holds a run ({held}): a report never goes into a "
                              f"run's directory; name another (e.g. {other / 'report'})")
     assert sorted(p.name for p in other.iterdir()) == before
 
@@ -70,7 +70,7 @@ def test_compares_bad_values_point_to_its_own_help(capsys, args, needle):
     with pytest.raises(SystemExit) as e:
         main(["compare", str(RUN), str(RUN.with_name("h200x2-check-2")), *args])
     line = one_line(capsys.readouterr().err)
-    assert e.value.code == 2 and line.startswith(f"ipcbench compare: error: {needle}")
+    assert e.value.code == 2 and line.startswith(f"ipcbench: error: {needle}")
     assert line.endswith("(see `ipcbench compare --help`)")
 
 

@@ -607,7 +607,7 @@ def test_results_csv_paths_and_formats(base_run, new_run, capsys):
 
 def _one_line_error(rc, out, err, *words):
     assert rc == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and err.startswith("ipcbench compare: error: ")
+    assert len(err.strip().splitlines()) == 1 and err.startswith("ipcbench: error: ")
     for w in words:
         assert w in err, err
 

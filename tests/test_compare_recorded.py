@@ -97,7 +97,7 @@ def test_a_run_against_itself_is_refused():
     """`compare quiet1 quiet1` passed silently: a run always matches itself, so it is bad input (exit 2)."""
     p = compare("quiet1", "quiet1", fmt="text")
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.startswith("ipcbench compare: error: NEW quiet1 is the same run as BASE quiet1")
+    assert p.stderr.startswith("ipcbench: error: NEW quiet1 is the same run as BASE quiet1")
 
 
 def test_compare_writes_microseconds_as_the_report_does():

@@ -33,7 +33,7 @@ def test_evidence_that_differs_is_named_without_changing_the_exit_status(tmp_pat
     assert f"{who} (PCIe narrower than its maximum): NEW vm: GPU 1: PCIe gen5 x8 (max gen5 x16); BASE none" in out
     assert f"{who} (NVLink error counters moved): NEW vm: 12 replays on GPU 1 link 4 during the run" in out
     rc, out, err = run_compare(capsys, base, new, "--format", "csv")
-    assert rc == 0 and f"ipcbench compare: warning: {who} (clocks held down)" in err
+    assert rc == 0 and f"ipcbench: warning: {who} (clocks held down)" in err
 
 
 def test_the_same_evidence_both_sides_warns_nothing(tmp_path, capsys):

@@ -68,7 +68,7 @@ def test_no_gpu_is_exit_2_after_the_host_items(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(gpumod, "device_count", lambda: 0)
     assert info.run(SimpleNamespace(json=False)) == 2
     got = capsys.readouterr()
-    assert got.err == "ipcbench info: no CUDA GPU visible (CUDA_VISIBLE_DEVICES, driver?)\n"
+    assert got.err == "ipcbench: error: no CUDA GPU visible (CUDA_VISIBLE_DEVICES, driver?)\n"
     lines = got.out.splitlines()
     assert lines[0] == info.READINESS_HEAD and len(lines) == 7
     assert lines[1].startswith("  ??  PID namespace: pid:[4026532601], not the host's (a container's or a pod's): "
@@ -97,7 +97,7 @@ def test_no_gpu_as_json(monkeypatch, capsys, tmp_path):
     assert data["readiness"][2]["facts"]["need_bytes"] == (64 << 10) + 3 * (16 << 20)
     assert data["readiness"][3]["facts"] == {"count": 1, "bytes": 80 << 10, "running": 0, "files": [
         {"name": "cuda.shm.0.7ffffff0.1", "pid": 0x7FFFFFF0, "bytes": 80 << 10}]}
-    assert got.err.startswith("ipcbench info: no CUDA GPU visible")
+    assert got.err.startswith("ipcbench: error: no CUDA GPU visible")
 
 
 def test_a_broken_cuda_stack_is_exit_2(monkeypatch, capsys, tmp_path):
@@ -108,7 +108,7 @@ def test_a_broken_cuda_stack_is_exit_2(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(gpumod, "device_count", broken)
     assert info.run(SimpleNamespace(json=False)) == 2
     got = capsys.readouterr()
-    assert got.err.strip() == "ipcbench info: no usable CUDA GPU here (RuntimeError: driver exploded)"
+    assert got.err.strip() == "ipcbench: error: no usable CUDA GPU here (RuntimeError: driver exploded)"
     assert "  ok  ptrace_scope: 1 (restricted)" in got.out
 
 

@@ -63,7 +63,7 @@ def test_the_readme_quotes_the_run_defaults_of_the_code():
     text = _flat(README)
     assert f"`--min-time MS` (one sample's length, default {DEFAULT_RULE.min_time_s * 1e3:g}; "\
            f"{DEFAULT_RULE.min_time_s * DEFAULT_RULE.short_factor * 1e3:g} under 64 MiB)" in text
-    assert f"known to PCT percent, default {DEFAULT_RULE.noise * 100:g}, or to a third of its floor)" in text
+    assert f"known to PCT percent, default {DEFAULT_RULE.noise * 100:g}, or to a third of its floor, " in text
     assert DEFAULT_RULE.floor_share == pytest.approx(1 / 3)
     assert f"`--max-time S` (default {DEFAULT_RULE.max_time_s:g} s)" in text
     default_timeout = _bench_default("timeout")

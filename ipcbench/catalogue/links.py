@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 CONVENTION = 2  # recorded with every link entry (`rate_convention`); entries without it predate this module
 LINK_KINDS = ("nvlink", "nvswitch", "pcie", "unknown")  # what a GPU pair is linked by (core/topology.py)
+# --topology of a dry run (all, check, selftest): how every GPU pair of the node it plans for is linked
+PLANNED_KINDS = ("nvswitch", "nvlink", "pcie")
 
 
 @dataclass(frozen=True)
@@ -30,22 +32,23 @@ class NvlinkGen:
     peak_gbps: float | None
     ceiling_gbps: float | None
     source: str
+    links: int | None = None  # the most NVLinks a GPU of this generation has (its source's "over N links")
 
 
 # Keyed by the name ipcbench records (`nvlink_version`); NVML_ENUM maps nvmlDeviceGetNvLinkVersion to it.
 NVLINK = {
     "1.0": NvlinkGen("1.0", 20.0, 20.0, "P100: 8 lanes x 20 Gb/s (NVIDIA's P100 figure: 160 GB/s both ways over "
-                                        "4 links); no NVML reading known, so the ceiling is that same rate"),
+                                        "4 links); no NVML reading known, so the ceiling is that same rate", 4),
     "2.0": NvlinkGen("2.0", 25.0, 25.78125, "V100: 300 GB/s both ways over 6 links; nvidia-smi nvlink -s on a V100 "
-                                            "reads 25.781 GB/s per link (Azure/azhpc-diagnostics#73)"),
-    "2.2": NvlinkGen("2.2", 25.0, 25.78125, "taken as 2.0 (same lane rate); no reading of its own"),
+                                            "reads 25.781 GB/s per link (Azure/azhpc-diagnostics#73)", 6),
+    "2.2": NvlinkGen("2.2", 25.0, 25.78125, "taken as 2.0 (same lane rate); no reading of its own", 6),
     "3.0": NvlinkGen("3.0", 25.0, 25.0, "A100: 600 GB/s both ways over 12 links; nvidia-smi nvlink -s reads 25 "
-                                        "GB/s per link (NVIDIA/nccl#1054: 300 GB/s over 12 links)"),
-    "3.1": NvlinkGen("3.1", 25.0, 25.0, "taken as 3.0"),
+                                        "GB/s per link (NVIDIA/nccl#1054: 300 GB/s over 12 links)", 12),
+    "3.1": NvlinkGen("3.1", 25.0, 25.0, "taken as 3.0", 12),
     "4.0": NvlinkGen("4.0", 25.0, 26.5625, "H100/H200: 900 GB/s both ways over 18 links; NVML and nvidia-smi "
-                                           "nvlink -s read 26.562 GB/s per link (2 lanes x 106.25 Gb/s)"),
+                                           "nvlink -s read 26.562 GB/s per link (2 lanes x 106.25 Gb/s)", 18),
     "5.0": NvlinkGen("5.0", 50.0, 53.125, "B200: 1.8 TB/s both ways over 18 links; nvidia-smi nvlink -s on a "
-                                          "GB200 reads 53.125 GB/s per link (NVIDIA/k8s-test-infra#371)"),
+                                          "GB200 reads 53.125 GB/s per link (NVIDIA/k8s-test-infra#371)", 18),
     "6.0": NvlinkGen("6.0", None, None, "no per-link figure known: no peak, no ceiling"),
 }
 # nvmlDeviceGetNvLinkVersion's enum (pynvml NVML_NVLINK_VERSION_x_y) -> the recorded name

@@ -14,6 +14,10 @@ from ipcbench.results import RowFacts
 
 ORDER: tuple[str, ...] = ("copy", "kernel", "pool", "vmm", "staged", "nccl", "alltoall", "latency", "handles",
                           "pipeline")
+# The suites with steps measured one pair at a time over the pairs --serial-pairs leaves them (suites/registry.Step
+# .serial: host-staged paths, ping-pongs, handle costs, the pipeline); a run of none of them (check's copy and kernel)
+# has no such step, so its --serial-pairs says nothing of its rows (tests/test_catalogue_serial.py holds it to the plan)
+SERIAL_SUITES: tuple[str, ...] = ("staged", "nccl", "latency", "handles", "pipeline")
 
 # The methods of the suites that measure transfer methods (core/methods.METHODS) over pairs.
 SUITE_METHODS: dict[str, tuple[str, ...]] = {

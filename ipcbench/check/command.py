@@ -20,9 +20,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ipcbench.catalogue.links import PLANNED_KINDS
 from ipcbench.check import inputs, outputs, plan
 from ipcbench.judging import expect, judge
-from ipcbench.errors import ResultsError, UsageError
+from ipcbench.errors import ResultsError, UsageError, error_line, warning_line
 from ipcbench.sizes import SizeError, parse_sizes
 
 
@@ -69,8 +70,11 @@ def add_arguments(p) -> None:
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="give up on any wait for another rank after S seconds (default 120)")
     p.add_argument("--dry-run", action="store_true", help="the measurement's plan and estimated time; no GPU work")
-    p.add_argument("--topology", choices=("nvswitch", "nvlink", "pcie"),
+    p.add_argument("--topology", choices=PLANNED_KINDS,
                    help="with --dry-run: plan for a node whose GPU pairs are all linked so")
+    p.add_argument("--ranks", type=int, metavar="N",
+                   help="with --dry-run, started without mpirun: plan N ranks on the node (a login node: "
+                        "`ipcbench check --dry-run --topology nvswitch --ranks 8`)")
     p.add_argument("--quiet", action="store_true", help="no progress lines while measuring")
 
 
@@ -91,8 +95,8 @@ class Options:
             except Exception as e:  # argparse.ArgumentTypeError
                 raise UsageError(f"{flag}: {e}") from None
         self.threshold, self.peer_drop = threshold_arg(ns.threshold), threshold_arg(ns.peer_drop)
-        if ns.from_run and (ns.dry_run or ns.out or ns.topology):
-            raise UsageError("--from judges a recorded run: --dry-run, --out and --topology measure")
+        if ns.from_run and (ns.dry_run or ns.out or ns.topology or ns.ranks is not None):
+            raise UsageError("--from judges a recorded run: --dry-run, --out, --topology and --ranks measure")
         if ns.topology and not ns.dry_run:
             raise UsageError("--topology plans a node that is not this machine: it goes with --dry-run")
         self.sizes = plan.SIZES if ns.sizes is None else ns.sizes
@@ -131,7 +135,7 @@ class Options:
         return RunConfig.from_options(suites=plan.suites_of(self.methods), sizes=self.sizes, quick=True,
                                       timeout=ns.timeout, out=ns.out, dry_run=ns.dry_run,
                                       json=ns.json and ns.dry_run, quiet=ns.quiet, topology=ns.topology,
-                                      argv=["check", *self.argv], gpu_pairs=False)
+                                      ranks=ns.ranks, argv=["check", *self.argv], gpu_pairs=False)
 
 
 def run(opts: Options) -> int:
@@ -158,7 +162,7 @@ def judge_recorded(opts: Options) -> int:
         raise UsageError(f"--from {opts.ns.from_run}: {why_not}")
     try:
         return report(opts, run)
-    except UsageError:
+    except (UsageError, BrokenPipeError):  # a reader gone (`| head`) ends quietly, as every command (cli._writing)
         raise
     except Exception as e:  # fail closed, one line (IPCBENCH_TRACEBACK is the measuring path's)
         raise UsageError(f"--from {opts.ns.from_run}: cannot judge ({type(e).__name__}: {e})") from None
@@ -186,7 +190,8 @@ def measure_and_judge(opts: Options) -> int:
             code, err = 2, f"cannot judge the measured run ({type(e).__name__}: {e})"
     agreed = s.world.world_allreduce_max(code, "the check's verdict")
     if err:
-        print(f"ipcbench: error: {err}", file=sys.stderr, flush=True)
+        print(error_line(err), file=sys.stderr, flush=True)
+        print(outputs.refusal(err, opts.ns.json), flush=True)
     return 1 if 1 in (status, agreed) else agreed
 
 
@@ -194,18 +199,19 @@ def check_tail(gpu_of, node_ranks, mode=None) -> tuple[float, str]:
     """run/runner.start's tail: the verdict after the run, as the cost model expects it (catalogue/costs.py); the
     same whatever the pair mode."""
     from ipcbench.catalogue.costs import COSTS
-    from ipcbench.run.costmodel import check_seconds
+    from ipcbench.run.costmodel import check_own_seconds, check_seconds
 
     if COSTS.check_s is None:
         return 0.0, "the verdict after the run is not in the estimate: the cost model was never fitted to a check run"
     fitted = sum(1 for r in COSTS.residuals if r.plan_command.split()[1:2] == ["check"] and r.start_included)
     ranks = len(node_ranks)
-    term = check_seconds(COSTS, ranks)
-    return term, (
-        f"check's own term, {term:+.1f} s at {ranks} ranks ({COSTS.check_s:+g} s + {COSTS.check_rank_s:g} s a rank, "
-        f"less `all`'s closing of {COSTS.close_for(ranks):.1f} s, which it replaces), fitted on {fitted} timed check "
-        "run(s): its verdict after the run (reading it back, judging, the outputs) and its own closing, less what the "
-        "model of its suites, fitted on longer runs, over-counts for its small plan")
+    own, close = check_own_seconds(COSTS, ranks), COSTS.close_for(ranks)
+    line = f"{COSTS.check_rank_s:g} s a rank {'less' if COSTS.check_s < 0 else 'and'} {abs(COSTS.check_s):g} s"
+    return check_seconds(COSTS, ranks), (
+        f"check's verdict and its own closing, {own:.1f} s at {ranks} ranks ({line}, fitted on {fitted} timed check "
+        f"run(s)), in place of `all`'s closing of {close:.1f} s that the model of its suites counts: reading the run "
+        "back, judging it, the outputs and check's closing, less what that model, fitted on longer runs, "
+        "over-counts for check's small plan")
 
 
 def _baseline(opts: Options, run):
@@ -252,7 +258,7 @@ def report(opts: Options, run) -> int:
     host = run.meta.hosts[0] if run.meta.hosts else str(run.frame["host"].iat[0])
     models = sorted({g.name for gs in run.meta.gpus.values() for g in gs})
     for w in opts.warnings:  # what the thresholds file says that ipcbench cannot confirm (judging/expect.py)
-        print(f"ipcbench check: warning: {w}", file=sys.stderr, flush=True)
+        print(warning_line(w), file=sys.stderr, flush=True)
     for flag, path, write in (("--junit", opts.ns.junit, outputs.write_junit),
                               ("--prometheus", opts.ns.prometheus, outputs.write_prometheus)):
         if path:  # checked before judging (check/inputs.py); what still fails (a full disk) is exit 2, never 1
@@ -263,9 +269,9 @@ def report(opts: Options, run) -> int:
     if opts.ns.json:
         print(outputs.as_json(v, {"host": host, "run": str(run.dir), "gpu_models": models,
                                   "warnings": opts.warnings}))
-    else:
-        header = [f"ipcbench check: {host}, {' + '.join(models) or 'unknown GPUs'}, run {run.dir}"]
-        print(outputs.text(v, header, verbose=opts.ns.verbose), flush=True)
-    if v.exit_code and not opts.ns.json:
+        return v.exit_code
+    if v.exit_code:  # on stderr too, before the summary: its REASON: line stays the last
         print(f"ipcbench check: {v.reason()}", file=sys.stderr, flush=True)
+    header = [f"ipcbench check: {host}, {' + '.join(models) or 'unknown GPUs'}, run {run.dir}"]
+    print(outputs.text(v, header, verbose=opts.ns.verbose), flush=True)
     return v.exit_code

@@ -11,7 +11,7 @@ import time
 from ipcbench.evidence.delta import counter_growth, foreign, time_growth
 from ipcbench.judging.evidence_rules import readable
 from ipcbench.judging.finding import Finding
-from ipcbench.judging.judge import Verdict
+from ipcbench.judging.judge import REASON_CHARS, VERDICTS, Verdict
 from ipcbench.sizes import fmt_size
 from ipcbench.status import Status
 
@@ -49,6 +49,19 @@ def text(v: Verdict, header: list[str], verbose: bool = False) -> str:
 def reason_line(v: Verdict) -> str:
     """`REASON: ...`, one line (judge.REASON_CHARS at most after the prefix), the drain reason."""
     return "REASON: " + " ".join(v.reason().split())
+
+
+def refusal(msg: str, as_json: bool = False) -> str:
+    """What check says on stdout when it cannot judge at all (bad input, a run it cannot read, a setup that cannot
+    measure: exit 2), as its verdict would: a last `REASON: cannot judge: ...` line (judge.REASON_CHARS at most after
+    the prefix), or with --json one object with the verdict, its exit code and that reason."""
+    reason = "cannot judge: " + " ".join(msg.split())
+    if len(reason) > REASON_CHARS:
+        reason = reason[:REASON_CHARS - 1] + "…"
+    if as_json:
+        return json.dumps({"verdict": VERDICTS[Status.UNJUDGED], "exit_code": Status.UNJUDGED.exit_code,
+                           "reason": reason})
+    return "REASON: " + reason
 
 
 def as_json(v: Verdict, extra: dict) -> str:

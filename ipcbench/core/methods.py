@@ -22,8 +22,8 @@ Directions (from the point of view of the ordered pair src -> dst):
 from __future__ import annotations
 
 import copy
-import importlib
 from dataclasses import dataclass, fields
+from typing import Callable
 
 from ipcbench.catalogue.methods import METHOD_FACTS, MethodFacts
 from ipcbench.core import bulk
@@ -141,28 +141,42 @@ class BulkEngine(Engine):
                 launch()
 
 
+# The two-sided engines' pair transfers, by engine name: `make(ctx, me, peer)` -> the transfer bound to the pair.
+# Registered by the module that makes them (ipc/nccl.py registers "nccl" when imported, which the nccl suite does
+# before any of its steps runs), so core names no ipc module, not even as a string (tests/test_layering.py).
+PAIR_TRANSFERS: dict[str, Callable] = {}
+
+
+def register_pair_transfer(engine: str, make: Callable) -> None:
+    """Make `make(ctx, me, peer)` the way the two-sided engine `engine` binds a transfer to a pair."""
+    PAIR_TRANSFERS[engine] = make
+
+
 class PairEngine(Engine):
     """An engine whose transfers are two-sided (NCCL: a send on one rank meets its receive on the other), so
-    both ranks drive and each enqueues through a transfer bound to the pair (Method.bind). The engine's
-    module, ipcbench.ipc.<module>, makes that transfer (`pair_transfer(ctx, me, peer)`): found by name, as
-    ipc/sharers.py finds a buffer kind's module, so core imports no ipc module (ipc/nccl.py imports core)."""
+    both ranks drive and each enqueues through a transfer bound to the pair (Method.bind), which the module that
+    makes it registered (register_pair_transfer): core imports no ipc module (ipc/nccl.py imports core)."""
 
     two_sided = True
 
-    def __init__(self, name: str, module: str):
-        self.name, self.module = name, module
+    def __init__(self, name: str):
+        self.name = name
 
     def bind(self, ctx, me: int, peer: int):
         """Collective over the pair: both ranks of the pair call this, in the same order (the pair's first call
         makes its communicator: ipc/nccl.pair_for)."""
-        return importlib.import_module(f"ipcbench.ipc.{self.module}").pair_transfer(ctx, me, peer)
+        make = PAIR_TRANSFERS.get(self.name)
+        if make is None:
+            raise RuntimeError(f"no pair transfer is registered for the {self.name} engine: the module that makes it "
+                               "registers it when imported (core/methods.register_pair_transfer)")
+        return make(ctx, me, peer)
 
     def enqueue(self, gpu, stream, src: int, dst: int, nbytes: int, count: int = 1) -> None:
         raise TypeError(f"a {self.name} transfer needs its pair: enqueue through Method.bind(ctx, me, peer)")
 
 
 ENGINES: dict[str, Engine] = {"ce": CopyEngine(), "sm": SmEngine(), "sm_bulk": BulkEngine(),
-                              "nccl": PairEngine("nccl", "nccl")}
+                              "nccl": PairEngine("nccl")}
 # Engines that are kernels on the SMs: from gpu.loop_in_kernel_bytes one launch per sample (core/pair.py's
 # longer samples), and two processes' kernels on one GPU are time-sliced without MPS.
 KERNEL_ENGINES = ("sm", "sm_bulk")

@@ -44,7 +44,7 @@ import os
 import time
 import warnings
 
-from ipcbench.core.methods import GraphBatch, StreamBatch
+from ipcbench.core.methods import GraphBatch, StreamBatch, register_pair_transfer
 from ipcbench.errors import MeasureError
 
 NCCL_TAG = 41  # MPI tag of the pair's NCCL setup and capture agreement
@@ -306,6 +306,9 @@ def pair_transfer(ctx, me: int, peer: int) -> NcclTransfer:
     """Collective over the pair: both ranks of the pair call this, in the same order (pair_for).
     core/methods.Method.bind for the nccl engine: sends and receives grouped per transfer."""
     return pair_for(ctx, me, peer).transfer("group")
+
+
+register_pair_transfer("nccl", pair_transfer)  # the nccl engine's binding, with core (which imports no ipc module)
 
 
 def close_pairs(ctx) -> None:

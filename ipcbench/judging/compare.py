@@ -24,7 +24,7 @@ from ipcbench.judging.bounds import bounds, gpu_model, noise_basis, pct
 from ipcbench.judging.compare_table import change, identifying_columns, side_by_side
 from ipcbench.judging.compare_verdicts import ENGINE_ORDER, catches, row_verdicts, worst_first
 from ipcbench.judging.evidence_notes import compare_warnings
-from ipcbench.judging.matching import meta_warnings
+from ipcbench.judging.matching import drop_unplanned, meta_warnings, unplanned_warning
 from ipcbench.judging.row_verdict import ORDER, RowVerdict
 from ipcbench.judging.significance import BANDS, row_significance
 from ipcbench.record.run import Run, load_run, locate
@@ -105,6 +105,7 @@ def compare(bases: list[Run], new: Run, threshold: float = DEFAULT_THRESHOLD, al
 
     bases, said = _distinct(bases, new)
     m, new_imp, mode = side_by_side(bases, new)
+    m, unplanned = drop_unplanned(m, bases, new)  # rows of sizes NEW never planned: not compared, not missing
     basis = "between-runs" if all(noise_basis(r) == "between-runs" for r in [*bases, new]) else "within-run"
     info = {"mode": mode, "base_runs": len(bases), "base_rows": [len(b.frame) for b in bases],
             "new_rows": len(new.frame), "threshold": threshold, "alpha": alpha, "subset": subset,
@@ -136,7 +137,8 @@ def compare(bases: list[Run], new: Run, threshold: float = DEFAULT_THRESHOLD, al
     info["host_rule"] = host_rule(out[valued & (out["rule"] == "tail").to_numpy()], len(bases))
     if info["host_rule"]:
         info["noise_rule"] += "; " + info["host_rule"]
-    return Comparison(worst_first(out), new_imp, _incomplete(bases, new) + said + _warnings(bases, new, info), info)
+    return Comparison(worst_first(out), new_imp, _incomplete(bases, new) + said + _warnings(bases, new, info)
+                      + unplanned_warning(new, unplanned), info)
 
 
 def host_rule(rows, nb: int) -> str:

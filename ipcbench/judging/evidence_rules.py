@@ -8,7 +8,10 @@ after the run (ipcbench/evidence/ reads them; docs/check.md says why each state 
   remap, another job's process on a GPU, a thermal or hardware slowdown during the run.
 - UNJUDGED (exit 2): an item a rule needs is "not available" (the driver, the binding or the VM did not give
   it, no NVML at all, no snapshot on one side of the run) and the expectations `require` it: what was not
-  read never passes as healthy. An item not required that is missing is left out, said by no finding.
+  read never passes as healthy. An item not required that is missing is left out, said by no finding. An
+  expectation that asks for more than the hardware has (more NVLinks than a GPU of its NVLink generation has, a
+  link speed above its signalling rate, a PCIe width or generation above the GPU's maximum) is wrong, not the
+  node: UNJUDGED, as a floor above a link's ceiling is (judging/judge.py).
 - PASS: read and as expected; a power cap reached during the run is a pass whose note explains slower rows.
 
 A run recorded before ipcbench recorded node evidence has none: each required item cannot be judged where
@@ -20,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipcbench.catalogue.links import NVLINK
 from ipcbench.judging.expect import ITEM_WORDS, POWER_CAP, EvidenceExpectation, Setting, resolve
 from ipcbench.judging.finding import Finding
 from ipcbench.evidence import delta
@@ -116,6 +120,30 @@ class Gpu:
         words = what or ITEM_WORDS[item]
         self.add(item, Status.UNJUDGED, f"{name}: {words} not available ({why}): required, so it cannot be judged",
                  f"{name}: {words} not available ({why})", against=self.rules["require"].against("require"))
+
+
+def _beyond_hardware(gpu: Gpu, rule: str, key: str, asked, most, words: str, unit: str, link: str = "") -> bool:
+    """An expectation (`key` = `asked`) above what the hardware has (`most`, said in `words`): no healthy GPU can meet
+    it, so it judges nothing (UNJUDGED: the expectation is wrong, as a floor above a link's ceiling is); True when
+    so. None for either: nothing to hold it against."""
+    if asked is None or most is None or asked <= most:
+        return False
+    brief = f"GPU {gpu.index}: {key} = {asked:g} asks for more than {words}: the expectation is wrong"
+    gpu.add(rule, Status.UNJUDGED, f"{brief} (no healthy GPU can meet it)", brief, value=most, unit=unit,
+            expected=asked, link=link, against=gpu.rules[key].against(key))
+    return True
+
+
+def _generations(gpu: Gpu) -> list:
+    """The NVLink generations (catalogue/links.NvlinkGen) the GPU's links were read at; [] where none was read."""
+    names = {str(ln.version.value) for g in gpu.readings if readable(g.links) for ln in g.links.value
+             if readable(ln.version)}
+    return [NVLINK[n] for n in sorted(names) if n in NVLINK]
+
+
+def _most(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def _required(rules: dict[str, Setting], item: str) -> bool:
@@ -236,7 +264,15 @@ def _link_state(gpu: Gpu) -> None:
     down = sorted(ln for ln, up in states[fewest][0].items() if not up)
     against = want.against("nvlinks") if want is not None else ""
     expected = int(want.value) if want is not None else None
+    gens = _generations(gpu)
+    most = _most(g.links for g in gens)
+    wrong = _beyond_hardware(gpu, "nvlinks", "nvlinks", expected, most,
+                             f"the {most} NVLinks a GPU of NVLink {' or '.join(g.name for g in gens)} has", "links",
+                             "nvlink")
+    expected = None if wrong else expected  # the count is not judged; a link down still is
     short = expected is not None and n < expected
+    if wrong and not went_down:  # no pass beside the expectation that could not judge
+        return
     if not short and not went_down:
         total = f"{n} of {expected}" if expected is not None else f"{n}"
         why = " (the only GPU of its host: no peer to link to, the count is not judged)" if gpu.alone else ""
@@ -262,6 +298,11 @@ def _link_speed(gpu: Gpu) -> None:
     if floor is None:
         return
     bound = float(floor.value)
+    gens = _generations(gpu)
+    most = _most(g.ceiling_gbps for g in gens)
+    if _beyond_hardware(gpu, "nvlink_speed", "nvlink_gbps", bound, most, f"the {most:g} GB/s signalling rate of an "
+                        f"NVLink {' or '.join(g.name for g in gens)} link" if most else "", "GB/s", "nvlink"):
+        return
     slow: dict[int, float] = {}
     unread: list = []
     n = 0
@@ -375,6 +416,12 @@ def _pcie(gpu: Gpu) -> None:
     against `pcie_gen` where the thresholds set it: NVML's current generation drops while a GPU idles, and the
     readings are taken at rest, so a lower generation than the maximum is said, never failed, unless asked."""
     want_w, want_g = gpu.rules.get("pcie_width"), gpu.rules.get("pcie_gen")
+    for key, want, most, words in (("pcie_width", want_w, "pcie_max_width", "the GPU's widest PCIe link, x{}"),
+                                   ("pcie_gen", want_g, "pcie_max_gen", "the GPU's highest PCIe generation, gen{}")):
+        top = _most(int(getattr(g, most).value) for g in gpu.readings if readable(getattr(g, most)))
+        if want is not None and _beyond_hardware(gpu, "pcie", key, int(want.value), top, f"{words.format(top)} "
+                                                 "(NVML)", "lanes" if key == "pcie_width" else "gen", "pcie"):
+            return
     seen = []
     for g in gpu.readings:
         need = [g.pcie_gen, g.pcie_width] + ([] if want_w is not None else [g.pcie_max_width])

@@ -300,10 +300,12 @@ def _coverage_and_floors(run, rows, expectations: list[Expectation], methods: li
         link, model = link_of(run, p.host, p.src_gpu, p.dst_gpu), gpu_model(run, p.host, p.src_gpu)
         base = Finding(source="coverage", host=p.host, pair=p.name, src_gpu=p.src_gpu, dst_gpu=p.dst_gpu, link=link,
                        status=Status.UNJUDGED, reason="")
-        if link == "unknown":
-            out.append(replace(base, reason=f"{p.name}: the link between the GPUs is unknown (no NVML table, or NVML "
-                                            f"could not name it): no expectation can be chosen",
-                               brief=f"{p.name}: link unknown"))
+        if link == "unknown":  # a run without meta.json has no link table at all: said so, not "unknown" alone
+            why = ("no meta.json beside its results.csv, which holds the run's NVML link table" if not run.meta.found
+                   else "no NVML table, or NVML could not name it")
+            out.append(replace(base, reason=f"{p.name}: the link between the GPUs is unknown ({why}): no expectation "
+                                            f"can be chosen",
+                               brief=f"{p.name}: link unknown" + ("" if run.meta.found else " (no meta.json)")))
             continue
         mine = [e for e in expectations if e.link == link and e.method in methods and e.for_gpu(model)]
         if not mine:
@@ -367,7 +369,7 @@ def _against(run, r, e: Expectation) -> Finding:
                               f"{_what(run, r)}: {e.describe(peak)} is above {ceiling[1]}: the pair's link cannot "
                               f"reach it, so the expectation is wrong",
                               f"{_what(run, r)}: floor {_num(bound, unit)} above the link's ceiling "
-                              f"{_num(ceiling[0], unit)}", against, e.where)
+                              f"{_num(ceiling[0], unit)} (its signalling rate)", against, e.where)
         ok = value >= bound
         rel = ">=" if ok else "<"
     brief = f"{_what(run, r)} {_num(value, unit)} {rel} {_num(bound, unit)}"
@@ -388,8 +390,10 @@ def ceiling_of(run, host: str, src_gpu: int, dst_gpu: int, direction: str) -> tu
            if ln is not None and ln.nvlink_count and ln.per_link_ceiling_gbps else "the link's signalling rate")
     both = direction == "bidir"
     ceiling = one_way * (2 if both else 1)
+    peak = peak_of(run, host, src_gpu, dst_gpu)
+    quoted = f", above the {_num(peak * (2 if both else 1), 'GB/s')} peak quoted as its data rate" if peak else ""
     return ceiling, (f"the link's physical ceiling {_num(ceiling, 'GB/s')} ({how} per direction"
-                     f"{', both ways' if both else ''}; catalogue/links.py)")
+                     f"{', both ways' if both else ''}: its signalling rate{quoted}; catalogue/links.py)")
 
 
 def _baseline(run, comparison, methods: list[str], invalid: set) -> list[Finding]:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 
+from ipcbench.catalogue.suites import SERIAL_SUITES
 from ipcbench.record.meta import Meta, SamplingRecord
 from ipcbench.record.run import Run
 from ipcbench.judging.ceilings import impossible_rows
-from ipcbench.judging.measured import is_quick, sizes_of, sizes_text
+from ipcbench.judging.measured import is_quick, planned_sizes, sizes_of, sizes_text
 from ipcbench.judging.significance import sample_stats, host_timed, time_sliced
 
 KEY = ["suite", "method", "direction", "src", "dst", "bytes"]
@@ -140,6 +141,42 @@ def combine_bases(parts: list, key: list[str]):
     return out.reset_index()
 
 
+def drop_unplanned(m, bases: list[Run], new: Run):
+    """(the side-by-side table without the rows one side never planned, {side: {suite: rows left out}}): a BASE row
+    of a size NEW did not plan (a --quick NEW against a full BASE: 2 sizes of 17) is not missing from NEW, only not
+    compared, as the sizes warning says, and a NEW row of a size no BASE planned is not new; a row of a size its
+    other side planned and lacks is still missing (or new). judging/measured.planned_sizes."""
+    import numpy as np
+
+    def planned_by(runs: list[Run], sweep: list[int]):
+        tests = [planned_sizes(r.meta, sweep) for r in runs]
+        return lambda *key: any(t(*key) for t in tests)
+
+    sides = {"BASE": ("left_only", planned_by([new], sorted({s for b in bases for s in b.meta.sizes}))),
+             "NEW": ("right_only", planned_by(bases, list(new.meta.sizes)))}
+    drop = np.zeros(len(m), dtype=bool)
+    left: dict[str, dict[str, int]] = {}
+    for side, (only, planned) in sides.items():
+        mask = np.array([o == only and not planned(str(s), str(me), str(d), int(b)) for o, s, me, d, b in
+                         zip(m["_merge"], m["suite"], m["method"], m["direction"], m["bytes"])], dtype=bool)
+        drop |= mask
+        if mask.any():
+            left[side] = {str(k): int(v) for k, v in m.loc[mask, "suite"].value_counts().items()}
+    return m[~drop].reset_index(drop=True), left
+
+
+def unplanned_warning(new: Run, left: dict[str, dict[str, int]]) -> list[str]:
+    """The warnings for rows left out because the other side never planned their sizes (drop_unplanned)."""
+    other = {"BASE": f"NEW {new.label}", "NEW": "any BASE run"}
+    out = []
+    for side, counts in left.items():
+        by = ", ".join(f"{s} {n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        out.append(f"{sum(counts.values())} {side} row(s) of sizes {other[side]} never planned ({by}) are not "
+                   f"compared, and not {'missing from NEW' if side == 'BASE' else 'new'}: only the sizes both planned "
+                   "are compared")
+    return out
+
+
 # ------------------------------------------------------------------------------------------- warnings
 
 def _fmt_opt(v) -> str:
@@ -163,11 +200,31 @@ def _options(meta) -> list[tuple[str, object]]:
             *((o, meta.options.get(o)) for o in WARN_OPTIONS)]
 
 
+def _serial_steps(meta: Meta) -> bool:
+    """Whether the run measured a suite with one-pair-at-a-time steps (catalogue/suites.SERIAL_SUITES); a run that
+    did not record its suites may have."""
+    return meta.suites is None or bool(set(meta.suites) & set(SERIAL_SUITES))
+
+
+def _gpu_models(who: str, bm: Meta, nm: Meta) -> list[str]:
+    """What differs in the runs' GPUs by model: other models (their numbers are other hardware's), or only how many
+    of one model (2 x H200 against 4 x H200: the same boards' kind, other pairs and rank counts)."""
+    from collections import Counter
+
+    b, n = (Counter(g.name for gs in m.gpus.values() for g in gs) for m in (bm, nm))
+    if not b or not n or b == n:
+        return []
+    if set(b) != set(n):
+        return [f"{who}: GPU models differ: {bm.gpu_models()} vs {nm.gpu_models()}"]
+    return [f"{who}: GPU counts differ, the models alike: {bm.gpu_models()} vs {nm.gpu_models()} (pairs of one "
+            "model compared; the other run's other pairs are missing or new)"]
+
+
 def meta_warnings(base: Run, new: Run) -> list[str]:
     """What differs between a BASE run and NEW that makes their numbers less comparable: options (quick,
     sampling rule, samples, min_time_ms, verify, kernel shapes), the serial steps' pairs (--serial-pairs),
-    rank counts and ranks per GPU, hosts, MPS, sizes, GPUs (UUIDs) and their models, driver and ipcbench
-    versions. One line each."""
+    rank counts and ranks per GPU, hosts, MPS, sizes, GPUs (UUIDs), their models or only their count, driver and
+    ipcbench versions. One line each."""
     who = f"BASE {base.label} vs NEW {new.label}"
     bm, nm = base.meta, new.meta
     if not bm.found or not nm.found:
@@ -178,7 +235,7 @@ def meta_warnings(base: Run, new: Run) -> list[str]:
     if diffs:
         out.append(f"{who}: options differ: " + "; ".join(diffs))
     bs, ns = ("a ring of pairs" if m.serial_ring else "every pair" for m in (bm, nm))
-    if bs != ns:
+    if bs != ns and _serial_steps(bm) and _serial_steps(nm):
         out.append(f"{who}: the one-pair-at-a-time steps (host-staged, handles, ping-pongs, pipeline) measured "
                    f"{bs} vs {ns} (--serial-pairs): the ring run has no rows for the other pairs; compare "
                    f"with --subset, or measure both with the same --serial-pairs")
@@ -200,8 +257,8 @@ def meta_warnings(base: Run, new: Run) -> list[str]:
     if bu and nu and bu != nu:
         out.append(f"{who}: GPUs differ: {_uuids(bu)} vs {_uuids(nu)} ({len(set(bu) & set(nu))} in common): "
                    f"other boards, whose own spread is in the difference")
-    for what, b, n in (("GPU models", bm.gpu_models(), nm.gpu_models()),
-                       ("driver versions", bm.versions.get("driver"), nm.versions.get("driver")),
+    out += _gpu_models(who, bm, nm)
+    for what, b, n in (("driver versions", bm.versions.get("driver"), nm.versions.get("driver")),
                        ("ipcbench versions", bm.ipcbench_version, nm.ipcbench_version)):
         if b and n and b != n:
             out.append(f"{who}: {what} differ: {b} vs {n}")

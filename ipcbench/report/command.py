@@ -21,9 +21,10 @@ import re
 import sys
 from pathlib import Path
 
+from ipcbench.errors import error_line, warning_line
 from ipcbench.record.run import load_runs
 from ipcbench.report.document import build
-from ipcbench.report.render import to_html, to_markdown, to_text
+from ipcbench.report.render import terminal_width, to_html, to_markdown, to_text
 from ipcbench.results import CSV_NAME, META_NAME
 
 
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _error(msg: str) -> None:
-    print(f"ipcbench report: error: {msg}", file=sys.stderr)
+    print(error_line(msg), file=sys.stderr)
 
 
 def _figures_named(md: Path) -> set[str]:
@@ -85,7 +86,7 @@ def run(args) -> int:
         return 2
     runs, skipped = load_runs(args.paths)
     for msg in [f"{s} (run skipped)" for s in skipped] + [n for r in runs for n in r.remarks]:
-        print(f"ipcbench report: warning: {msg}", file=sys.stderr)
+        print(warning_line(msg), file=sys.stderr)
     if not runs:
         _error("no usable run found under " + ", ".join(map(str, args.paths))
                + ("" if skipped else f" (no {CSV_NAME})"))
@@ -107,7 +108,7 @@ def run(args) -> int:
         _error(f"cannot write the report into {out_dir}: {e.strerror or e}")
         return 2
     if not args.quiet:
-        sys.stdout.write(to_text(doc))
+        sys.stdout.write(to_text(doc, width=terminal_width()))  # no line wider than the terminal (120: a file)
         sys.stdout.write("\n")
     print(f"report: {out_dir / 'report.html'}\n        {out_dir / 'report.md'}")
     if skipped:  # the report covers what could be read, but an input was lost: say so in the exit status

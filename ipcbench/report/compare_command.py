@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ipcbench.errors import ResultsError, UsageError
+from ipcbench.errors import ResultsError, UsageError, error_line, warning_line
 from ipcbench.judging.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, alpha_arg, compare, load, threshold_arg
 from ipcbench.report.compare_view import catches_line, render, rule_line, summary_line, verdict_line
 
@@ -42,12 +42,12 @@ def run(args) -> int:
         bases = [load(p) for p in args.base]
         result = compare(bases, load(args.new), args.threshold, args.alpha, subset=args.subset)
     except (UsageError, ResultsError) as e:
-        print(f"ipcbench compare: error: {e}", file=sys.stderr)
+        print(error_line(str(e)), file=sys.stderr)
         return 2
     sys.stdout.write(render(result, args.format))
     if args.format == "csv":
         for w in result.warnings:
-            print(f"ipcbench compare: warning: {w}", file=sys.stderr)
+            print(warning_line(w), file=sys.stderr)
         print(rule_line(result), file=sys.stderr)
         print(catches_line(result), file=sys.stderr)
         print(summary_line(result), file=sys.stderr)

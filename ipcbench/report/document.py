@@ -15,7 +15,7 @@ from ipcbench.record.run import Run
 from ipcbench.record.table import Frame
 from ipcbench.report.cells import f1, method_label, method_sort, size_text, times, us
 from ipcbench.report.evidence_view import evidence_blocks
-from ipcbench.report.figure_plan import MAX_FIGURE_RUNS, MAX_HEATMAP_HOSTS, figure_job, run_figures
+from ipcbench.report.figure_plan import MAX_FIGURE_RUNS, MAX_HEATMAP_HOSTS, figure_job, figure_runs, run_figures
 from ipcbench.report.headline import glance_blocks
 from ipcbench.report.mps_view import side_by_side
 from ipcbench.report.options import options_line, run_options
@@ -131,19 +131,23 @@ def build(runs: list[Run], skipped: list[str], out_dir: Path, figures: bool) -> 
                     f"catalogue/noise.py), **unverified** rows (data mismatch), **impossible** "
                     f"numbers (above a physical ceiling from {META_NAME}: the link peak, half the memory bandwidth "
                     f"for a same-GPU copy larger than L2, a GPU's NVLink aggregate for its all-to-all flows)."))
-    heat_budget = MAX_HEATMAP_HOSTS
     by_run = dict(tuple(t["df"].groupby("run", observed=True, sort=False)))
-    for i, run in enumerate(runs):
+    drawn = figure_runs([r for r in runs if r.label in by_run])  # the most GPUs first, not the first by name
+    figs_of = {}
+    heat_budget = MAX_HEATMAP_HOSTS
+    for run in sorted((r for r in runs if r.label in drawn), key=lambda r: drawn.index(r.label)) if figures else []:
+        figs_of[run.label], heat_budget = run_figures(run, by_run[run.label], t["sp"], t["pk"], t["handles"],
+                                                      out_dir, heat_budget, t["best"][t["best"]["run"] == run.label],
+                                                      t["links"])
+    for run in runs:
         if run.label not in by_run:
             continue
         doc += _run_blocks(run, t)
-        if figures and i < MAX_FIGURE_RUNS:
-            doc.append(Heading(3, "Figures"))
-            figs, heat_budget = run_figures(run, by_run[run.label], t["sp"], t["pk"], t["handles"], out_dir,
-                                            heat_budget, t["best"][t["best"]["run"] == run.label], t["links"])
-            doc += figs
+        if run.label in figs_of:
+            doc += [Heading(3, "Figures"), *figs_of[run.label]]
         elif figures:
-            doc.append(Para(f"Figures are drawn for the first {MAX_FIGURE_RUNS} runs only."))
+            doc.append(Para(f"Figures are drawn for {MAX_FIGURE_RUNS} runs only, those of the most GPUs: "
+                            f"{', '.join(drawn)}."))
     if len(hosts) > 1:
         doc += _fleet_blocks(t["df"], out_dir, figures)
     doc += _flag_blocks(t["weak"], t["noisy"], t["unver"], t["impossible"])

@@ -29,6 +29,26 @@ MAX_HEATMAP_HOSTS = 2  # (run, host) units that get heatmaps, over the whole rep
 HEAT_SPAN = 15.0  # the pair heatmap's colour scale: the median pair ± 15 points of % of peak
 
 
+def gpu_count(run: Run) -> int:
+    """The GPUs a run measured: meta.json's list over its hosts, else those its rows name."""
+    listed = sum(len(gs) for gs in run.meta.gpus.values())
+    if listed:
+        return listed
+    f = run.frame
+    return len({(h, g) for col in ("src_gpu", "dst_gpu") for h, g in zip(f["host"], f[col]) if g >= 0})
+
+
+def figure_runs(runs: list[Run]) -> list[str]:
+    """The labels of the runs that get the detailed figures (MAX_FIGURE_RUNS), in order: the most GPUs first (the
+    largest node's figures say most), then a run check judges before a selftest's, a full run before a --quick one
+    (more sizes to draw), then by label."""
+    from ipcbench.judging.judge import not_a_check_input
+
+    ranked = sorted(runs, key=lambda r: (-gpu_count(r), not_a_check_input(r) is not None, bool(r.meta.quick),
+                                         r.label))
+    return [r.label for r in ranked[:MAX_FIGURE_RUNS]]
+
+
 def figure_job(title: str, fn: str, *args, **kwargs):
     """A Figure block to be drawn later by figures.<fn>(*args, **kwargs)."""
     return Figure(title, None, job=(fn, args, kwargs))

@@ -19,7 +19,7 @@ from ipcbench.report.evidence_view import glance_lines
 from ipcbench.report.figure_style import series_of, size_label
 from ipcbench.report.options import MAX_TERMINAL_RUN_ROWS, options_blocks, options_line, options_short, run_options
 from ipcbench.report.render import Block, Callout, Heading, Para, Table, clean
-from ipcbench.judging.judge import shipped_verdict
+from ipcbench.judging.judge import VERDICTS, not_a_check_input, shipped_verdict
 from ipcbench.judging.validity import invalid
 from ipcbench.results import STAGED_ENGINES
 from ipcbench.status import Status
@@ -68,17 +68,19 @@ def _engine_text(best) -> str:
 
 
 def _link_desc(meta: Meta) -> str:
-    """"NVSwitch (18 × NVLink 4.0, peak 450 GB/s per direction)" from meta.json's link table (peaks by the
-    one convention, core/link_rates.py); a link of unknown kind says so."""
+    """"NVSwitch (18 × NVLink 4.0, peak 450 GB/s per direction, the quoted data rate; ceiling 478, the signalling
+    rate)" from meta.json's link table (both by the one convention, catalogue/links.py: % of peak divides by the
+    peak, check holds a floor against the ceiling); a link of unknown kind says so."""
     descs: Counter = Counter()
     for ln in meta.links:
         if ln.peak_gbps or ln.kind == "unknown":
             kind = {"nvswitch": "NVSwitch", "nvlink": "NVLink", "pcie": "PCIe"}.get(ln.kind, ln.kind or "link")
             how = f"{ln.nvlink_count} × NVLink{' ' + ln.nvlink_version if ln.nvlink_version else ''}, " \
                 if ln.nvlink_count else ""
-            descs[(kind, how, ln.peak_gbps)] += 1
-    parts = [f"{kind} ({how}peak {peak:.0f} GB/s per direction)" if peak else f"{kind} (no known rate)"
-             for (kind, how, peak), _ in descs.most_common(2)]
+            descs[(kind, how, ln.peak_gbps, ln.ceiling_gbps)] += 1
+    parts = [(f"{kind} ({how}peak {peak:.0f} GB/s per direction, the quoted data rate"
+              + (f"; ceiling {ceiling:.0f}, the signalling rate)" if ceiling and ceiling > peak else ")"))
+             if peak else f"{kind} (no known rate)" for (kind, how, peak, ceiling), _ in descs.most_common(2)]
     return " and ".join(parts) + (" and other links" if len(descs) > 2 else "")
 
 
@@ -342,8 +344,21 @@ def _worst(verdict, limit: int = MAX_CHECKS_SHOWN) -> str:
     return "; ".join(c.brief or c.reason for c in bad[:limit]) + more if bad else "nothing was judged"
 
 
-def _verdict_line(verdict) -> tuple[str, str]:
-    """check's verdict in one headline line: healthy, unhealthy naming what failed, or cannot judge and why."""
+NO_CHECK_INPUT = "no check input"  # a run's word where check judges nothing by design (a selftest's run)
+
+
+def run_word(facts: dict) -> str:
+    """The one word of a run's verdict, in the headline and in every table: check's (healthy, unhealthy, cannot
+    judge: judging/judge.VERDICTS), or "no check input" for a run check does not judge by design."""
+    return VERDICTS[facts["status"]] if facts["check_input"] else NO_CHECK_INPUT
+
+
+def _verdict_line(verdict, run: Run | None = None) -> tuple[str, str]:
+    """check's verdict in one headline line: healthy, unhealthy naming what failed, or cannot judge and why; a run
+    that is no check input by design (a selftest's) says so, with no alarm."""
+    if run is not None and not_a_check_input(run):
+        return "info", ("**No check input**: a run of ipcbench selftest (the instrument against its own anchors); "
+                        "`ipcbench selftest` judged it, not ipcbench check.")
     status = Status(verdict.status)
     against = f"against {CHECK_EXPECTATIONS}"
     if status is Status.PASS:  # one terminal line: where the expectations are is said where something failed
@@ -365,8 +380,8 @@ def glance_facts(run: Run, t: dict) -> dict:
     lines += _same_gpu(t["same"], run) if t.get("same") is not None and len(t["same"]) else []
     lines += _flags(run, t, flags)
     lines += glance_lines(run.meta, verdict)
-    return dict(lines=[_verdict_line(verdict)] + lines, options=run_options(run.meta, run.frame), flags=flags,
-                status=Status(verdict.status), verdict=verdict)
+    return dict(lines=[_verdict_line(verdict, run)] + lines, options=run_options(run.meta, run.frame), flags=flags,
+                status=Status(verdict.status), verdict=verdict, check_input=not_a_check_input(run) is None)
 
 
 # ------------------------------------------------------------------------------------------ the blocks
@@ -444,22 +459,30 @@ def _run_row(run: Run, t: dict, facts: dict) -> list[str]:
     if len(lat) and (lat["method"] == "sm_pingpong").any():
         p = lat[lat["method"] == "sm_pingpong"].iloc[0]
         lat_txt = f"{us(p['median'])} ({us(p['min'])}–{us(p['max'])})" if p["pairs"] > 1 else us(p["median"])
-    return [run.label, gpu_desc(run).split(" · ", 1)[-1], facts["status"].word,
+    return [run.label, gpu_desc(run).split(" · ", 1)[-1], run_word(facts),
             options_short(run.meta, run.frame)["mode"], med, pct, weakest, sp, lat_txt,
             "; ".join(facts["flags"]) or "none"]
 
 
 STATUS_FIRST = {Status.FAIL: 0, Status.UNJUDGED: 1, Status.PASS: 2}  # the runs table on a terminal: worst first
+NOT_JUDGED_LAST = 3  # where a run that is no check input sorts: after every verdict, no alarm
 
 
 def _counts(runs: list[Run], facts: list[dict], slow: dict[str, str]) -> list[tuple[str, str]]:
     """The multi-run verdict: how many runs check judged healthy, unhealthy, or could not judge (never "all
-    healthy" for runs not judged), the runs of each that are not healthy, and runs slower than their peers."""
-    by = {s: [(r, f) for r, f in zip(runs, facts) if f["status"] is s] for s in Status}
+    healthy" for runs not judged), the runs of each that are not healthy, the runs that are no check input by
+    design (said once, no alarm), and runs slower than their peers."""
+    judged = [(r, f) for r, f in zip(runs, facts) if f["check_input"]]
+    by = {s: [(r, f) for r, f in judged if f["status"] is s] for s in Status}
     level = "bad" if by[Status.FAIL] else "warn" if by[Status.UNJUDGED] else "ok"
-    lines = [(level, f"**{len(runs)} runs judged by ipcbench check**: {len(by[Status.PASS])} healthy, "
-                     f"{len(by[Status.FAIL])} unhealthy, {len(by[Status.UNJUDGED])} cannot be judged (each run's "
-                     f"headline below says what failed or why).")]
+    why = " (each run's headline below says what failed or why)" if by[Status.FAIL] or by[Status.UNJUDGED] else ""
+    lines = [(level, f"**{_n(len(judged), 'run')} judged by ipcbench check**: {len(by[Status.PASS])} healthy, "
+                     f"{len(by[Status.FAIL])} unhealthy, {len(by[Status.UNJUDGED])} cannot be judged{why}.")]
+    others = [r.label for r, f in zip(runs, facts) if not f["check_input"]]
+    if others:
+        lines.append(("info", f"**{_n(len(others), 'run')} of ipcbench selftest, no check input by design** "
+                              f"({', '.join(others[:MAX_RUNS_NAMED])}{', …' if len(others) > MAX_RUNS_NAMED else ''})"
+                              ": the instrument against its own anchors, judged by `ipcbench selftest`."))
     for status, title in ((Status.FAIL, "Unhealthy"), (Status.UNJUDGED, "Cannot judge")):
         named = by[status][:MAX_RUNS_NAMED]
         if named:
@@ -483,7 +506,8 @@ def _runs_side_by_side(runs: list[Run], summary_rows: list, facts: list[dict], s
                "each pair's fastest one-way method at the largest size; weakest pair: vs the median pair; IPC × "
                "staged: the best IPC method over the best host-staged path; P2P latency: sm_pingpong one way, "
                "median (min–max) over pairs)")
-    order = sorted(range(len(runs)), key=lambda i: (STATUS_FIRST[facts[i]["status"]], runs[i].label not in slow,
+    order = sorted(range(len(runs)), key=lambda i: (STATUS_FIRST[facts[i]["status"]] if facts[i]["check_input"]
+                                                    else NOT_JUDGED_LAST, runs[i].label not in slow,
                                                     not facts[i]["flags"]))
     worst_first = [summary_rows[i] for i in order]
     blocks: list[Block] = [

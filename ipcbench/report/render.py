@@ -4,7 +4,9 @@ A document is a list of Heading, Para, Callout, Table and Figure blocks; blocks 
 to the terminal summary, blocks with files=False only there (a shorter terminal version of a long table). The
 HTML embeds every figure as a base64 PNG, references nothing outside itself and says so to the browser (a
 Content-Security-Policy that allows only inline styles and data: images). Control characters in any text (a
-NUL once ended the MPI version string in meta.json) are dropped in all three renderings.
+NUL once ended the MPI version string in meta.json) are dropped in all three renderings. Given a width (the
+terminal's: terminal_width), the terminal text fits it: paragraphs and captions wrapped, a table's text columns
+narrowed with their cells wrapped inside them, and a table that still does not fit split into parts of its columns.
 """
 
 from __future__ import annotations
@@ -12,13 +14,32 @@ from __future__ import annotations
 import base64
 import html
 import re
+import shutil
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-TEXT_WIDTH = 110  # terminal lines of a Callout are wrapped to this width
+TEXT_WIDTH = 110  # terminal lines of a Callout are wrapped to this width (or the terminal's, when narrower)
+NOT_A_TERMINAL_WIDTH = 120  # the width of the terminal text written to a file or a pipe
+MIN_WIDTH = 40  # a narrower terminal is taken as this wide
+MIN_CELL = 8  # a text column of a table narrowed to fit is never narrower (its cells wrap inside it)
+MAX_WORD = 16  # nor narrower than its longest word up to this long (longer words are cut)
+
+
+def terminal_width(stream=None) -> int:
+    """The width the terminal summary must fit: the terminal's (shutil.get_terminal_size: $COLUMNS, else the
+    terminal's own) where `stream` (stdout) is one, NOT_A_TERMINAL_WIDTH where it is not (a file, a pipe)."""
+    stream = stream if stream is not None else sys.stdout
+    try:
+        tty = bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        tty = False
+    if not tty:
+        return NOT_A_TERMINAL_WIDTH
+    return max(shutil.get_terminal_size((NOT_A_TERMINAL_WIDTH, 24)).columns, MIN_WIDTH)
 
 
 def clean(text) -> str:
@@ -108,45 +129,122 @@ def to_markdown(doc: list) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def to_text(doc: list, terminal_only: bool = True) -> str:
+def to_text(doc: list, terminal_only: bool = True, width: int | None = None) -> str:
+    """The terminal text; with `width`, no line wider than it (terminal_width)."""
     out = []
     for b in doc:
         if terminal_only and not b.terminal:
             continue
         if isinstance(b, Heading):
             line = "=" if b.level <= 2 else "-"
-            out += ["", clean(b.text), line * len(clean(b.text))]
+            head = _lines(clean(b.text), width)
+            out += ["", *head, line * max(len(h) for h in head)]
         elif isinstance(b, Para):
-            out.append(_plain(b.text))
+            out += _lines(_plain(b.text), width)
         elif isinstance(b, Callout):
             if b.title:
-                out.append(_plain(b.title))
+                out += _lines(_plain(b.title), width)
             for level, text in b.items:
-                out += textwrap.wrap(_plain(text), TEXT_WIDTH, initial_indent=f"  {MARK.get(level, '·')} ",
-                                     subsequent_indent="    ", break_on_hyphens=False)
+                out += textwrap.wrap(_plain(text), min(TEXT_WIDTH, width or TEXT_WIDTH),
+                                     initial_indent=f"  {MARK.get(level, '·')} ", subsequent_indent="    ",
+                                     break_on_hyphens=False)
             out.append("")
         elif isinstance(b, Table):
             if b.caption:
-                out.append(b.caption.replace("**", ""))
-            out += _text_table(b)
+                out += _lines(b.caption.replace("**", ""), width)
+            out += _text_table(b, width)
             out.append("")
     return "\n".join(out).strip("\n") + "\n"
+
+
+def _lines(text: str, width: int | None) -> list[str]:
+    """A paragraph's lines: as it is without a width, else wrapped to it (a word longer than the width cut)."""
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
 
 
 def _plain(text: str) -> str:
     return clean(text).replace("**", "").replace("`", "")
 
 
-def _text_table(t: Table) -> list[str]:
+def _text_table(t: Table, width: int | None = None) -> list[str]:
     cols = [clean(c) for c in t.columns]
     rows = [[clean(c) for c in r] for r in t.rows]
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
     num = t.numeric or [False] * len(cols)
+    if width is not None and _span(widths) > width:
+        return _fitted_table(cols, rows, widths, num, width)
 
     def fmt(cells):
         return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, num)).rstrip()
 
     return [fmt(cols), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
+
+
+def _span(widths: list[int]) -> int:
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _fitted_table(cols: list[str], rows: list[list[str]], widths: list[int], num: list[bool], width: int) -> list[str]:
+    """A table wider than `width`, fitted: first the headers wider than their values wrap (a column no narrower than
+    its values nor its longest header word), then text columns are narrowed (_narrowed; never below MIN_CELL nor
+    their longest word up to MAX_WORD; the first, the row's name, kept whole where it takes at most a third of the
+    width; a numeric one never below its widest value), every cell wrapped inside its column; where that is not
+    enough, the table in parts of its columns, each with the first again."""
+    values = [max([len(r[i]) for r in rows] or [0]) for i in range(len(cols))]
+    words = [max((len(w) for w in c.split()), default=1) for c in cols]
+    cells = [[r[i] for r in rows] for i in range(len(cols))]
+    widths = _narrowed(list(widths), [max(v, w, 1) for v, w in zip(values, words)], width, [[c] for c in cols])
+    longest = [max((len(w) for c in col for w in c.split()), default=0) for col in cells]  # no word cut
+    floor = [max(values[i], words[i]) if num[i] or (i == 0 and values[i] <= width // 3) else
+             max(min(values[i], MIN_CELL), min(longest[i], MAX_WORD), min(words[i], MAX_WORD))
+             for i in range(len(cols))]
+    widths = _narrowed(widths, [max(f, 1) for f in floor], width, cells)
+    parts = [list(range(len(cols)))]
+    if _span(widths) > width and len(cols) > 1:
+        parts, part = [], [0]
+        for i in range(1, len(cols)):
+            if len(part) > 1 and _span([widths[j] for j in part + [i]]) > width:
+                parts.append(part)
+                part = [0]
+            part.append(i)
+        parts.append(part)
+    out: list[str] = []
+    for k, part in enumerate(parts):
+        if k:
+            out.append("")
+        out += _wrapped_rows([[cols[i] for i in part]], [widths[i] for i in part], [False] * len(part), width)
+        out.append("  ".join("-" * widths[i] for i in part)[:width])
+        out += _wrapped_rows([[r[i] for i in part] for r in rows], [widths[i] for i in part],
+                             [num[i] for i in part], width)
+    return out
+
+
+def _narrowed(widths: list[int], floor: list[int], width: int, cells: list[list[str]]) -> list[int]:
+    """The widths narrowed a character at a time until the table fits `width` or every column is at its floor: each
+    time the column above its floor that the fewest of its cells (`cells`: per column) overflow at one less, the
+    widest of those: a column of long words wraps few rows, one of equal cells every row."""
+    lengths = [sorted((len(c) for c in col), reverse=True) for col in cells]
+    while _span(widths) > width:
+        narrowable = [i for i in range(len(widths)) if widths[i] > floor[i]]
+        if not narrowable:
+            break
+        i = min(narrowable, key=lambda i: (sum(n >= widths[i] for n in lengths[i]), -widths[i]))
+        widths[i] -= 1
+    return widths
+
+
+def _wrapped_rows(rows: list[list[str]], widths: list[int], num: list[bool], width: int) -> list[str]:
+    """Each row as one line or more: every cell wrapped inside its column (a number right-aligned)."""
+    out = []
+    for r in rows:
+        cells = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(r, widths)]
+        for k in range(max(len(c) for c in cells)):
+            line = "  ".join((c[k] if k < len(c) else "").rjust(w) if n else (c[k] if k < len(c) else "").ljust(w)
+                             for c, w, n in zip(cells, widths, num))
+            out.append(line.rstrip()[:width])
+    return out
 
 
 _CSS = """

@@ -188,7 +188,15 @@ def check_seconds(model: CostModel, ranks: int) -> float:
     ranks, since more ranks are more pairs to judge (0 where never fitted)."""
     if model.check_s is None:
         return 0.0
-    return model.check_s + model.check_rank_s * ranks - model.close_for(ranks)
+    return check_own_seconds(model, ranks) - model.close_for(ranks)
+
+
+def check_own_seconds(model: CostModel, ranks: int) -> float:
+    """check's own time after its suites on a node of `ranks` ranks (its verdict and its closing): the fitted line
+    in the ranks, never below 0 (a duration); 0 where never fitted."""
+    if model.check_s is None:
+        return 0.0
+    return max(0.0, model.check_s + model.check_rank_s * ranks)
 
 
 def anchor_seconds(model: CostModel, units: int, gpus: int = 0) -> float:

@@ -22,9 +22,9 @@ from __future__ import annotations
 import sys
 
 from ipcbench.catalogue.suites import ORDER
-from ipcbench.config import RunConfig
+from ipcbench.config import TOPOLOGIES, RunConfig
 from ipcbench.core.methods import METHODS
-from ipcbench.errors import UsageError
+from ipcbench.errors import UsageError, error_line
 from ipcbench.run.console import say
 from ipcbench.selftest import plan, verdict
 from ipcbench.status import Status
@@ -52,6 +52,11 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--dry-run", action="store_true",
                    help="the plan and its estimated time (the rows and the anchors); no GPU work")
+    p.add_argument("--topology", choices=TOPOLOGIES,
+                   help="with --dry-run: plan for a node whose GPU pairs are all linked so")
+    p.add_argument("--ranks", type=int, metavar="N",
+                   help="with --dry-run, started without mpirun: plan N ranks on the node (a login node: "
+                        "`ipcbench selftest --dry-run --ranks 2`: two ranks on one GPU)")
     p.add_argument("--sm-copy", default=None, metavar="BxTxU", help="SM copy kernel shape (as for the suites)")
     p.add_argument("--sm-bulk", default=None, metavar="BxSxC[@N]", help="bulk-copy kernel shape (as for the suites)")
 
@@ -71,7 +76,8 @@ def build(ns, argv: list[str]):
     suites = sorted({plan.suite_of(m) for m in names}, key=ORDER.index)
     cfg = RunConfig.from_options(suites=suites, sizes=ns.sizes, timeout=ns.timeout, out=ns.out, dry_run=ns.dry_run,
                                  quiet=ns.quiet, pairs="auto", serial_pairs="all", sm_copy=ns.sm_copy,
-                                 sm_bulk=ns.sm_bulk, argv=["selftest", *argv])
+                                 sm_bulk=ns.sm_bulk, topology=ns.topology, ranks=ns.ranks,
+                                 argv=["selftest", *argv])
     return cfg, names, plan.Tolerance(ns.tolerance / 100, ns.small_tolerance / 100)
 
 
@@ -194,7 +200,7 @@ def _say(status: Status, checks: list[verdict.RowVsAnchor]) -> int:
         print(f"ipcbench: selftest FAILED: {len(bad)} of {len(checks)} rows differ from their anchor, e.g. "
               + named(bad), file=sys.stderr)
     elif not checks:
-        print("ipcbench: error: the selftest measured nothing it could judge (every step was skipped: see above)",
+        print(error_line("the selftest measured nothing it could judge (every step was skipped: see above)"),
               file=sys.stderr)
     else:
         lost = [c for c in checks if c.status is Status.UNJUDGED]

@@ -50,7 +50,7 @@ class AllToAll:
 
     engine = ""  # what moves its bytes (core/methods.ENGINES)
     two_sided = False  # every send meets a receive the peer enqueues (NCCL): no un-gated warm-up, no spinning wait
-    nodes = 1  # stream operations one all-to-all puts behind a gate
+    stream_ops = 1  # stream operations one all-to-all puts behind a gate (StreamBatch's `nodes`)
     note = ""  # how it ran, for its rows
 
     def __init__(self, ctx, bufs):
@@ -72,7 +72,7 @@ class AllToAll:
 class CeShifted(AllToAll):
     """One all-to-all by the copy engine: N-1 shifted steps (step k: this rank -> rank me+k mod N), a barrier
     between the node's GPUs after each (a2a_barrier), all on the batch's one stream. The transfer interface of
-    core/methods.StreamBatch: `nodes`, `enqueue`, `warm`."""
+    core/methods.StreamBatch: `stream_ops` (its `nodes`), `enqueue`, `warm`."""
 
     engine, two_sided = "ce", False
 
@@ -80,7 +80,7 @@ class CeShifted(AllToAll):
         gpu, me, n = ctx.gpu, ctx.world.local_rank, ctx.world.local_size
         self.order = [(me + k) % n for k in range(1, n)]
         self.dst = {p: bufs.peer_inbox_slot(p, me) for p in self.order}
-        self.nodes = 2 * len(self.order)
+        self.stream_ops = 2 * len(self.order)
         self.status = bufs.ctrl + A2A_STATUS
         self._barrier = (gpu.table([bufs.peer_ctrl[p] + A2A_FLAGS + 4 * me for p in self.order]), len(self.order),
                          bufs.ctrl + A2A_FLAGS, n, me, bufs.ctrl + A2A_SEQ, self.status)
@@ -117,7 +117,7 @@ class SmAllAtOnce(AllToAll):
     def __init__(self, ctx, bufs):
         gpu, me, n = ctx.gpu, ctx.world.local_rank, ctx.world.local_size
         peers = [(me + k) % n for k in range(1, n)]
-        self.npeers, self.nodes = len(peers), 1
+        self.npeers, self.stream_ops = len(peers), 1
         self.table = gpu.table([bufs.peer_inbox_slot(p, me) for p in peers])
         c = gpu.copy_shape
         self.note = (f"all-to-all by one SM kernel per GPU storing into all {len(peers)} peers at once, its blocks "
@@ -140,12 +140,12 @@ class NcclAllToAll(AllToAll):
     def __init__(self, ctx, bufs):
         from ipcbench.ipc.nccl import node_for
 
-        self.node = node_for(ctx)
-        self.nodes = self.node.nodes
-        self.note = self.node.describe()
+        self.comm = node_for(ctx)  # the communicator of every rank of the node
+        self.stream_ops = self.comm.nodes
+        self.note = self.comm.describe()
 
     def enqueue(self, gpu, stream, src: int, dst, nbytes: int, count: int = 1) -> None:
-        self.node.enqueue(gpu, stream, src, dst, nbytes, count)
+        self.comm.enqueue(gpu, stream, src, dst, nbytes, count)
 
     def warm(self, gpu, stream, src: int, dst, nbytes: int) -> dict:
         return {}  # a send must meet its receive: the node connected when its communicator was made
@@ -213,7 +213,7 @@ def _measure_size(ctx, name: str, transfer, bufs, nbytes: int) -> list:
         if count not in built:
             built.clear()
             built[count] = StreamBatch(gpu, transfer, bufs.src, None, nbytes, count, gpu.stream,
-                                       nodes=transfer.nodes, warm=not transfer.two_sided)
+                                       nodes=transfer.stream_ops, warm=not transfer.two_sided)
         return built[count]
 
     def windows(count: int) -> tuple[dict[int, float], int]:
@@ -225,7 +225,7 @@ def _measure_size(ctx, name: str, transfer, bufs, nbytes: int) -> list:
         wins, done = windows(count)
         return max(wins.values()), done
 
-    rule = replace(ctx.rule, max_count=min(ctx.rule.max_count, per_segment(transfer.nodes)),
+    rule = replace(ctx.rule, max_count=min(ctx.rule.max_count, per_segment(transfer.stream_ops)),
                    min_time_s=sample_seconds(ctx.rule, nbytes, transfer.engine, transfer.two_sided,
                                              gpu.loop_in_kernel_bytes))
     w.node_barrier("the all-to-all calibration")
