@@ -44,11 +44,74 @@ def has_cross_gpu_pairs(run_dir: Path) -> bool:
         return any(r["same_gpu"].lower() == "false" and r["src_gpu"] != r["dst_gpu"] for r in csv.DictReader(f))
 
 
+# ------------------------------------------------------------------------------------ recorded runs, read once
+# The recorded runs under results/ and tests/data/ are read by hundreds of tests (report, compare, check --from, the
+# judging tests), and reading one (record/run.load_run: parse, derive the row facts, validate) costs 0.1-3 s.
+# Within one pytest session each is read once: record/run.load_run is replaced by `load_recorded_run`, which reads a
+# run under RECORDED_ROOTS the first time it is asked for it and hands every caller its own deep copy (a test may
+# change the frame or the meta it got). Everything else (a run a test wrote under tmp_path) is read every time, as
+# are runs whose results.csv, meta.json or nodes/ changed since (their stat is part of the key). In-process commands
+# (cli.main, report, compare, check --from) read through it too. IPCBENCH_TEST_READ_EVERY_TIME=1 turns it off.
+RECORDED_ROOTS = (REPO / "results", REPO / "tests" / "data")
+_real_load_run = None
+_loaded: dict = {}
+
+
+def _stat_key(run_dir: Path, csv: Path) -> tuple:
+    """What says that a run's files are the ones read before: (size, mtime, inode) of results.csv, meta.json and
+    each file under nodes/ (a fleet run's part files, which load_run reads too)."""
+    def one(p: Path) -> tuple:
+        try:
+            st = p.stat()
+        except OSError:
+            return (p.name, None)
+        return (p.name, st.st_size, st.st_mtime_ns, st.st_ino)
+
+    nodes = sorted((run_dir / "nodes").glob("*")) if (run_dir / "nodes").is_dir() else []
+    return (one(csv), one(run_dir / "meta.json"), tuple(one(p) for p in nodes))
+
+
+def load_recorded_run(csv_path, label=None):
+    """record/run.load_run, each recorded run (under RECORDED_ROOTS) read once per session; a deep copy each call."""
+    import copy
+
+    path = Path(csv_path)
+    absolute = path if path.is_absolute() else Path.cwd() / path
+    try:
+        recorded = any(absolute.resolve().is_relative_to(root) for root in RECORDED_ROOTS)
+    except OSError:
+        recorded = False
+    if not recorded:
+        return _real_load_run(csv_path, label)
+    key = (str(path), str(Path.cwd()) if not path.is_absolute() else "", label)
+    stamp = _stat_key(absolute.parent, absolute)
+    hit = _loaded.get(key)
+    if hit is None or hit[0] != stamp:
+        hit = _loaded[key] = (stamp, _real_load_run(csv_path, label))
+    return copy.deepcopy(hit[1])
+
+
+def _read_recorded_runs_once() -> None:
+    """Point record/run.load_run, and every ipcbench module that imported it already, at load_recorded_run."""
+    global _real_load_run
+    import sys
+
+    from ipcbench.record import run as run_module
+
+    if _real_load_run is not None or os.environ.get("IPCBENCH_TEST_READ_EVERY_TIME"):
+        return
+    _real_load_run = run_module.load_run
+    for name, module in list(sys.modules.items()):
+        if name.startswith("ipcbench") and getattr(module, "load_run", None) is _real_load_run:
+            module.load_run = load_recorded_run  # type: ignore[attr-defined]
+
+
 def pytest_configure(config):
     # tests/mpi/ holds tests that must run under `mpiexec -n N python -m pytest --with-mpi tests/mpi`.
     # A plain `pytest` run reaches them through tests/test_mpi_launch.py, which starts mpiexec itself.
     if not config.getoption("--with-mpi", default=False):
         collect_ignore.append("mpi")
+    _read_recorded_runs_once()
 
 
 def gpu_count() -> int:
