@@ -106,6 +106,44 @@ def _read_recorded_runs_once() -> None:
             module.load_run = load_recorded_run  # type: ignore[attr-defined]
 
 
+# ------------------------------------------------------------------------------------ exhaustive sets, sampled
+# A test over an exhaustive set (every ordered pair of runs, every choice of BASE runs) runs a fixed sample of it by
+# default, and the rest of the set only where asked: the rest is marked `slow`, which pyproject.toml's addopts
+# deselects (`-m 'not slow'`). Before a release: `python -m pytest -m slow` runs the rest, `python -m pytest -m ''`
+# everything. The sample is drawn with SAMPLE_SEED, so it is the same in every run and on every machine.
+SAMPLE_SEED = 44
+
+
+def sample_indices(n: int, keep: int, seed: int = SAMPLE_SEED) -> set[int]:
+    """`keep` of range(n), drawn with a fixed seed (all of them when keep >= n)."""
+    import random
+
+    return set(range(n)) if keep >= n else set(random.Random(seed).sample(range(n), keep))
+
+
+def sampled(argnames, argvalues, keep: int, *, always=(), ids=None, seed: int = SAMPLE_SEED):
+    """pytest.mark.parametrize(argnames, argvalues, ids=ids) over an exhaustive set, its values `always` and `keep`
+    more drawn with `seed` run by default, every other value marked slow (run by `python -m pytest -m slow`)."""
+    names = [n.strip() for n in argnames.split(",")] if isinstance(argnames, str) else list(argnames)
+    values = list(argvalues)
+    chosen = {i for i, v in enumerate(values) if v in list(always)}
+    rest = [i for i in range(len(values)) if i not in chosen]
+    chosen |= {rest[i] for i in sample_indices(len(rest), keep, seed)}
+    params = [pytest.param(*(v if len(names) > 1 else (v,)), marks=() if i in chosen else (pytest.mark.slow,))
+              for i, v in enumerate(values)]
+    return pytest.mark.parametrize(argnames, params, ids=ids)
+
+
+def ring_pairs(items: list, seed: int = SAMPLE_SEED) -> list[tuple]:
+    """A sample of the ordered pairs of `items` in which each item is once first and once second: the items shuffled
+    with a fixed seed, each paired with the next (the last with the first)."""
+    import random
+
+    order = list(items)
+    random.Random(seed).shuffle(order)
+    return [(a, b) for a, b in zip(order, order[1:] + order[:1])] if len(order) > 1 else []
+
+
 def pytest_configure(config):
     # tests/mpi/ holds tests that must run under `mpiexec -n N python -m pytest --with-mpi tests/mpi`.
     # A plain `pytest` run reaches them through tests/test_mpi_launch.py, which starts mpiexec itself.
