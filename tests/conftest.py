@@ -144,6 +144,73 @@ def ring_pairs(items: list, seed: int = SAMPLE_SEED) -> list[tuple]:
     return [(a, b) for a, b in zip(order, order[1:] + order[:1])] if len(order) > 1 else []
 
 
+# ------------------------------------------------------------------------------------ the CLI, in this process
+# A test of what `ipcbench COMMAND …` prints and exits with calls `ipcbench_cli(COMMAND, …)`: the commands that start
+# no MPI (report, compare, check --from, and --help or --version of any command) run here, through cli.main, as the
+# console script runs them (its stdout and stderr UTF-8 pipes, its exit status, a traceback on stderr and status 1
+# for an uncaught exception), without the second of a new interpreter importing pandas each time, and reading each
+# recorded run once (load_recorded_run). Any other command, and every call with `subprocess=True`, is a real
+# `python -m ipcbench` process: keep a few of those for the entry point itself (tests/test_cli.py: exit codes, a
+# closed pipe, the console script).
+IN_PROCESS = ("report", "compare")
+
+
+def runs_in_process(argv: list[str]) -> bool:
+    """Whether `ipcbench ARGV` starts no MPI, so that it can run in this process."""
+    if any(a in ("-h", "--help", "--version") for a in argv):
+        return True
+    return bool(argv) and (argv[0] in IN_PROCESS
+                           or argv[0] == "check" and any(a == "--from" or a.startswith("--from=") for a in argv))
+
+
+def ipcbench_cli(*argv, cwd=None, env=None, timeout: float = 120, subprocess: bool = False):
+    """`ipcbench ARGV` (in `cwd`, with the environment `env`): a subprocess.CompletedProcess with its returncode and
+    its stdout and stderr as text; in this process where the command starts no MPI (runs_in_process) unless
+    `subprocess` is true, else `python -m ipcbench ARGV` in a process of its own (killed after `timeout` s)."""
+    import io
+    import subprocess as sp
+    import sys
+    import traceback
+
+    args = [str(a) for a in argv]
+    if subprocess or not runs_in_process(args):
+        return sp.run([sys.executable, "-m", "ipcbench", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                      timeout=timeout)
+    from ipcbench import cli
+
+    def pipe() -> io.TextIOWrapper:
+        return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="\n", write_through=True)
+
+    out, err = pipe(), pipe()
+    saved = sys.stdout, sys.stderr, os.getcwd(), dict(os.environ)
+    sys.stdout, sys.stderr = out, err
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        try:
+            code = cli.main(args) or 0
+        except SystemExit as e:  # argparse: --help (0), a usage error (2)
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+        except Exception:  # what the interpreter does with an uncaught exception
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        sys.stdout, sys.stderr = saved[0], saved[1]
+        os.chdir(saved[2])
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(saved[3])
+    text = [s.buffer.getvalue().decode("utf-8", errors="replace") for s in (out, err)]  # type: ignore[attr-defined]
+    return sp.CompletedProcess(["ipcbench", *args], code, text[0], text[1])
+
+
 def pytest_configure(config):
     # tests/mpi/ holds tests that must run under `mpiexec -n N python -m pytest --with-mpi tests/mpi`.
     # A plain `pytest` run reaches them through tests/test_mpi_launch.py, which starts mpiexec itself.
