@@ -134,6 +134,20 @@ def sampled(argnames, argvalues, keep: int, *, always=(), ids=None, seed: int = 
     return pytest.mark.parametrize(argnames, params, ids=ids)
 
 
+def per_directory(runs: list[Path], keep: int = 1, seed: int = SAMPLE_SEED) -> list[Path]:
+    """A sample of recorded runs: `keep` drawn with a fixed seed from each directory that holds them (each recorded
+    set: one machine, one code)."""
+    import random
+
+    groups: dict[Path, list[Path]] = {}
+    for run in runs:
+        groups.setdefault(run.parent, []).append(run)
+    out: list[Path] = []
+    for d in sorted(groups):
+        out += random.Random(f"{seed}:{d.name}").sample(groups[d], min(keep, len(groups[d])))
+    return out
+
+
 def ring_pairs(items: list, seed: int = SAMPLE_SEED) -> list[tuple]:
     """A sample of the ordered pairs of `items` in which each item is once first and once second: the items shuffled
     with a fixed seed, each paired with the next (the last with the first)."""
