@@ -50,8 +50,8 @@ SIZES = [4 * K, 1 * M, 64 * M]
 
 
 # results/, recorded runs
-from conftest import (MIRROR, has_cross_gpu_pairs, real_runs, ring_pairs, run_compare,  # noqa: E402,F401
-                      sampled)
+from conftest import (MIRROR, has_cross_gpu_pairs, per_directory, real_runs, ring_pairs,  # noqa: E402,F401
+                      run_compare, sampled)
 
 
 def csv_table(capsys, *argv) -> tuple[int, pd.DataFrame, str]:
@@ -678,7 +678,10 @@ def _degradable(run_dir: Path) -> pd.Index:
     return df.index[ok]
 
 
-@pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")
+# Every real run against itself and a degraded copy: by default two runs of each directory (results/, tests/data/*)
+# and two more drawn with a fixed seed; the other runs are slow.
+@sampled("run_dir", real_runs() or [None], keep=2, always=per_directory(real_runs(), keep=2),
+         ids=lambda p: p.name if p else "none")
 def test_real_run_compare(run_dir, tmp_path, capsys):
     if run_dir is None:
         pytest.fail(f"no real run under {RESULTS}/*/ (results.csv + meta.json): commit one measured on the GPU "
