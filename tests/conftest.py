@@ -162,8 +162,8 @@ def ring_pairs(items: list, seed: int = SAMPLE_SEED) -> list[tuple]:
 # A test of what `ipcbench COMMAND …` prints and exits with calls `ipcbench_cli(COMMAND, …)`: the commands that start
 # no MPI (report, compare, check --from, and --help or --version of any command) run here, through cli.main, as the
 # console script runs them (its stdout and stderr UTF-8 pipes, its exit status, a traceback on stderr and status 1
-# for an uncaught exception), without the second of a new interpreter importing pandas each time, and reading each
-# recorded run once (load_recorded_run). Any other command, and every call with `subprocess=True`, is a real
+# for an uncaught exception), without a new interpreter importing pandas each time (about a second), and reading
+# each recorded run once (load_recorded_run). Any other command, and every call with `subprocess=True`, is a real
 # `python -m ipcbench` process: keep a few of those for the entry point itself (tests/test_cli.py: exit codes, a
 # closed pipe, the console script).
 IN_PROCESS = ("report", "compare")
