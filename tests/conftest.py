@@ -51,10 +51,19 @@ def has_cross_gpu_pairs(run_dir: Path) -> bool:
 # run under RECORDED_ROOTS the first time it is asked for it and hands every caller its own deep copy (a test may
 # change the frame or the meta it got). Everything else (a run a test wrote under tmp_path) is read every time, as
 # are runs whose results.csv, meta.json or nodes/ changed since (their stat is part of the key). In-process commands
-# (cli.main, report, compare, check --from) read through it too. IPCBENCH_TEST_READ_EVERY_TIME=1 turns it off.
+# (cli.main, report, compare, check --from) read through it too. IPCBENCH_TEST_READ_EVERY_TIME=1 turns it off; a test
+# that changes what load_run reads with (a validator, the catalogue, the schema, monkeypatched) takes the fixture
+# `read_runs_every_time`.
 RECORDED_ROOTS = (REPO / "results", REPO / "tests" / "data")
 _real_load_run = None
 _loaded: dict = {}
+_every_time = False
+
+
+@pytest.fixture
+def read_runs_every_time(monkeypatch):
+    """Within this test, every run is read anew (record/run.load_run itself), the recorded ones too."""
+    monkeypatch.setitem(globals(), "_every_time", True)
 
 
 def _stat_key(run_dir: Path, csv: Path) -> tuple:
@@ -81,7 +90,7 @@ def load_recorded_run(csv_path, label=None):
         recorded = any(absolute.resolve().is_relative_to(root) for root in RECORDED_ROOTS)
     except OSError:
         recorded = False
-    if not recorded:
+    if not recorded or _every_time:
         return _real_load_run(csv_path, label)
     key = (str(path), str(Path.cwd()) if not path.is_absolute() else "", label)
     stamp = _stat_key(absolute.parent, absolute)
