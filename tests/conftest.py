@@ -44,11 +44,202 @@ def has_cross_gpu_pairs(run_dir: Path) -> bool:
         return any(r["same_gpu"].lower() == "false" and r["src_gpu"] != r["dst_gpu"] for r in csv.DictReader(f))
 
 
+# ------------------------------------------------------------------------------------ recorded runs, read once
+# The recorded runs under results/ and tests/data/ are read by hundreds of tests (report, compare, check --from, the
+# judging tests), and reading one (record/run.load_run: parse, derive the row facts, validate) costs 0.1-3 s.
+# Within one pytest session each is read once: record/run.load_run is replaced by `load_recorded_run`, which reads a
+# run under RECORDED_ROOTS the first time it is asked for it and hands every caller its own deep copy (a test may
+# change the frame or the meta it got). Everything else (a run a test wrote under tmp_path) is read every time, as
+# are runs whose results.csv, meta.json or nodes/ changed since (their stat is part of the key). In-process commands
+# (cli.main, report, compare, check --from) read through it too. IPCBENCH_TEST_READ_EVERY_TIME=1 turns it off; a test
+# that changes what load_run reads with (a validator, the catalogue, the schema, monkeypatched) takes the fixture
+# `read_runs_every_time`.
+RECORDED_ROOTS = (REPO / "results", REPO / "tests" / "data")
+_real_load_run = None
+_loaded: dict = {}
+_every_time = False
+
+
+@pytest.fixture
+def read_runs_every_time(monkeypatch):
+    """Within this test, every run is read anew (record/run.load_run itself), the recorded ones too."""
+    monkeypatch.setitem(globals(), "_every_time", True)
+
+
+def _stat_key(run_dir: Path, csv: Path) -> tuple:
+    """What says that a run's files are the ones read before: (size, mtime, inode) of results.csv, meta.json and
+    each file under nodes/ (a fleet run's part files, which load_run reads too)."""
+    def one(p: Path) -> tuple:
+        try:
+            st = p.stat()
+        except OSError:
+            return (p.name, None)
+        return (p.name, st.st_size, st.st_mtime_ns, st.st_ino)
+
+    nodes = sorted((run_dir / "nodes").glob("*")) if (run_dir / "nodes").is_dir() else []
+    return (one(csv), one(run_dir / "meta.json"), tuple(one(p) for p in nodes))
+
+
+def load_recorded_run(csv_path, label=None):
+    """record/run.load_run, each recorded run (under RECORDED_ROOTS) read once per session; a deep copy each call."""
+    import copy
+
+    path = Path(csv_path)
+    absolute = path if path.is_absolute() else Path.cwd() / path
+    try:
+        recorded = any(absolute.resolve().is_relative_to(root) for root in RECORDED_ROOTS)
+    except OSError:
+        recorded = False
+    if not recorded or _every_time:
+        return _real_load_run(csv_path, label)
+    key = (str(path), str(Path.cwd()) if not path.is_absolute() else "", label)
+    stamp = _stat_key(absolute.parent, absolute)
+    hit = _loaded.get(key)
+    if hit is None or hit[0] != stamp:
+        hit = _loaded[key] = (stamp, _real_load_run(csv_path, label))
+    return copy.deepcopy(hit[1])
+
+
+def _read_recorded_runs_once() -> None:
+    """Point record/run.load_run, and every ipcbench module that imported it already, at load_recorded_run."""
+    global _real_load_run
+    import sys
+
+    from ipcbench.record import run as run_module
+
+    if _real_load_run is not None or os.environ.get("IPCBENCH_TEST_READ_EVERY_TIME"):
+        return
+    _real_load_run = run_module.load_run
+    for name, module in list(sys.modules.items()):
+        if name.startswith("ipcbench") and getattr(module, "load_run", None) is _real_load_run:
+            module.load_run = load_recorded_run  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------------ exhaustive sets, sampled
+# A test over an exhaustive set (every ordered pair of runs, every choice of BASE runs) runs a fixed sample of it by
+# default, and the rest of the set only where asked: the rest is marked `slow`, which pyproject.toml's addopts
+# deselects (`-m 'not slow'`). Before a release: `python -m pytest -m slow` runs the rest, `python -m pytest -m ''`
+# everything. The sample is drawn with SAMPLE_SEED, so it is the same in every run and on every machine.
+SAMPLE_SEED = 44
+
+
+def sample_indices(n: int, keep: int, seed: int = SAMPLE_SEED) -> set[int]:
+    """`keep` of range(n), drawn with a fixed seed (all of them when keep >= n)."""
+    import random
+
+    return set(range(n)) if keep >= n else set(random.Random(seed).sample(range(n), keep))
+
+
+def sampled(argnames, argvalues, keep: int, *, always=(), ids=None, seed: int = SAMPLE_SEED):
+    """pytest.mark.parametrize(argnames, argvalues, ids=ids) over an exhaustive set, its values `always` and `keep`
+    more drawn with `seed` run by default, every other value marked slow (run by `python -m pytest -m slow`)."""
+    names = [n.strip() for n in argnames.split(",")] if isinstance(argnames, str) else list(argnames)
+    values = list(argvalues)
+    chosen = {i for i, v in enumerate(values) if v in list(always)}
+    rest = [i for i in range(len(values)) if i not in chosen]
+    chosen |= {rest[i] for i in sample_indices(len(rest), keep, seed)}
+    params = [pytest.param(*(v if len(names) > 1 else (v,)), marks=() if i in chosen else (pytest.mark.slow,))
+              for i, v in enumerate(values)]
+    return pytest.mark.parametrize(argnames, params, ids=ids)
+
+
+def per_directory(runs: list[Path], keep: int = 1, seed: int = SAMPLE_SEED) -> list[Path]:
+    """A sample of recorded runs: `keep` drawn with a fixed seed from each directory that holds them (each recorded
+    set: one machine, one code)."""
+    import random
+
+    groups: dict[Path, list[Path]] = {}
+    for run in runs:
+        groups.setdefault(run.parent, []).append(run)
+    out: list[Path] = []
+    for d in sorted(groups):
+        out += random.Random(f"{seed}:{d.name}").sample(groups[d], min(keep, len(groups[d])))
+    return out
+
+
+def ring_pairs(items: list, seed: int = SAMPLE_SEED) -> list[tuple]:
+    """A sample of the ordered pairs of `items` in which each item is once first and once second: the items shuffled
+    with a fixed seed, each paired with the next (the last with the first)."""
+    import random
+
+    order = list(items)
+    random.Random(seed).shuffle(order)
+    return [(a, b) for a, b in zip(order, order[1:] + order[:1])] if len(order) > 1 else []
+
+
+# ------------------------------------------------------------------------------------ the CLI, in this process
+# A test of what `ipcbench COMMAND …` prints and exits with calls `ipcbench_cli(COMMAND, …)`: the commands that start
+# no MPI (report, compare, check --from, and --help or --version of any command) run here, through cli.main, as the
+# console script runs them (its stdout and stderr UTF-8 pipes, its exit status, a traceback on stderr and status 1
+# for an uncaught exception), without a new interpreter importing pandas each time (about a second), and reading
+# each recorded run once (load_recorded_run). Any other command, and every call with `subprocess=True`, is a real
+# `python -m ipcbench` process: keep a few of those for the entry point itself (tests/test_cli.py: exit codes, a
+# closed pipe, the console script).
+IN_PROCESS = ("report", "compare")
+
+
+def runs_in_process(argv: list[str]) -> bool:
+    """Whether `ipcbench ARGV` starts no MPI, so that it can run in this process."""
+    if any(a in ("-h", "--help", "--version") for a in argv):
+        return True
+    return bool(argv) and (argv[0] in IN_PROCESS
+                           or argv[0] == "check" and any(a == "--from" or a.startswith("--from=") for a in argv))
+
+
+def ipcbench_cli(*argv, cwd=None, env=None, timeout: float = 120, subprocess: bool = False):
+    """`ipcbench ARGV` (in `cwd`, with the environment `env`): a subprocess.CompletedProcess with its returncode and
+    its stdout and stderr as text; in this process where the command starts no MPI (runs_in_process) unless
+    `subprocess` is true, else `python -m ipcbench ARGV` in a process of its own (killed after `timeout` s)."""
+    import io
+    import subprocess as sp
+    import sys
+    import traceback
+
+    args = [str(a) for a in argv]
+    if subprocess or not runs_in_process(args):
+        return sp.run([sys.executable, "-m", "ipcbench", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                      timeout=timeout)
+    from ipcbench import cli
+
+    def pipe() -> io.TextIOWrapper:
+        return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="\n", write_through=True)
+
+    out, err = pipe(), pipe()
+    saved = sys.stdout, sys.stderr, os.getcwd(), dict(os.environ)
+    sys.stdout, sys.stderr = out, err
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        try:
+            code = cli.main(args) or 0
+        except SystemExit as e:  # argparse: --help (0), a usage error (2)
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+        except Exception:  # what the interpreter does with an uncaught exception
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        sys.stdout, sys.stderr = saved[0], saved[1]
+        os.chdir(saved[2])
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(saved[3])
+    text = [s.buffer.getvalue().decode("utf-8", errors="replace") for s in (out, err)]  # type: ignore[attr-defined]
+    return sp.CompletedProcess(["ipcbench", *args], code, text[0], text[1])
+
+
 def pytest_configure(config):
     # tests/mpi/ holds tests that must run under `mpiexec -n N python -m pytest --with-mpi tests/mpi`.
     # A plain `pytest` run reaches them through tests/test_mpi_launch.py, which starts mpiexec itself.
     if not config.getoption("--with-mpi", default=False):
         collect_ignore.append("mpi")
+    _read_recorded_runs_once()
 
 
 def gpu_count() -> int:

@@ -9,12 +9,11 @@ import dataclasses
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, launcher_free_env
+from conftest import REPO, ipcbench_cli, launcher_free_env
 from ipcbench.check import plan
 from ipcbench.judging import expect, judge
 from ipcbench.errors import UsageError
@@ -28,8 +27,7 @@ H200X2 = DATA / "h200x2" / "20261123-090753-vm"
 
 
 def check(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ipcbench", "check", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, env=launcher_free_env())
+    return ipcbench_cli("check", *args, cwd=REPO, timeout=timeout, env=launcher_free_env())
 
 
 def copy_run(src: Path, dst: Path, drop=None) -> Path:

@@ -595,13 +595,10 @@ def recorded_dir(tmp_path: Path, ev: Evidence | None) -> Path:
 
 
 def check_from(run: Path, *args: str):
-    import subprocess
-    import sys
 
-    from conftest import REPO, launcher_free_env
+    from conftest import REPO, ipcbench_cli, launcher_free_env
 
-    return subprocess.run([sys.executable, "-m", "ipcbench", "check", "--from", str(run), *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, env=launcher_free_env())
+    return ipcbench_cli("check", "--from", run, *args, cwd=REPO, env=launcher_free_env())
 
 
 def test_check_from_a_recorded_run_with_a_foreign_process_exits_1_naming_its_pid(tmp_path):

@@ -9,12 +9,11 @@ from __future__ import annotations
 import csv
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, launcher_free_env
+from conftest import REPO, ipcbench_cli, launcher_free_env
 from ipcbench.judging import expect
 
 H100X2 = REPO / "tests" / "data" / "h100x2"
@@ -22,8 +21,7 @@ MODEL = "NVIDIA H100 80GB HBM3"
 
 
 def check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ipcbench", "check", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env=launcher_free_env())
+    return ipcbench_cli("check", *args, cwd=REPO, env=launcher_free_env())
 
 
 def recorded(tmp_path: Path, n: int, slow=None) -> Path:

@@ -10,20 +10,18 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, launcher_free_env
+from conftest import REPO, ipcbench_cli, launcher_free_env
 
 DATA = REPO / "tests" / "data"
 H200X2 = DATA / "h200x2" / "20261123-090753-vm"
 
 
 def check(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ipcbench", "check", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env=launcher_free_env())
+    return ipcbench_cli("check", *args, cwd=cwd, env=launcher_free_env())
 
 
 @pytest.fixture

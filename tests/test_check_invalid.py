@@ -8,12 +8,11 @@ from __future__ import annotations
 import csv
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, launcher_free_env
+from conftest import REPO, ipcbench_cli, launcher_free_env
 from ipcbench.check import plan
 from ipcbench.judging import expect, judge
 from ipcbench.record.run import load_run
@@ -24,8 +23,7 @@ ROW = dict(method="ce", direction="push", src_gpu="0", dst_gpu="1", bytes=str(25
 
 
 def check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ipcbench", "check", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env=launcher_free_env())
+    return ipcbench_cli("check", *args, cwd=REPO, env=launcher_free_env())
 
 
 def edited(tmp_path: Path, value: str, row: dict = ROW, note: str = "") -> tuple[Path, int]:

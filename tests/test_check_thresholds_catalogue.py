@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, launcher_free_env
+from conftest import REPO, ipcbench_cli, launcher_free_env
 from ipcbench.catalogue.links import LINK_KINDS
 from ipcbench.catalogue.methods import ENGINES, METHOD_FACTS
 from ipcbench.catalogue.suites import ROWS
@@ -49,8 +48,7 @@ def refused(text: str) -> str:
 
 
 def check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ipcbench", "check", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env=launcher_free_env())
+    return ipcbench_cli("check", *args, cwd=REPO, env=launcher_free_env())
 
 
 # ---- methods, engines, directions, links: the catalogue's ----------------------------------------------------

@@ -49,7 +49,9 @@ SYNTH_GPU = "NVIDIA H200"  # synth.py's GPUs: the floors (catalogue/noise.py) of
 SIZES = [4 * K, 1 * M, 64 * M]
 
 
-from conftest import MIRROR, has_cross_gpu_pairs, real_runs, run_compare  # noqa: E402,F401 - results/, recorded runs
+# results/, recorded runs
+from conftest import (MIRROR, has_cross_gpu_pairs, per_directory, real_runs, ring_pairs,  # noqa: E402,F401
+                      run_compare, sampled)
 
 
 def csv_table(capsys, *argv) -> tuple[int, pd.DataFrame, str]:
@@ -381,9 +383,14 @@ def test_swapping_mirrors_every_check_synthetic(base_run, tmp_path):
 
 
 # Every ordered pair of real runs, of one GPU family or two: each side takes the floors of its own GPU model
-# (judging/bounds.gpu_model), so swapping them mirrors every verdict.
-@pytest.mark.parametrize("pair", [p for p in itertools.product(real_runs(), repeat=2) if p[0] != p[1]] or [None],
-                         ids=lambda p: f"{p[0].name}-vs-{p[1].name}" if p else "none")
+# (judging/bounds.gpu_model), so swapping them mirrors every verdict. By default a ring of them (each run once as
+# BASE, once as NEW), and a pair of runs with no row in common; the other pairs are slow (`pytest -m slow`).
+REAL_PAIRS = [p for p in itertools.product(real_runs(), repeat=2) if p[0] != p[1]]
+NO_COMMON_ROWS = [p for p in REAL_PAIRS if (p[0].name, p[1].name) == ("h200x1-all-1", "h200x2-all-1")]
+
+
+@sampled("pair", REAL_PAIRS or [None], keep=0, always=ring_pairs(real_runs()) + NO_COMMON_ROWS,
+         ids=lambda p: f"{p[0].name}-vs-{p[1].name}" if p else "none")
 def test_swapping_mirrors_every_verdict_real(pair):
     if pair is None:
         pytest.skip(f"no real run under {RESULTS}")
@@ -671,7 +678,10 @@ def _degradable(run_dir: Path) -> pd.Index:
     return df.index[ok]
 
 
-@pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")
+# Every real run against itself and a degraded copy: by default two runs of each directory (results/, tests/data/*)
+# and two more drawn with a fixed seed; the other runs are slow.
+@sampled("run_dir", real_runs() or [None], keep=2, always=per_directory(real_runs(), keep=2),
+         ids=lambda p: p.name if p else "none")
 def test_real_run_compare(run_dir, tmp_path, capsys):
     if run_dir is None:
         pytest.fail(f"no real run under {RESULTS}/*/ (results.csv + meta.json): commit one measured on the GPU "

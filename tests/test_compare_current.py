@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ring_pairs, sample_indices, sampled
 from ipcbench.judging import compare
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -25,7 +26,9 @@ def judge(*paths, subset: bool = False) -> compare.Comparison:
     return compare.compare(runs[:-1], runs[-1], subset=subset)
 
 
-@pytest.mark.parametrize("name, a, b", [(n, a, b) for n in SETS for a, b in itertools.permutations(range(5), 2)])
+# By default a ring of each set's runs (each once as BASE, once as NEW); the other ordered pairs are slow.
+@sampled("name, a, b", [(n, a, b) for n in SETS for a, b in itertools.permutations(range(5), 2)], keep=0,
+         always=[(n, a, b) for n in SETS for a, b in ring_pairs(list(range(5)))])
 def test_every_ordered_pair_of_unchanged_code_passes(name, a, b):
     c = judge(SETS[name][a], SETS[name][b])
     assert c.exit_code == 0, c.table[c.table["verdict"] == "regression"].head().to_string()
@@ -258,14 +261,24 @@ def test_the_same_gpu_floors_are_the_rule_applied_to_the_recorded_sets():
 ONE_H200 = [DATA / "h200x1-0126" / f"all-{i}" for i in range(1, 7)]
 
 
-@pytest.mark.parametrize("a, b", list(itertools.permutations(range(len(ONE_H200)), 2)))
+@sampled("a, b", list(itertools.permutations(range(len(ONE_H200)), 2)), keep=0,
+         always=ring_pairs(list(range(len(ONE_H200)))))
 def test_back_to_back_runs_on_one_h200_pass_in_every_order(a, b):
     """Two ranks on one H200, six back-to-back `all` runs (2026-11-26): every ordered pair passes."""
     c = judge(ONE_H200[a], ONE_H200[b])
     assert c.exit_code == 0, changed(c).to_string()
 
 
-def test_the_h200_same_gpu_floors_are_its_set_under_the_rule_never_under_the_h100s(monkeypatch):
+ONE_H200_PAIRS = list(itertools.permutations(range(len(ONE_H200)), 2))
+ONE_H200_FAILING = {(a, 3) for a in (0, 1, 2, 4, 5)}  # under the H100's same-GPU floors
+
+
+@pytest.mark.parametrize("pairs", [
+    # by default the pairs that fail under the H100's floors and four drawn from the others; every pair is slow
+    pytest.param(sorted(ONE_H200_FAILING) + [p for i, p in enumerate(sorted(set(ONE_H200_PAIRS) - ONE_H200_FAILING))
+                                             if i in sample_indices(len(ONE_H200_PAIRS) - 5, 4)], id="sample"),
+    pytest.param(ONE_H200_PAIRS, id="every-pair", marks=pytest.mark.slow)])
+def test_the_h200_same_gpu_floors_are_its_set_under_the_rule_never_under_the_h100s(monkeypatch, pairs):
     """catalogue/noise.SAME_GPU_FLOORS["H200"]: the rule over the one H200 set, but never under the H100's (one set of
     one machine). Under the H100's floors (which H200s took before) every run against all-4 fails, all-3 -> all-4 on
     the copy engine's one-way latency from rank 1 to rank 0, a level the process takes (1.47-1.53 us in the five
@@ -286,16 +299,16 @@ def test_the_h200_same_gpu_floors_are_its_set_under_the_rule_never_under_the_h10
     assert raised == small | {("ce", "gated", 2), ("ce", "window", 2), ("sm", "gated", 2), ("sm_bulk", "gated", 2)}
     assert judge(ONE_H200[2], ONE_H200[3]).exit_code == 0
     monkeypatch.delitem(noise.SAME_GPU_FLOORS, "H200")
-    failing = {(a, b) for a, b in itertools.permutations(range(len(ONE_H200)), 2)
-               if judge(ONE_H200[a], ONE_H200[b]).exit_code}
-    assert failing == {(a, 3) for a in (0, 1, 2, 4, 5)}
+    failing = {(a, b) for a, b in pairs if judge(ONE_H200[a], ONE_H200[b]).exit_code}
+    assert failing == ONE_H200_FAILING & set(pairs)
     assert regressions(judge(ONE_H200[2], ONE_H200[3])) == {("latency", "ce", "oneway", n) for n in (4, 8, 16, 64, 256)}
 
 
 FOUR_H200 = [DATA / "h200x4-1128" / f"all-{i}" for i in range(1, 7)]
 
 
-@pytest.mark.parametrize("a, b", list(itertools.permutations(range(len(FOUR_H200)), 2)))
+@sampled("a, b", list(itertools.permutations(range(len(FOUR_H200)), 2)), keep=0,
+         always=ring_pairs(list(range(len(FOUR_H200)))))
 def test_runs_on_four_h200s_pass_in_every_order(a, b):
     """Four H200s through NVSwitch, six `mpirun -np 4 ipcbench all` of one code (2026-11-28, five back to back): every
     ordered pair passes, all-to-all rows and permutation rounds included."""
@@ -343,7 +356,22 @@ def pair_floor(spread: dict, engine: str, timing: str, band: int) -> float | Non
     return math.ceil(x * 1000 - 1e-9) / 1000 if x < 0.02 else math.ceil(x * 200 - 1e-9) / 200
 
 
-def test_the_h200_pair_floors_are_the_rule_over_the_four_gpu_set_never_under_the_h100s(monkeypatch):
+FOUR_H200_PAIRS = list(itertools.permutations(range(len(FOUR_H200)), 2))
+RING, POOL, A2A = (("pipeline", "ring_d4_latency", "oneway", 64 << 10), ("pool", "core_ce", "pull", 1 << 20),
+                   ("alltoall", "ce_alltoall", "push", 8 << 20))
+# the ordered pairs (1-based) that fail under the H100's pair floors, and the rows they fail on
+FOUR_H200_FAILING = {(1, 2): {RING, POOL}, (1, 5): {RING}, (4, 2): {RING}, (5, 1): {A2A}, (6, 1): {A2A},
+                     (6, 2): {A2A, POOL}, (6, 3): {A2A}, (6, 4): {A2A}}
+FOUR_H200_PASSING = [(a, b) for a, b in FOUR_H200_PAIRS if (a + 1, b + 1) not in FOUR_H200_FAILING]
+
+
+@pytest.mark.parametrize("pairs", [
+    # by default the pairs that fail under the H100's floors and four drawn from the others; every pair is slow
+    pytest.param(sorted((a - 1, b - 1) for a, b in FOUR_H200_FAILING)
+                 + [p for i, p in enumerate(FOUR_H200_PASSING) if i in sample_indices(len(FOUR_H200_PASSING), 4)],
+                 id="sample"),
+    pytest.param(FOUR_H200_PAIRS, id="every-pair", marks=pytest.mark.slow)])
+def test_the_h200_pair_floors_are_the_rule_over_the_four_gpu_set_never_under_the_h100s(monkeypatch, pairs):
     """catalogue/noise.FLOORS["H200"] (but the event ping-pong's level, measured on other sets): the rule over the six
     runs of four H200s, never under the H100's floor of the kind (one set of one machine; a band the set has no row in
     keeps it), the all-to-all's window the H100's gated floor where unmeasured. Without them (as H200 pairs took the
@@ -367,11 +395,8 @@ def test_the_h200_pair_floors_are_the_rule_over_the_four_gpu_set_never_under_the
                       ("sm", "handoff", "<= 256K")}
     monkeypatch.setitem(noise.FLOORS, "H200", {("event", "handoff"): h200[("event", "handoff")]})
     failing = {}
-    for a, b in itertools.permutations(range(len(FOUR_H200)), 2):
+    for a, b in pairs:
         c = judge(FOUR_H200[a], FOUR_H200[b])
         if c.exit_code:
             failing[(a + 1, b + 1)] = regressions(c)
-    ring, pool, a2a = (("pipeline", "ring_d4_latency", "oneway", 64 << 10), ("pool", "core_ce", "pull", 1 << 20),
-                       ("alltoall", "ce_alltoall", "push", 8 << 20))
-    assert failing == {(1, 2): {ring, pool}, (1, 5): {ring}, (4, 2): {ring}, (5, 1): {a2a}, (6, 1): {a2a},
-                       (6, 2): {a2a, pool}, (6, 3): {a2a}, (6, 4): {a2a}}
+    assert failing == {k: v for k, v in FOUR_H200_FAILING.items() if (k[0] - 1, k[1] - 1) in pairs}

@@ -6,20 +6,18 @@ link is caught, naming the slowed rows. No GPU needed: the runs are files."""
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import ipcbench_cli
 
 DATA = Path(__file__).resolve().parent / "data" / "compare"
 QUIET = ["quiet1", "quiet2", "quiet3"]
 
 
 def compare(*args: str, fmt: str = "csv", options: tuple[str, ...] = ()):
-    p = subprocess.run([sys.executable, "-m", "ipcbench", "compare", *(str(DATA / a) for a in args), "--format", fmt,
-                        *options], capture_output=True, text=True, timeout=120)
-    return p
+    return ipcbench_cli("compare", *(DATA / a for a in args), "--format", fmt, *options)
 
 
 def verdicts(out: str) -> dict:

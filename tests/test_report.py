@@ -36,7 +36,8 @@ NOISY_TITLE = ("Noisy rows (own samples spread more than their kind moves betwee
                "between-runs floor)")
 
 
-from conftest import has_cross_gpu_pairs, real_runs, run_report  # noqa: E402,F401 - results/ and the recorded runs
+from conftest import (has_cross_gpu_pairs, per_directory, real_runs, run_report,  # noqa: E402,F401 - results/, recorded
+                      sampled)
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -681,7 +682,10 @@ def test_import_is_light():
 
 # ------------------------------------------------------------------------------------------ real runs
 
-@pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")
+# Every real run's report: by default two runs of each directory (results/, tests/data/*) and two more drawn with a
+# fixed seed; the other runs are slow.
+@sampled("run_dir", real_runs() or [None], keep=2, always=per_directory(real_runs(), keep=2),
+         ids=lambda p: p.name if p else "none")
 def test_real_run_report(run_dir, tmp_path, capsys):
     if run_dir is None:
         pytest.fail(f"no real run under {RESULTS}/*/ (results.csv + meta.json): commit one measured on the GPU "
@@ -715,7 +719,8 @@ def test_real_run_report(run_dir, tmp_path, capsys):
     assert "What IPC buys" in out and ("P2P latency" in out) == ("latency" in suites)
 
 
-@pytest.mark.parametrize("run_dir", real_runs() or [None], ids=lambda p: p.name if p else "none")
+@sampled("run_dir", real_runs() or [None], keep=2, always=per_directory(real_runs(), keep=2),
+         ids=lambda p: p.name if p else "none")
 def test_real_run_weak_links_count_and_no_nan_rows(run_dir, tmp_path, capsys):
     """Regression: the weak-link flags hold exactly the pairs >10% below their method's typical pair (computed
     here independently) and never NaN rows (a whole Series assigned to an empty frame once became its

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import has_cross_gpu_pairs
+from conftest import has_cross_gpu_pairs, per_directory, sampled
 from ipcbench.judging.evidence_rules import ITEM_WORDS, SOURCE
 from ipcbench.record.run import load_run
 from ipcbench.report.document import _tables
@@ -39,7 +39,10 @@ def test_the_recorded_runs_hold_healthy_multi_gpu_runs():
     assert len(MULTI_GPU) > 40
 
 
-@pytest.mark.parametrize("run_dir", MULTI_GPU, ids=lambda p: str(p.relative_to(ROOT)))
+# every run under results/ and one of each recorded set by default; the other recorded runs are slow
+@sampled("run_dir", MULTI_GPU, keep=0, ids=lambda p: str(p.relative_to(ROOT)),
+         always=[r for r in MULTI_GPU if r.parent == ROOT / "results"] + per_directory(
+             [r for r in MULTI_GPU if r.parent != ROOT / "results"]))
 def test_the_glance_warns_only_where_check_raises(run_dir):
     lines, facts = glance(run_dir)
     verdict = facts["verdict"]

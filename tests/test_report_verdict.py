@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, per_directory, sampled
 from ipcbench import cli
 from ipcbench.record.run import load_run
 from ipcbench.report import command as report
@@ -63,7 +63,8 @@ def edited_copy(src: Path, dst: Path, line: int, **values) -> Path:
 
 # ------------------------------------------------------------------------------------------ one verdict
 
-@pytest.mark.parametrize("run_dir", EVERY_RUN, ids=lambda p: str(p.relative_to(REPO)))
+# by default two runs of each directory of runs (results/, each recorded set), the other recorded runs slow
+@sampled("run_dir", EVERY_RUN, keep=0, always=per_directory(EVERY_RUN, keep=2), ids=lambda p: str(p.relative_to(REPO)))
 def test_the_reports_verdict_is_checks(run_dir, tmp_path, capsys):
     """results/h100-nomps: the report said "No health verdict" where check said HEALTHY."""
     want = {0: Status.PASS, 1: Status.FAIL, 2: Status.UNJUDGED}[check_code(run_dir, capsys)]
