@@ -308,3 +308,19 @@ def run_report(capsys, *argv) -> tuple[int, str, str]:
 def run_compare(capsys, *argv) -> tuple[int, str, str]:
     """`ipcbench compare ARGV` in-process: (exit status, stdout, stderr)."""
     return _in_process("compare_command", capsys, argv)
+
+
+@pytest.fixture(autouse=True)
+def _no_run_left_armed():
+    """A run a test left armed for its /dev/shm release (run/shm_release.py: a runner driven on fakes that raised
+    before its release, as only cli._guarded's early end would disarm it) is disarmed after the test, and the
+    SIGTERM handler it installed in pytest's process put back: the next test starts with no run of another armed."""
+    yield
+    import sys as _sys
+
+    armed = _sys.modules.get("ipcbench.run.shm_release")
+    if armed is None or not armed.armed():
+        return
+    with armed._LOCK:
+        for run in list(armed._ARMED):
+            armed._disarm(run)
