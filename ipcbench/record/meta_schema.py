@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any
 
 from ipcbench.catalogue.links import LINK_KINDS
+from ipcbench.catalogue.pairing import PAIR_MODES, PAIRS_REQUESTED, ROUND_KINDS, SERIAL_COVERAGE, SERIAL_REQUESTED
 from ipcbench.catalogue.noise import NOISE_BASIS, OLD_BASIS
 from ipcbench.errors import ResultsError
 from ipcbench.record.fields import (Bool, Digits, Either, FieldError, Int, ListOf, MapOf, Null, Num, Obj, Spec,
@@ -66,19 +67,18 @@ LINK = Obj({"src_gpu": COUNT, "dst_gpu": COUNT, "kind": Text(LINK_KINDS), "nvlin
             "per_link_gbps": RATE, "ceiling_gbps": RATE, "per_link_ceiling_gbps": RATE},
            required=("src_gpu", "dst_gpu"))
 TOPOLOGY = Obj({"nvml": BOOL, "links": ListOf(LINK), "per_gpu": ListOf(Obj({"active": COUNT}))})
-SERIAL_PAIRS = Obj({"coverage": Text(("all", "ring")), "requested": Text(("auto", "all", "ring")), "reason": TEXT})
+SERIAL_PAIRS = Obj({"coverage": Text(SERIAL_COVERAGE), "requested": Text(SERIAL_REQUESTED), "reason": TEXT})
 PERMUTATION = Obj({"up_to": MapOf(COUNT), "reason": TEXT})  # core/schedule.Permutation
 PAIR_MODE_FIELDS: dict[str, Spec] = {
-    "mode": Text(("sequential", "concurrent")),
-    "requested": Text(("auto", "sequential", "concurrent", "permutation")),
+    "mode": Text(PAIR_MODES), "requested": Text(PAIRS_REQUESTED),
     "reason": TEXT, "serial_pairs": SERIAL_PAIRS, "rank_pairs": TEXT, "permutation": PERMUTATION}
-ROUND = Obj({"kind": Text(("disjoint", "permutation")), "flows": ListOf(ListOf(COUNT)), "sizes": ListOf(COUNT)},
+ROUND = Obj({"kind": Text(ROUND_KINDS), "flows": ListOf(ListOf(COUNT)), "sizes": ListOf(COUNT)},
             required=("kind", "flows", "sizes"))  # core/schedule.Group.as_dict
 # the concurrency guard's checks (run/walk.check_rounds): each compared pair's two values and their relative
 # difference (concurrent / sequential - 1, so never below -1)
 GUARD_PAIR = Obj({"src_rank": COUNT, "dst_rank": COUNT, "concurrent": Num(strict=True), "sequential": Num(strict=True),
                   "diff": Num(-1.0), "tolerance": Num()}, required=("src_rank", "dst_rank"))
-GUARD = Obj({"host": TEXT, "step": TEXT, "engine": TEXT, "round": Text(("disjoint", "permutation")), "bytes": Int(1),
+GUARD = Obj({"host": TEXT, "step": TEXT, "engine": TEXT, "round": Text(ROUND_KINDS), "bytes": Int(1),
              "pairs": ListOf(GUARD_PAIR), "worst_diff": Num(), "tolerance": Num(), "ok": BOOL}, required=("step", "ok"))
 PAIR_MODE = Obj({**PAIR_MODE_FIELDS, "per_host": MapOf(Obj(PAIR_MODE_FIELDS)), "check": ListOf(GUARD),
                  "rounds": MapOf(ListOf(ROUND))})

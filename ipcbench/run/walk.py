@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ipcbench.catalogue.pairing import ROUND_KINDS
 from ipcbench.core.phases import PHASES
 from ipcbench.core.rows import join_note, state_noise
 from ipcbench.core.schedule import Group, ModeError, decide_mode, gpu_rounds, pair_rounds, permutation_rounds
@@ -73,7 +74,7 @@ def rounds_of(steps, mode) -> dict[str, list[dict]]:
     flows (node-local ranks) and sizes, so that every row's round is known (its pair and size)."""
     out = {}
     for s in steps:
-        rounds = [g.as_dict() for g in groups_of(s, mode) if g.kind in ("disjoint", "permutation")]
+        rounds = [g.as_dict() for g in groups_of(s, mode) if g.kind in ROUND_KINDS]
         if rounds:
             out[f"{s.suite}/{s.label}"] = rounds
     return out
@@ -87,7 +88,7 @@ def guarded(steps, mode) -> dict[int, list[Group]]:
     out: dict[int, list[Group]] = {}
     seen: set[tuple[str, str]] = set()
     for i, s in enumerate(steps):
-        for kind in ("disjoint", "permutation"):
+        for kind in ROUND_KINDS:
             rounds = [g for g in groups_of(s, mode) if g.kind == kind]
             key = (s.engine or s.label, kind)
             if rounds and key not in seen:
