@@ -1,13 +1,65 @@
-"""The pair mode's words, declared once (issue 44, "The record declared once"): catalogue/pairing.py is the one list
-of them, which --pairs and --serial-pairs offer, the node decides among and the record accepts. A word added in one
-place only fails here.
+"""meta.json's fields and the pair mode's words, each declared once (issue 44, "The record declared once"):
+record/meta_schema.META is the one list of meta.json's fields, which the writer's draft (record/meta_draft.MetaDraft)
+lists in its order and the reader (record/meta.Meta) reads, each under its own name, under the names HELD_AS gives, or
+carried as recorded (CARRIED); catalogue/pairing.py is the one list of the pair mode's words, which --pairs and
+--serial-pairs offer, the node decides among and the record accepts. A field or a word added in one place only fails
+here.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
 from ipcbench.catalogue import pairing
-from ipcbench.record.meta import Meta
-from ipcbench.record.meta_schema import PAIR_MODE, PAIR_MODE_FIELDS, ROUND
+from ipcbench.record.meta import CARRIED, HELD_AS, Meta, parse_meta
+from ipcbench.record.meta_draft import ALWAYS_WRITTEN, MetaDraft
+from ipcbench.record.meta_schema import META, PAIR_MODE, PAIR_MODE_FIELDS, ROUND
+
+ROOT = Path(__file__).resolve().parents[1]
+# between them every field of meta.json: a run with steps skipped (plan, evidence, ...) and a selftest (its own field)
+RECORDED = [ROOT / "results" / "h200x4-np8-quick" / "meta.json", ROOT / "results" / "h200x1-selftest-1" / "meta.json"]
+FALLBACKS = {"ipcbench_version": "versions", "ranks_per_gpu": "ranks"}  # read from these where absent
+
+
+def test_the_draft_writes_the_schemas_fields_in_its_order():
+    assert tuple(f.name for f in fields(MetaDraft)) == tuple(META.fields)
+    assert set(ALWAYS_WRITTEN) <= set(META.fields)
+
+
+def test_the_reader_holds_every_field_of_the_schema():
+    """Each field of META is a field of Meta, held under other names (HELD_AS) or carried as recorded (CARRIED), and
+    each field of Meta holds one of META's (found and raw: the record itself)."""
+    typed = {f.name for f in fields(Meta)} - {"found", "raw"}
+    for key in META.fields:
+        assert (key in typed) + (key in HELD_AS) + (key in CARRIED) >= 1, f"meta.json's {key} is read by no reader"
+        assert key not in CARRIED or key not in typed | set(HELD_AS)
+    held = {name for names in HELD_AS.values() for name in names}
+    assert typed <= set(META.fields) | held, typed - set(META.fields) - held
+    assert set(HELD_AS) <= set(META.fields) and set(CARRIED) <= set(META.fields)
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.parent.name)
+def test_a_field_the_reader_reads_changes_the_record_when_it_is_gone(path):
+    """What the declaration says, the reader does: each field of a recorded run removed (with the field it falls back
+    on; the schema version left out, so that nothing is required) changes the typed record, but a carried one: a run
+    with steps skipped and a selftest hold every field between them."""
+    raw = {k: v for k, v in json.loads(path.read_text()).items() if k != "schema_version"}
+    whole = parse_meta(raw)
+    for key in set(raw) & set(META.fields):
+        if raw[key] in ([], {}):  # nothing recorded reads as nothing recorded
+            continue
+        gone = {key, FALLBACKS.get(key)}
+        without = parse_meta({k: v for k, v in raw.items() if k not in gone})
+        assert (without == whole) is (key in CARRIED), key
+
+
+def test_the_recorded_runs_hold_every_field():
+    held = {k for p in RECORDED for k, v in json.loads(p.read_text()).items() if v not in ([], {})}
+    assert set(META.fields) == held
 
 
 def test_the_pair_modes_words_are_the_catalogues():

@@ -28,6 +28,14 @@ from ipcbench.record.meta_schema import NOISE_BASES, MetaError, check_meta
 from ipcbench.errors import ResultsError
 from ipcbench.results import META_NAME, write_meta
 
+# How Meta holds meta.json's fields (record/meta_schema.META, the one list of them): each under its own name, but
+# these, read into the fields named here, and those carried as recorded in `raw`, which no reader reads. A field of
+# META that is none of these is one no reader was taught (tests/test_record_declared_once.py).
+HELD_AS = {"ranks": ("ranks", "n_ranks", "ranks_per_gpu"), "options": ("options", "sampling"),
+           "topology": ("links", "active_links"), "selftest": ("anchor_units",),
+           "versions": ("versions", "ipcbench_version")}
+CARRIED = ("platform", "python_executable", "slurm_job_id")
+
 __all__ = ["GpuRecord", "Link", "Meta", "MetaError", "NOISE_BASES", "PairingRecord", "RankRecord", "SamplingRecord",
            "Skipped", "parse_meta", "read_meta"]
 

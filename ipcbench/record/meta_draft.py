@@ -16,6 +16,7 @@ from typing import Any
 
 from ipcbench.evidence.model import Evidence
 from ipcbench.record.meta import Meta
+from ipcbench.record.meta_schema import META
 from ipcbench.record.meta_parts import GpuRecord, RankRecord, Skipped
 
 ALWAYS_WRITTEN = ("git_commit", "end", "slurm_job_id")  # null where unknown: "not known", not "not recorded"
@@ -71,6 +72,11 @@ class MetaDraft:
     def write(self, run_dir: str | os.PathLike) -> Path:
         """meta.json of `run_dir`, replaced atomically, through the record class."""
         return self.meta().write(run_dir)
+
+
+# The draft writes meta_schema.META's fields (the one list of meta.json's fields), each once, in its order
+assert tuple(f.name for f in fields(MetaDraft)) == tuple(META.fields), "MetaDraft's fields are not META's"
+assert set(ALWAYS_WRITTEN) <= set(META.fields)
 
 
 def _json(v: Any) -> Any:
