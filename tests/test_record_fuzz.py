@@ -192,7 +192,10 @@ def copies(tmp_path_factory) -> dict[Path, Path]:
         dst.mkdir()
         lines = (run / "results.csv").read_text().splitlines(keepends=True)
         (dst / "results.csv").write_text("".join(lines[:4]))
-        shutil.copy(run / META_NAME, dst / META_NAME)
+        meta = json.loads((run / META_NAME).read_text())
+        if "rows" in meta:  # the rows kept: a complete run is held to its count (record/agreement.py)
+            meta["rows"] = 3
+        (dst / META_NAME).write_text(json.dumps(meta))
         out[run] = dst
     return out
 
@@ -213,7 +216,7 @@ def outcome(csv: Path):
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_meta_field_damaged_is_read_or_named(copies, run):
     work = copies[run]
-    meta = json.loads((run / META_NAME).read_text())
+    meta = json.loads((work / META_NAME).read_text())
     before = load_run(work / "results.csv").meta
     cases = 0
     for name, path, shape, new, unrecorded in mutations(meta, run):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ipcbench.catalogue.planned import PlannedStep
 from ipcbench.evidence.model import Evidence
 from ipcbench.record.meta import Meta
 from ipcbench.record.meta_schema import META
@@ -51,6 +52,7 @@ class MetaDraft:
     slurm_job_id: str | None = None
     mps: dict | None = None  # per host: core/mps's status as_meta
     plan: list[dict] | None = None  # run/costmodel.PlanStep.as_dict of every step
+    planned_rows: list[PlannedStep] | None = None  # every node's steps, pairs, sizes and rows (run/walk.planned)
     skipped: list[Skipped] | None = None
     time_breakdown_s: dict | None = None  # {"rank N": core/phases snapshot}
     evidence: Evidence | None = None

@@ -10,9 +10,11 @@ import sys
 import time
 
 from ipcbench.catalogue.pairing import ROUND_KINDS
+from ipcbench.catalogue.planned import PlannedStep
 from ipcbench.core.phases import PHASES
 from ipcbench.core.rows import join_note, state_noise
 from ipcbench.core.schedule import Group, ModeError, decide_mode, gpu_rounds, pair_rounds, permutation_rounds
+from ipcbench.core.world import ordered_pairs
 from ipcbench.errors import UsageError
 from ipcbench.record.meta import Skipped
 from ipcbench.run.console import Progress, say
@@ -67,6 +69,20 @@ def groups_of(step, mode) -> list[Group]:
     elif rest:
         groups += [Group((p,), rest, "alone") for p in pairs]
     return groups
+
+
+def planned(steps, mode, gpu_of: list[int], host: str) -> list[PlannedStep]:
+    """What this node's walk writes (meta.json's planned_rows, catalogue/planned.py): each step's rows
+    (Step.writes) for each pair the walk measures (pairs_of; every ordered pair of the node for an all-ranks step,
+    whose every rank writes a row to each peer; no pair of ranks sharing a GPU for a cross-GPU step) at each of its
+    sizes."""
+    out = []
+    for s in steps:
+        pairs = ordered_pairs(len(gpu_of)) if s.all_ranks else pairs_of(s, mode)
+        if s.cross_gpu:
+            pairs = [(a, b) for a, b in pairs if gpu_of[a] != gpu_of[b]]
+        out.append(PlannedStep(s.suite, s.label, (host,), tuple(pairs), tuple(s.sizes), tuple(s.writes)))
+    return out
 
 
 def rounds_of(steps, mode) -> dict[str, list[dict]]:
