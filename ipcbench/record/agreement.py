@@ -50,9 +50,11 @@ class Agreement:
     notes: list[str] = field(default_factory=list)
 
 
-def agree(frame, meta: Meta, csv_path: str | os.PathLike, meta_path: str | os.PathLike, partial: bool) -> Agreement:
+def agree(frame, meta: Meta, csv_path: str | os.PathLike, meta_path: str | os.PathLike, partial: bool,
+          written: int) -> Agreement:
     """The run's rows (`frame`, every part file's included) against its record; RowsError (naming the rows) or
-    MetaError (naming the field) where they disagree. `partial`: the run is known not to hold all its rows."""
+    MetaError (naming the field) where they disagree. `partial`: the run is known not to hold all its rows;
+    `written`: the rows of results.csv itself (what meta.json's rows counts)."""
     keys = list(zip(*(frame[c].tolist() for c in RUN_KEY))) if len(frame) else []
     hosts = len({k[0] for k in keys}) > 1
     doubled = [k for k, n in Counter(keys).items() if n > 1]
@@ -65,7 +67,7 @@ def agree(frame, meta: Meta, csv_path: str | os.PathLike, meta_path: str | os.Pa
         out = _against_plan(keys, meta, csv_path, meta_path, partial, hosts)
     else:
         out.unchecked = unchecked(meta)
-    _count_holds(len(keys), meta, meta_path, partial)
+    _count_holds(written, meta, meta_path, partial)
     return out
 
 
@@ -108,7 +110,7 @@ def _ranks_hold(keys: list[Key], meta: Meta, csv_path, meta_path, hosts: bool) -
 
 
 def _count_holds(n: int, meta: Meta, meta_path, partial: bool) -> None:
-    """A complete run's rows count is results.csv's (a partial run's, at least)."""
+    """A complete run's rows count is results.csv's `n` rows (a partial run's, at least)."""
     if meta.rows is None or (partial and n <= meta.rows):
         return
     if n != meta.rows:

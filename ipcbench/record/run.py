@@ -78,13 +78,14 @@ def load_run(csv_path: str | os.PathLike, label: str | None = None) -> Run:
     notes += cut
     why = ["its last line was cut short"] if cut else []
     lost: list[str] = []
+    written = len(frame)  # results.csv's own rows, which meta.json's rows counts
     if whole:
         frame, recovered = _recover_node_parts(run_dir, frame, meta, lost)
         notes += recovered
         why += ["rows of other nodes recovered from nodes/"] if recovered else []
         if meta.status not in (None, "complete"):
             why.insert(0, f"meta.json status: {meta.status}")
-    agreed = agree(frame, meta, csv_path, run_dir / META_NAME, partial=bool(why))  # an error where they disagree
+    agreed = agree(frame, meta, csv_path, run_dir / META_NAME, bool(why), written)  # an error where they disagree
     why += [agreed.held] if agreed.held else []
     notes += agreed.notes
     incomplete = "; ".join(why)
