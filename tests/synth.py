@@ -290,6 +290,8 @@ def with_planned_rows(run_dir: Path, skipped: list[dict] | None = None) -> Path:
     The runs under results/ predate the record; a run carrying it lets the reader's checks be tested end to end."""
     import json
 
+    from ipcbench.catalogue.suites import ROWS
+
     run_dir = Path(run_dir)
     header, records = read_csv(run_dir)
     ix = {c: i for i, c in enumerate(header)}
@@ -308,9 +310,9 @@ def with_planned_rows(run_dir: Path, skipped: list[dict] | None = None) -> Path:
             planned.append({"suite": suite, "step": f"{method} {direction}" + (f" #{i + 1}" if i else ""),
                             "hosts": [host], "pairs": ps, "sizes": list(sizes),
                             "rows": [{"method": method, "direction": direction}]})
-    for s in skipped or []:
+    for s in skipped or []:  # a row of its suite's first method, pushed from rank 0 to 1 at 4K
         planned.append({"suite": s["suite"], "step": s["step"], "hosts": [s["host"]], "pairs": [[0, 1]],
-                        "sizes": [4096], "rows": [{"method": "skipped_" + s["step"], "direction": "push"}]})
+                        "sizes": [4096], "rows": [{"method": next(iter(ROWS[s["suite"]])), "direction": "push"}]})
     meta.update(schema_version=5, status="complete", rows=len(records), planned_rows=planned,
                 skipped=list(skipped or []))
     write_meta(run_dir, meta)

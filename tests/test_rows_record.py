@@ -227,11 +227,21 @@ def test_a_skipped_step_is_planned_and_excused_but_writes_no_row(planned):
     synth.with_planned_rows(planned, skipped=[skip])
     assert load_run(planned / CSV_NAME).meta.skipped[0].step == "bulk"
     text = lines(planned)
-    row = text[ce_256m(text)].replace(CE_256M, ",kernel,skipped_bulk,push,0,1,0,1,", 1).replace(",268435456,", ",4096,")
+    row = text[ce_256m(text)].replace(CE_256M, ",kernel,sm_read,push,0,1,0,1,", 1).replace(",268435456,", ",4096,")
     write_lines(planned, text + [row])
     edit_meta(planned, lambda m: m.update(rows=m["rows"] + 1))
-    assert "1 row(s) not planned (kernel/skipped_bulk push rank 0->1 (GPU 0->1) 4K), 1 of a step recorded as " \
+    assert "1 row(s) not planned (kernel/sm_read push rank 0->1 (GPU 0->1) 4K), 1 of a step recorded as " \
            "skipped" in refused(planned)
+
+
+def test_a_row_of_a_method_its_suite_never_writes_is_refused_in_any_schema(tmp_path):
+    """A suite or method changed in a run older than the planned rows: no suite writes kernel/ce."""
+    run = copy_of(tmp_path)
+    text = lines(run)
+    text[ce_256m(text)] = text[ce_256m(text)].replace(",copy,ce,", ",kernel,ce,", 1)
+    write_lines(run, text)
+    assert "1 row(s) of a method no suite writes under that name (kernel/ce push rank 0->1 (GPU 0->1) 256M)" in \
+        refused(run)
 
 
 def test_rows_a_step_may_leave_out_are_all_there_or_none(planned):

@@ -3,8 +3,9 @@ made where a run is read (record/run.load_run), so that report, compare and chec
 rows disagree with its record, one error naming the rows (a few, then a count) or the field, never a gate that
 judged part of a run as the whole.
 
-- Every run: no row twice (its key, results.RUN_KEY, names one measurement), and every row's ranks where meta.json's
-  `ranks` (where recorded) put them: the rank listed, on the row's host and GPU.
+- Every run: no row twice (its key, results.RUN_KEY, names one measurement), every row of a method its suite writes
+  (catalogue/suites.ROWS: a suite or method changed), and every row's ranks where meta.json's `ranks` (where
+  recorded) put them: the rank listed, on the row's host and GPU.
 - Schema 5 on (meta.json's `planned_rows`, catalogue/planned.py): every row planned, and every planned row there but
   those of a step skipped with its reason (meta.json's `skipped`) and those a step may leave out (RowShape.unless: a
   pair's rows of the shape, all of them or none). A partial run (record/run.py: it did not complete, its last line
@@ -21,6 +22,7 @@ import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from ipcbench.catalogue.suites import row_facts
 from ipcbench.errors import ResultsError
 from ipcbench.record.meta import Meta, MetaError
 from ipcbench.results import META_NAME, RUN_KEY
@@ -61,6 +63,10 @@ def agree(frame, meta: Meta, csv_path: str | os.PathLike, meta_path: str | os.Pa
     if doubled:
         raise RowsError(csv_path, f"{len(doubled)} row(s) written twice or more ({named(doubled, hosts)}): a row "
                                   "names one measurement")
+    unknown = [k for k in keys if row_facts(k[1], k[2]) is None]
+    if unknown:
+        raise RowsError(csv_path, f"{len(unknown)} row(s) of a method no suite writes under that name "
+                                  f"({named(unknown, hosts)}): catalogue/suites.ROWS")
     _ranks_hold(keys, meta, csv_path, meta_path, hosts)
     out = Agreement()
     if meta.planned_rows is not None:
