@@ -14,7 +14,7 @@ from ipcbench.core.bulk import BulkShape
 from ipcbench.core.link_rates import PLANNED_KINDS
 from ipcbench.core.placement import MAX_PLACEMENTS
 from ipcbench.core.sampler import SamplingRule
-from ipcbench.core.schedule import SERIAL_PAIRS  # noqa: F401 (the CLI's choices)
+from ipcbench.core.schedule import MODES as PAIRS_MODES, SERIAL_PAIRS  # noqa: F401 (the CLI's choices)
 from ipcbench.core.sm_copy import CopyShape
 from ipcbench.errors import UsageError
 from ipcbench.sizes import SizeError, fmt_size, parse_sizes
@@ -26,7 +26,6 @@ DEFAULT_SIZES = "4K:256M"
 # (core/schedule.decide_serial_pairs), a looser stopping rule: 8 GPUs in under 30 s (run/dryrun.py).
 QUICK_SIZES = "4K,256M"
 MAX_BYTES = 64 << 30  # no GPU of today holds more per buffer set
-PAIRS_MODES = ("auto", "sequential", "concurrent", "permutation")
 TOPOLOGIES = PLANNED_KINDS  # --topology: how every GPU pair is linked on the node a dry run plans for
 MAX_PLANNED_RANKS = 1024  # --ranks: a node's ranks a dry run plans for (64 GPUs of 16 ranks each)
 # The default stopping rule (docs/architecture.md, "Sampling"): careful enough that every largest-size

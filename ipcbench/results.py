@@ -17,11 +17,16 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterable
 
-# meta.json "schema_version": 1 = the 25 columns up to samples_us (runs before it carry no version);
-# 2 = the row facts appended (FACT_COLUMNS); 3 = placements, sm_clock_mhz, noise_within and noise_floor appended
-# (`noise` then holds both levels: ipcbench/catalogue/noise.py); 4 = the same columns, and meta.json's fields every
-# writer writes required (record/meta_schema.check_required), with pair_mode's rounds and permutation
-SCHEMA_VERSION = 4
+# meta.json "schema_version", and what each version added:
+# 1: the 25 columns up to samples_us (runs before it carry no version)
+# 2: the row facts appended (FACT_COLUMNS)
+# 3: sms_used, placements, sm_clock_mhz, noise_within and noise_floor appended (`noise` then holds both levels:
+#    ipcbench/catalogue/noise.py)
+# 4: the same columns; meta.json's fields every writer writes required (record/meta_schema.check_required), with
+#    pair_mode's rounds and permutation
+# 5: meta.json's planned_rows, what the run planned (required, and its rows count once complete: results.csv holds
+#    exactly the planned rows, record/agreement.py); the columns it appends: none
+SCHEMA_VERSION = 5
 FACT_COLUMNS = ("engine", "access", "mechanism", "pattern", "timing", "mps", "round_pairs")
 COLUMNS = (
     "run_id", "host", "suite", "method", "direction", "src_rank", "dst_rank", "src_gpu", "dst_gpu",
@@ -32,6 +37,9 @@ COLUMNS = (
     "noise_within", "noise_floor",
 )
 BASE_COLUMNS = COLUMNS[:21]  # the columns every results.csv has had since the first version
+# What names a row within its run: no two rows of a run share it, and schema 5's planned rows are these keys
+# (catalogue/planned.py, record/agreement.py). Across runs, where ranks may differ, judging/row_key.RowKey names it.
+RUN_KEY = ("host", "suite", "method", "direction", "src_rank", "dst_rank", "src_gpu", "dst_gpu", "bytes")
 ROW_KINDS = ("bandwidth", "latency", "op", "error")
 DIRECTIONS = ("push", "pull", "bidir", "oneway", "op")
 CSV_NAME = "results.csv"

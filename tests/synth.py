@@ -95,9 +95,11 @@ def make_run(root: str | Path, run_id: str = "20261122-190000-synth", hosts=("ho
         times = [t_us / spread, t_us * (1 - cv / 2), t_us, t_us * (1 + cv / 2), t_us * spread] if n > 1 else [t_us]
         if n == 1:
             cv, spread = 0.0, 1.0
+        first = hosts.index(host) * n_gpus * (2 if same_gpu else 1)  # the host's first world rank (make_meta's)
         rows.append(Row(
             run_id=run_id, host=host, suite=suite, method=method, direction=direction,
-            src_rank=s if src_rank is None else src_rank, dst_rank=d if dst_rank is None else dst_rank,
+            src_rank=first + (s if src_rank is None else src_rank),
+            dst_rank=first + (d if dst_rank is None else dst_rank),
             src_gpu=s, dst_gpu=d, same_gpu=(s == d), bytes=size,
             iterations=max(1, int(10_000 / (1 + t_us))), samples=n,
             time_us_median=t_us, time_us_min=t_us / spread, time_us_max=t_us * spread,
@@ -265,6 +267,56 @@ def old_style(run_dir: Path) -> None:
 
 
 assert len(COLUMNS) > len(BASE_COLUMNS)
+
+
+def counted(run_dir: Path) -> Path:
+    """The run's rows count in meta.json made its results.csv's, as a run measured without the rows a test dropped
+    would have it (a count that disagrees with the rows is refused before anything is judged: record/agreement.py)."""
+    import json
+
+    meta = json.loads((Path(run_dir) / "meta.json").read_text())
+    if "rows" in meta:
+        meta["rows"] = len(read_csv(run_dir)[1])
+        write_meta(run_dir, meta)
+    return Path(run_dir)
+
+
+# ------------------------------------------------------------------------------------------ schema 5
+
+def with_planned_rows(run_dir: Path, skipped: list[dict] | None = None) -> Path:
+    """Make a run one of schema 5: its meta.json records the rows its results.csv holds as what it planned
+    (planned_rows, derived here from the rows: per suite, method and direction, the pairs that share their sizes),
+    its rows count and status complete; `skipped` steps (meta.json's form) are planned too, and recorded as skipped.
+    The runs under results/ predate the record; a run carrying it lets the reader's checks be tested end to end."""
+    import json
+
+    from ipcbench.catalogue.suites import ROWS
+
+    run_dir = Path(run_dir)
+    header, records = read_csv(run_dir)
+    ix = {c: i for i, c in enumerate(header)}
+    meta = json.loads((run_dir / "meta.json").read_text())
+    local = {r["rank"]: r.get("local_rank", r["rank"]) for r in meta["ranks"]}
+    groups: dict[tuple, dict[tuple[int, int], list[int]]] = {}
+    for r in records:
+        g = groups.setdefault((r[ix["host"]], r[ix["suite"]], r[ix["method"]], r[ix["direction"]]), {})
+        g.setdefault((local[int(r[ix["src_rank"]])], local[int(r[ix["dst_rank"]])]), []).append(int(r[ix["bytes"]]))
+    planned = []
+    for (host, suite, method, direction), pairs in groups.items():
+        by_sizes: dict[tuple[int, ...], list[list[int]]] = {}
+        for pair, sizes in pairs.items():
+            by_sizes.setdefault(tuple(sorted(sizes)), []).append(list(pair))
+        for i, (sizes, ps) in enumerate(by_sizes.items()):
+            planned.append({"suite": suite, "step": f"{method} {direction}" + (f" #{i + 1}" if i else ""),
+                            "hosts": [host], "pairs": ps, "sizes": list(sizes),
+                            "rows": [{"method": method, "direction": direction}]})
+    for s in skipped or []:  # a row of its suite's first method, pushed from rank 0 to 1 at 4K
+        planned.append({"suite": s["suite"], "step": s["step"], "hosts": [s["host"]], "pairs": [[0, 1]],
+                        "sizes": [4096], "rows": [{"method": next(iter(ROWS[s["suite"]])), "direction": "push"}]})
+    meta.update(schema_version=5, status="complete", rows=len(records), planned_rows=planned,
+                skipped=list(skipped or []))
+    write_meta(run_dir, meta)
+    return run_dir
 
 
 def fleet_sizes() -> list[int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import synth
 from conftest import REPO, ipcbench_cli, launcher_free_env
 from ipcbench.check import plan
 from ipcbench.judging import expect, judge
@@ -31,7 +32,7 @@ def check(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
 
 
 def copy_run(src: Path, dst: Path, drop=None) -> Path:
-    """A copy of a recorded run, without the rows for which drop(row) is true."""
+    """A copy of a recorded run, without the rows for which drop(row) is true (its rows count says so)."""
     dst.mkdir(parents=True)
     shutil.copy(src / "meta.json", dst / "meta.json")
     with open(src / "results.csv", newline="") as fi, open(dst / "results.csv", "w", newline="") as fo:
@@ -41,7 +42,7 @@ def copy_run(src: Path, dst: Path, drop=None) -> Path:
         for row in r:
             if not (drop and drop(row)):
                 w.writerow(row)
-    return dst
+    return synth.counted(dst)
 
 
 def with_gpu_name(run: Path, name: str) -> Path:

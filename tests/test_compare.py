@@ -544,10 +544,8 @@ def test_option_and_rank_warnings(base_run, tmp_path, capsys):
                                                                                      "handles"],
                          options={"samples": None, "min_time_ms": 2.0, "quick": True,
                                   "sampling": {"min_time_ms": 2.0, "min_samples": 3, "max_samples": 5,
-                                               "noise": 0.02, "max_time_s": 0.05}})
+                                               "noise": 0.02, "max_time_s": 0.05}}, same_gpu=False)
     meta = json.loads((new / "meta.json").read_text())
-    meta["ranks"] = meta["ranks"][:4]
-    meta["ranks_per_gpu"] = 1
     meta["versions"]["driver"] = "590.1"
     meta["ipcbench_version"] = "0.2.0"
     meta["pair_mode"] = {"mode": "concurrent", "requested": "auto", "reason": "r",
@@ -575,6 +573,8 @@ def test_uuid_matching_survives_renumbering(base_run, new_run, capsys):
     n = len(meta["gpus"]["hostA"])
     for g in meta["gpus"]["hostA"]:
         g["index"] = n - 1 - g["index"]
+    for r in meta["ranks"]:
+        r["gpu"] = n - 1 - r["gpu"]
     for link in meta["topology"]["hostA"]["links"]:
         link["src_gpu"], link["dst_gpu"] = n - 1 - link["src_gpu"], n - 1 - link["dst_gpu"]
     (new_run / "meta.json").write_text(json.dumps(meta))

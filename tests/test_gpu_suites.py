@@ -47,3 +47,22 @@ def test_handles_and_pipeline(tmp_path):
             assert float(r["bw_gbps_median"]) > 0 and "p99_us=" in r["note"]
         if r["suite"] == "pipeline" and r["direction"] == "oneway":
             assert "p99_us=" in r["note"] and r["bw_gbps_median"] == ""
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+def test_every_suite_writes_the_rows_it_planned(tmp_path):
+    """`all` on two ranks, read back: the reader holds results.csv to the planned rows meta.json records
+    (record/agreement.py refuses a row missing, doubled or not planned), so every suite's declared rows (Step.writes)
+    are what its code writes, on a real GPU."""
+    from ipcbench.record.run import load_run
+
+    out = tmp_path / "run"
+    cmd = mpiexec_cmd(2) + [sys.executable, "-m", "ipcbench", "all", "--quick", "--samples", "3", "--timeout", "60",
+                            "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=840)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    run = load_run(out / "results.csv")
+    assert run.unchecked == "" and run.incomplete == "" and run.meta.planned_rows
+    suites = {s.suite for s in run.meta.planned_rows} - {s.suite for s in run.meta.skipped}
+    assert suites <= set(run.frame["suite"]) and len(run.frame) == run.meta.rows

@@ -69,6 +69,7 @@ def test_a_writers_mistake_is_the_readers_error_when_written(tmp_path, field, va
     d = run_meta.base_meta("rid", ["copy"])
     d.hosts, d.ranks = ["h"], [RankRecord(0, "h", 0, 0, 1), RankRecord(1, "h", 1, 1, 2)]
     d.gpus, d.ranks_per_gpu = {"h": [GpuRecord(0, uuid="GPU-0"), GpuRecord(1, uuid="GPU-1")]}, 1
+    d.planned_rows = []
     d.write(tmp_path)  # a draft that is one
     setattr(d, field, value)
     with pytest.raises(MetaError) as e:

@@ -60,13 +60,17 @@ WHO_RAN = {"hosts": ["h"], "ranks": [{"rank": 0, "host": "h", "gpu": 0}], "gpus"
 
 
 def test_every_schema_version_this_reader_knows_reads():
-    """Every version reads; from REQUIRED_SCHEMA (4) on with what its writer always writes (check_required)."""
-    from ipcbench.record.meta_schema import REQUIRED_SCHEMA
+    """Every version reads; from REQUIRED_SCHEMA (4) on with what its writer always writes (check_required), schema 5
+    with its planned rows too (and, once complete, its rows count beside schema 4's evidence)."""
+    from ipcbench.record.meta_schema import REQUIRED_SCHEMA, required
 
     for version in range(1, SCHEMA_VERSION + 1):
-        fields = WHO_RAN if version >= REQUIRED_SCHEMA else {}
+        fields = {**(WHO_RAN if version >= REQUIRED_SCHEMA else {}), **({"planned_rows": []} if version >= 5 else {})}
         assert Meta.from_json({"schema_version": version, **fields}).schema_version == version
-    assert REQUIRED_SCHEMA == SCHEMA_VERSION == 4
+    assert REQUIRED_SCHEMA == 4 and SCHEMA_VERSION == 5
+    assert required(4, True) == ("hosts", "ranks", "gpus", "evidence")
+    assert required(5, False) == ("hosts", "ranks", "gpus", "planned_rows")
+    assert required(5, True) == ("hosts", "ranks", "gpus", "planned_rows", "evidence", "rows")
 
 
 @pytest.mark.parametrize("drop, named", [("hosts", "hosts"), ("ranks", "ranks"), ("gpus", "gpus"),

@@ -19,11 +19,11 @@ RECORDED = sorted(p.parent for d in ("results", "tests/data") for p in (ROOT / d
 
 def _who_ran(draft):
     """What the runner fills before its first write (run/runner.start): the hosts, ranks and GPUs (schema 4 requires
-    them: record/meta_schema.check_required)."""
+    them: record/meta_schema.check_required), and the planned rows (schema 5)."""
     from ipcbench.record.meta_parts import GpuRecord, RankRecord
 
     draft.hosts, draft.ranks = ["h"], [RankRecord(0, "h", 0, 0, 1)]
-    draft.gpus = {"h": [GpuRecord(0, uuid="GPU-0")]}
+    draft.gpus, draft.planned_rows = {"h": [GpuRecord(0, uuid="GPU-0")]}, []
     return draft
 
 

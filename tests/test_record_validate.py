@@ -6,6 +6,7 @@ every number (the frame's `invalid` column, the values NaN, Run.invalid the list
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
@@ -113,9 +114,15 @@ def test_a_fleet_nodes_part_file_is_validated_with_its_own_name(tmp_path):
         header, *records = list(csv.reader(fh))
     ix = {c: i for i, c in enumerate(header)}
     part = [r[:] for r in records[:3]]
-    for r in part:
+    for r in part:  # the other node's ranks, as meta.json lists them (the run's rows are held to its ranks)
         r[ix["host"]] = "other"
+        r[ix["src_rank"]], r[ix["dst_rank"]] = str(int(r[ix["src_rank"]]) + 2), str(int(r[ix["dst_rank"]]) + 2)
     part[2][ix["bw_gbps_median"]] = "-1"
+    meta = json.loads((run_dir / "meta.json").read_text())
+    meta["hosts"].append("other")
+    meta["gpus"]["other"] = meta["gpus"][meta["hosts"][0]]
+    meta["ranks"] += [{**r, "rank": r["rank"] + 2, "host": "other"} for r in meta["ranks"]]
+    (run_dir / "meta.json").write_text(json.dumps(meta))
     with open(run_dir / "nodes" / "other.csv", "w", newline="") as fh:
         csv.writer(fh, lineterminator="\n").writerows([header, *part])
     run = load_run(run_dir / "results.csv")

@@ -268,10 +268,11 @@ def report(opts: Options, run) -> int:
                 raise UsageError(f"{flag} {path}: cannot write ({e.strerror or e})") from None
     if opts.ns.json:
         print(outputs.as_json(v, {"host": host, "run": str(run.dir), "gpu_models": models,
-                                  "warnings": opts.warnings}))
+                                  "warnings": opts.warnings, "unchecked": run.unchecked}))
         return v.exit_code
     if v.exit_code:  # on stderr too, before the summary: its REASON: line stays the last
         print(f"ipcbench check: {v.reason()}", file=sys.stderr, flush=True)
     header = [f"ipcbench check: {host}, {' + '.join(models) or 'unknown GPUs'}, run {run.dir}"]
+    header += [run.unchecked] if run.unchecked else []  # what an older run's record cannot check
     print(outputs.text(v, header, verbose=opts.ns.verbose), flush=True)
     return v.exit_code

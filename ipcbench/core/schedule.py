@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-MODES = ("auto", "sequential", "concurrent", "permutation")
-SERIAL_PAIRS = ("auto", "all", "ring")
+from ipcbench.catalogue.pairing import PAIRS_REQUESTED as MODES, SERIAL_REQUESTED as SERIAL_PAIRS  # the one list
 
 
 def circle_order(n: int) -> list[tuple[int, int]]:

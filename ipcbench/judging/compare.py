@@ -104,6 +104,7 @@ def compare(bases: list[Run], new: Run, threshold: float = DEFAULT_THRESHOLD, al
     import numpy as np
 
     bases, said = _distinct(bases, new)
+    _whole(bases, new, subset)
     m, new_imp, mode = side_by_side(bases, new)
     m, unplanned = drop_unplanned(m, bases, new)  # rows of sizes NEW never planned: not compared, not missing
     basis = "between-runs" if all(noise_basis(r) == "between-runs" for r in [*bases, new]) else "within-run"
@@ -175,6 +176,16 @@ def _distinct(bases: list[Run], new: Run) -> tuple[list[Run], list[str]]:
             said.append(f"BASE {b.label} is the same run as BASE {out[b.identity].label}: counted once")
         out.setdefault(b.identity, b)
     return list(out.values()), said
+
+
+def _whole(bases: list[Run], new: Run, subset: bool) -> None:
+    """UsageError for a BASE that did not complete (NEW's rows it lacks would be new, never judged: part of a run
+    compared as the whole), and for a NEW that did not complete under --subset (its rows missing would pass)."""
+    for side, r in [("BASE", b) for b in bases] + ([("NEW", new)] if subset else []):
+        if r.incomplete:
+            raise UsageError(f"{side} {r.label} did not complete ({r.incomplete}): compare judges whole runs"
+                             + (", and --subset would pass the rows it lacks" if side == "NEW" else
+                                ", and NEW's rows it lacks would go unjudged"))
 
 
 def _incomplete(bases: list[Run], new: Run) -> list[str]:

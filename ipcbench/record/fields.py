@@ -150,14 +150,17 @@ class Either(Spec):
 
 @dataclass(frozen=True)
 class ListOf(Spec):
+    """A list of `item`s; of exactly `length` of them where given (a pair of ranks)."""
+
     item: Spec
+    length: int | None = None
 
     @property
     def expected(self) -> str:  # type: ignore[override]
-        return "a list"
+        return "a list" if self.length is None else f"a list of {self.length}"
 
     def check(self, v: Any, where: str) -> None:
-        if not isinstance(v, list):
+        if not isinstance(v, list) or (self.length is not None and len(v) != self.length):
             raise self.wrong(v, where)
         for i, x in enumerate(v):
             self.item.check(x, f"{where}[{i}]")

@@ -22,11 +22,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ipcbench.catalogue.planned import PlannedStep
 from ipcbench.evidence.model import Evidence
 from ipcbench.record.meta_parts import GpuRecord, Link, PairingRecord, RankRecord, SamplingRecord, Skipped
 from ipcbench.record.meta_schema import NOISE_BASES, MetaError, check_meta
 from ipcbench.errors import ResultsError
 from ipcbench.results import META_NAME, write_meta
+
+# How Meta holds meta.json's fields (record/meta_schema.META, the one list of them): each under its own name, but
+# these, read into the fields named here, and those carried as recorded in `raw`, which no reader reads. A field of
+# META that is none of these is one no reader was taught (tests/test_record_declared_once.py).
+HELD_AS = {"ranks": ("ranks", "n_ranks", "ranks_per_gpu"), "options": ("options", "sampling"),
+           "topology": ("links", "active_links"), "selftest": ("anchor_units",),
+           "versions": ("versions", "ipcbench_version")}
+CARRIED = ("platform", "python_executable", "slurm_job_id")
 
 __all__ = ["GpuRecord", "Link", "Meta", "MetaError", "NOISE_BASES", "PairingRecord", "RankRecord", "SamplingRecord",
            "Skipped", "parse_meta", "read_meta"]
@@ -73,6 +82,8 @@ class Meta:
     failed_rows: int | None = None
     suite_wall_s: dict[str, float] | None = None  # each suite's wall, s (None: not recorded)
     plan: list[dict] | None = None  # the plan as the cost model saw it (run/costmodel.PlanStep.from_dict reads each)
+    # what the run planned to write (schema 5 on; None before): results.csv is held to it (record/agreement.py)
+    planned_rows: list[PlannedStep] | None = None
     time_breakdown_s: dict = field(default_factory=dict)  # {"rank N": {phase path: {"s", "n"}}} (core/phases.py)
     anchor_units: int | None = None  # a selftest's anchor measurements (meta.json's selftest.anchor_units)
 
@@ -237,6 +248,7 @@ def _run_facts(raw: dict) -> dict:
                 failed_rows=raw.get("failed_rows"),
                 suite_wall_s={k: float(v) for k, v in raw["suite_wall_s"].items()} if "suite_wall_s" in raw else None,
                 plan=raw.get("plan"),
+                planned_rows=[PlannedStep.from_json(p) for p in raw["planned_rows"]] if "planned_rows" in raw else None,
                 time_breakdown_s=raw.get("time_breakdown_s", {}),
                 anchor_units=raw.get("selftest", {}).get("anchor_units"))
 

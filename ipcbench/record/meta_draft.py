@@ -14,8 +14,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ipcbench.catalogue.planned import PlannedStep
 from ipcbench.evidence.model import Evidence
 from ipcbench.record.meta import Meta
+from ipcbench.record.meta_schema import META
 from ipcbench.record.meta_parts import GpuRecord, RankRecord, Skipped
 
 ALWAYS_WRITTEN = ("git_commit", "end", "slurm_job_id")  # null where unknown: "not known", not "not recorded"
@@ -50,6 +52,7 @@ class MetaDraft:
     slurm_job_id: str | None = None
     mps: dict | None = None  # per host: core/mps's status as_meta
     plan: list[dict] | None = None  # run/costmodel.PlanStep.as_dict of every step
+    planned_rows: list[PlannedStep] | None = None  # every node's steps, pairs, sizes and rows (run/walk.planned)
     skipped: list[Skipped] | None = None
     time_breakdown_s: dict | None = None  # {"rank N": core/phases snapshot}
     evidence: Evidence | None = None
@@ -71,6 +74,11 @@ class MetaDraft:
     def write(self, run_dir: str | os.PathLike) -> Path:
         """meta.json of `run_dir`, replaced atomically, through the record class."""
         return self.meta().write(run_dir)
+
+
+# The draft writes meta_schema.META's fields (the one list of meta.json's fields), each once, in its order
+assert tuple(f.name for f in fields(MetaDraft)) == tuple(META.fields), "MetaDraft's fields are not META's"
+assert set(ALWAYS_WRITTEN) <= set(META.fields)
 
 
 def _json(v: Any) -> Any:

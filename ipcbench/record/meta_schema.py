@@ -17,11 +17,12 @@ from collections import Counter
 from typing import Any
 
 from ipcbench.catalogue.links import LINK_KINDS
+from ipcbench.catalogue.pairing import PAIR_MODES, PAIRS_REQUESTED, ROUND_KINDS, SERIAL_COVERAGE, SERIAL_REQUESTED
 from ipcbench.catalogue.noise import NOISE_BASIS, OLD_BASIS
 from ipcbench.errors import ResultsError
 from ipcbench.record.fields import (Bool, Digits, Either, FieldError, Int, ListOf, MapOf, Null, Num, Obj, Spec,
                                     Text)
-from ipcbench.results import SCHEMA_VERSION
+from ipcbench.results import DIRECTIONS, SCHEMA_VERSION
 
 
 class MetaError(ResultsError):
@@ -66,19 +67,18 @@ LINK = Obj({"src_gpu": COUNT, "dst_gpu": COUNT, "kind": Text(LINK_KINDS), "nvlin
             "per_link_gbps": RATE, "ceiling_gbps": RATE, "per_link_ceiling_gbps": RATE},
            required=("src_gpu", "dst_gpu"))
 TOPOLOGY = Obj({"nvml": BOOL, "links": ListOf(LINK), "per_gpu": ListOf(Obj({"active": COUNT}))})
-SERIAL_PAIRS = Obj({"coverage": Text(("all", "ring")), "requested": Text(("auto", "all", "ring")), "reason": TEXT})
+SERIAL_PAIRS = Obj({"coverage": Text(SERIAL_COVERAGE), "requested": Text(SERIAL_REQUESTED), "reason": TEXT})
 PERMUTATION = Obj({"up_to": MapOf(COUNT), "reason": TEXT})  # core/schedule.Permutation
 PAIR_MODE_FIELDS: dict[str, Spec] = {
-    "mode": Text(("sequential", "concurrent")),
-    "requested": Text(("auto", "sequential", "concurrent", "permutation")),
+    "mode": Text(PAIR_MODES), "requested": Text(PAIRS_REQUESTED),
     "reason": TEXT, "serial_pairs": SERIAL_PAIRS, "rank_pairs": TEXT, "permutation": PERMUTATION}
-ROUND = Obj({"kind": Text(("disjoint", "permutation")), "flows": ListOf(ListOf(COUNT)), "sizes": ListOf(COUNT)},
+ROUND = Obj({"kind": Text(ROUND_KINDS), "flows": ListOf(ListOf(COUNT)), "sizes": ListOf(COUNT)},
             required=("kind", "flows", "sizes"))  # core/schedule.Group.as_dict
 # the concurrency guard's checks (run/walk.check_rounds): each compared pair's two values and their relative
 # difference (concurrent / sequential - 1, so never below -1)
 GUARD_PAIR = Obj({"src_rank": COUNT, "dst_rank": COUNT, "concurrent": Num(strict=True), "sequential": Num(strict=True),
                   "diff": Num(-1.0), "tolerance": Num()}, required=("src_rank", "dst_rank"))
-GUARD = Obj({"host": TEXT, "step": TEXT, "engine": TEXT, "round": Text(("disjoint", "permutation")), "bytes": Int(1),
+GUARD = Obj({"host": TEXT, "step": TEXT, "engine": TEXT, "round": Text(ROUND_KINDS), "bytes": Int(1),
              "pairs": ListOf(GUARD_PAIR), "worst_diff": Num(), "tolerance": Num(), "ok": BOOL}, required=("step", "ok"))
 PAIR_MODE = Obj({**PAIR_MODE_FIELDS, "per_host": MapOf(Obj(PAIR_MODE_FIELDS)), "check": ListOf(GUARD),
                  "rounds": MapOf(ListOf(ROUND))})
@@ -93,6 +93,13 @@ PLAN_STEP = Obj({"suite": TEXT, "label": TEXT, "engine": TEXT, "sizes": ListOf(C
                  "cost": Num(), "min_sample_s": Num(), "two_sided": BOOL, "all_ranks": BOOL},
                 required=("suite", "label", "sizes"))
 PHASE = Obj({"s": Num(), "n": COUNT})
+# what the run planned (catalogue/planned.PlannedStep): each step's hosts, pairs (node-local ranks), sizes, and the
+# rows each pair writes at each size
+PLANNED_ROW = Obj({"method": TEXT, "direction": Text(DIRECTIONS), "bytes": COUNT, "unless": TEXT},
+                  required=("method", "direction"))
+PLANNED_STEP = Obj({"suite": TEXT, "step": TEXT, "hosts": ListOf(TEXT), "pairs": ListOf(ListOf(COUNT, length=2)),
+                    "sizes": ListOf(COUNT), "rows": ListOf(PLANNED_ROW)},
+                   required=("suite", "step", "hosts", "pairs", "sizes", "rows"))
 
 META = Obj({
     "run_id": TEXT, "schema_version": Int(1, SCHEMA_VERSION), "ipcbench_version": TEXT, "git_commit": Null(TEXT),
@@ -101,7 +108,8 @@ META = Obj({
     "hosts": ListOf(TEXT), "ranks": ListOf(RANK), "gpus": MapOf(ListOf(GPU)), "ranks_per_gpu": Int(1),
     "topology": MapOf(TOPOLOGY), "pair_mode": PAIR_MODE, "versions": MapOf(Null(Either((TEXT, Int())))),
     "suites": ListOf(TEXT), "sizes": ListOf(Int(1)), "options": OPTIONS, "slurm_job_id": Null(TEXT),
-    "mps": MapOf(Obj({"gpus": MapOf(BOOL, key=Digits())})), "plan": ListOf(PLAN_STEP), "skipped": ListOf(SKIPPED),
+    "mps": MapOf(Obj({"gpus": MapOf(BOOL, key=Digits())})), "plan": ListOf(PLAN_STEP),
+    "planned_rows": ListOf(PLANNED_STEP), "skipped": ListOf(SKIPPED),
     "time_breakdown_s": MapOf(MapOf(PHASE)), "evidence": EVIDENCE, "wall_s": Num(), "rows": COUNT,
     "failed_rows": COUNT, "suite_wall_s": MapOf(Num()), "selftest": Obj({"anchor_units": COUNT}),
 })
@@ -109,11 +117,20 @@ META = Obj({
 
 # From schema 4 on a field every writer writes is required: a run of schema 4 without it was damaged, not written
 # before the field existed (reading it as unknown let check judge a run without its evidence, its ranks or a GPU's
-# UUID as an older one: tests/test_reading_fuzz.py). What the run writes when it starts, and what it adds once it
-# completes (status "complete": a run that died keeps the first).
+# UUID as an older one: tests/test_reading_fuzz.py). By the schema that made each required: what the run writes when
+# it starts, and what it adds once it completes (status "complete": a run that died keeps the first). Schema 5: the
+# planned rows, and the rows count results.csv is held to (record/agreement.py).
 REQUIRED_SCHEMA = 4
-REQUIRED_AT_START = ("hosts", "ranks", "gpus")  # who ran where: what check's coverage and evidence rules key on
-REQUIRED_COMPLETE = ("evidence",)  # NVML's word on the node before and after: what check's evidence rules judge
+REQUIRED_AT_START = {4: ("hosts", "ranks", "gpus"),  # who ran where: what check's coverage and evidence rules key on
+                     5: ("planned_rows",)}
+REQUIRED_COMPLETE = {4: ("evidence",),  # NVML's word on the node before and after: what check's evidence rules judge
+                     5: ("rows",)}
+
+
+def required(version: int, complete: bool) -> tuple[str, ...]:
+    """The fields a run of schema `version` always has (once complete: those it adds when it completes too)."""
+    return tuple(k for since, keys in sorted(REQUIRED_AT_START.items()) if version >= since for k in keys) + \
+        tuple(k for since, keys in sorted(REQUIRED_COMPLETE.items()) if complete and version >= since for k in keys)
 
 
 def check_meta(raw: Any, path: str | os.PathLike) -> None:
@@ -129,13 +146,13 @@ def check_meta(raw: Any, path: str | os.PathLike) -> None:
 
 
 def check_required(raw: dict) -> None:
-    """FieldError for a field a run of REQUIRED_SCHEMA or later must have (REQUIRED_AT_START, REQUIRED_COMPLETE once
-    complete, and every GPU's uuid): absent there, it was lost, not never written."""
+    """FieldError for a field a run of REQUIRED_SCHEMA or later must have (`required`: REQUIRED_AT_START, and
+    REQUIRED_COMPLETE once complete, of its schema and those before; every GPU's uuid): absent there, it was lost,
+    not never written."""
     version = raw.get("schema_version", 1)
     if not isinstance(version, int) or version < REQUIRED_SCHEMA:
         return
-    keys = REQUIRED_AT_START + (REQUIRED_COMPLETE if raw.get("status") == "complete" else ())
-    for key in keys:
+    for key in required(version, raw.get("status") == "complete"):
         if key not in raw:
             raise FieldError(key, f"absent from a run of schema {version}, whose writer always writes it")
     for host, gpus in raw["gpus"].items():

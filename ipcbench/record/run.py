@@ -5,8 +5,10 @@ check --from`; it imports nothing of the measuring side (tests/test_layering.py)
 
 A run is incomplete when meta.json does not say it completed, when its last line was cut short, or when
 rows of a fleet run's other nodes had to be recovered from <run>/nodes/<host>.csv (they write there as they
-measure and hand their rows to rank 0 only at the end; run/collect.py). Rows of runs written before the
-row facts existed get them derived here, from the catalogue (catalogue/suites.row_facts)
+measure and hand their rows to rank 0 only at the end; run/collect.py). Its rows are held to its record
+(record/agreement.py): rows that disagree with it (a row lost from a complete run, one doubled, one not planned, a
+rows count or ranks that are not the rows') are a ResultsError naming them, as a malformed file is. Rows of runs
+written before the row facts existed get them derived here, from the catalogue (catalogue/suites.row_facts)
 and from meta.json (MPS per GPU, pair mode), never from a note.
 """
 
@@ -19,6 +21,7 @@ from typing import Iterable
 
 from ipcbench.catalogue.suites import row_facts
 from ipcbench.errors import ResultsError, UsageError
+from ipcbench.record.agreement import agree
 from ipcbench.record.meta import Meta, read_meta
 from ipcbench.record.table import Frame, read_lines
 from ipcbench.record.validate import validate
@@ -41,6 +44,8 @@ class Run:
     # every value that cannot be true (above a physical ceiling, negative, NaN, infinite), file:line first;
     # the rows say it in frame["invalid"] and their values are NaN (record/validate.py)
     invalid: list[str] = field(default_factory=list)
+    # what its record cannot check of its rows (a run older than the planned rows: record/agreement.unchecked)
+    unchecked: str = ""
 
     @property
     def remarks(self) -> list[str]:
@@ -73,16 +78,20 @@ def load_run(csv_path: str | os.PathLike, label: str | None = None) -> Run:
     notes += cut
     why = ["its last line was cut short"] if cut else []
     lost: list[str] = []
+    written = len(frame)  # results.csv's own rows, which meta.json's rows counts
     if whole:
         frame, recovered = _recover_node_parts(run_dir, frame, meta, lost)
         notes += recovered
         why += ["rows of other nodes recovered from nodes/"] if recovered else []
         if meta.status not in (None, "complete"):
             why.insert(0, f"meta.json status: {meta.status}")
+    agreed = agree(frame, meta, csv_path, run_dir / META_NAME, bool(why), written)  # an error where they disagree
+    why += [agreed.held] if agreed.held else []
+    notes += agreed.notes
     incomplete = "; ".join(why)
     invalid = [m for m in frame["invalid"] if m]
     return Run(label or (run_dir.name if whole else csv_path.stem), run_dir, csv_path, meta, frame, notes, incomplete,
-               lost, invalid)
+               lost, invalid, agreed.unchecked)
 
 
 def find_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:

@@ -169,6 +169,7 @@ def _run_blocks(run: Run, t: dict) -> list[Block]:
     doc: list[Block] = [Heading(2, f"Run {run.label}", terminal=True), Para(_host_summary(run), terminal=True),
                         Para("**options** " + options_line(run_options(run.meta, run.frame)), terminal=True)]
     doc += [Para(f"Note: {note}.", terminal=True) for note in run.remarks]
+    doc += [Para(f"Note: {run.unchecked}.")] if run.unchecked else []  # what an older run's record cannot check
     doc += evidence_blocks(run.meta.evidence)  # what NVML said of the node before and after (report/evidence_view)
     rs = t["summary"][t["summary"]["run"] == run.label]
     rf = t["flags"][t["flags"]["run"] == run.label] if not t["flags"].empty else t["flags"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ipcbench import __version__
+from ipcbench.catalogue.planned import merged
 from ipcbench.config import RunConfig
 from ipcbench.core.phases import PHASES, process_age_s
 from ipcbench.core import mps, placement, topology
@@ -42,7 +43,7 @@ from ipcbench.run.collect import RowSink
 from ipcbench.run.console import matrices, say
 from ipcbench.run.dryrun import dry_run, estimate_seconds
 from ipcbench.run.outdir import choose_run_dir
-from ipcbench.run.walk import agree_pair_mode, rounds_of, walk
+from ipcbench.run.walk import agree_pair_mode, planned as walk_planned, rounds_of, walk
 from ipcbench.sizes import fmt_size
 
 
@@ -179,7 +180,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         mode = _decide_pair_mode(world, cfg.pairs, gpu_of, topo, cfg.serial_pairs, cfg.quick, cfg.gpu_pairs)
     with PHASES.phase("meta"):
         meta = _gather_meta(world, info, run_dir.name, cfg, topo, mode)
-    _plan_in_meta(meta, steps, mode, gpu_of, mps_meta)
+    _plan_in_meta(world, meta, steps, mode, gpu_of, mps_meta)
     # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
     with PHASES.phase("buffers"):
@@ -201,14 +202,18 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     return s
 
 
-def _plan_in_meta(meta: MetaDraft | None, steps, mode, gpu_of: list[int], mps_meta) -> None:
-    """On world rank 0 (the one holding `meta`): the MPS state, the plan as the cost model sees it
-    (tools/costfit.py costs any command's run from it) and which round measures each row."""
+def _plan_in_meta(world, meta: MetaDraft | None, steps, mode, gpu_of: list[int], mps_meta) -> None:
+    """Into world rank 0's `meta`: the MPS state, the plan as the cost model sees it (tools/costfit.py costs any
+    command's run from it), which round measures each row, and every node's planned rows (gathered from the node
+    leaders: each node plans its own pairs), against which the reader holds results.csv (record/agreement.py)."""
+    mine = walk_planned(steps, mode, gpu_of, world.host) if world.local_rank == 0 else []
+    every = world.world_gather(mine, "the planned rows of every node")
     if meta is None:
         return
     meta.mps = mps_meta
     meta.plan = [p.as_dict() for p in costmodel.plan_steps(steps, mode, len(set(gpu_of)))]
     meta.pair_mode = {**(meta.pair_mode or {}), "rounds": rounds_of(steps, mode)}
+    meta.planned_rows = merged([p for node in every for p in node])
 
 
 def _begin(cfg, plan, example: str, tail):

@@ -9,9 +9,12 @@ from __future__ import annotations
 import sys
 import time
 
+from ipcbench.catalogue.pairing import ROUND_KINDS
+from ipcbench.catalogue.planned import PlannedStep
 from ipcbench.core.phases import PHASES
 from ipcbench.core.rows import join_note, state_noise
 from ipcbench.core.schedule import Group, ModeError, decide_mode, gpu_rounds, pair_rounds, permutation_rounds
+from ipcbench.core.world import ordered_pairs
 from ipcbench.errors import UsageError
 from ipcbench.record.meta import Skipped
 from ipcbench.run.console import Progress, say
@@ -68,12 +71,26 @@ def groups_of(step, mode) -> list[Group]:
     return groups
 
 
+def planned(steps, mode, gpu_of: list[int], host: str) -> list[PlannedStep]:
+    """What this node's walk writes (meta.json's planned_rows, catalogue/planned.py): each step's rows
+    (Step.writes) for each pair the walk measures (pairs_of; every ordered pair of the node for an all-ranks step,
+    whose every rank writes a row to each peer; no pair of ranks sharing a GPU for a cross-GPU step) at each of its
+    sizes."""
+    out = []
+    for s in steps:
+        pairs = ordered_pairs(len(gpu_of)) if s.all_ranks else pairs_of(s, mode)
+        if s.cross_gpu:
+            pairs = [(a, b) for a, b in pairs if gpu_of[a] != gpu_of[b]]
+        out.append(PlannedStep(s.suite, s.label, (host,), tuple(pairs), tuple(s.sizes), tuple(s.writes)))
+    return out
+
+
 def rounds_of(steps, mode) -> dict[str, list[dict]]:
     """What meta.json's pair_mode.rounds records: for every step walked in rounds (suite/label), each round's kind,
     flows (node-local ranks) and sizes, so that every row's round is known (its pair and size)."""
     out = {}
     for s in steps:
-        rounds = [g.as_dict() for g in groups_of(s, mode) if g.kind in ("disjoint", "permutation")]
+        rounds = [g.as_dict() for g in groups_of(s, mode) if g.kind in ROUND_KINDS]
         if rounds:
             out[f"{s.suite}/{s.label}"] = rounds
     return out
@@ -87,7 +104,7 @@ def guarded(steps, mode) -> dict[int, list[Group]]:
     out: dict[int, list[Group]] = {}
     seen: set[tuple[str, str]] = set()
     for i, s in enumerate(steps):
-        for kind in ("disjoint", "permutation"):
+        for kind in ROUND_KINDS:
             rounds = [g for g in groups_of(s, mode) if g.kind == kind]
             key = (s.engine or s.label, kind)
             if rounds and key not in seen:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.catalogue.suites import ORDER
 from ipcbench.config import TOPOLOGIES, RunConfig
 from ipcbench.core.methods import METHODS
@@ -94,7 +95,8 @@ def make_steps(names: list[str], sizes: list[int], cross: str):
                 if d in m.directions:
                     suite = plan.suite_of(name)
                     out.append(Step(suite, f"{name} {d}", same + across, list(sizes), pair_runner(suite, name, d),
-                                    needs=(m.buffers, *m.gpu_needs), engine=m.engine, rounds_ok=True))
+                                    needs=(m.buffers, *m.gpu_needs), engine=m.engine, rounds_ok=True,
+                                    writes=(RowShape(name, d),)))
         return out
 
     return steps

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.core.methods import StreamBatch, per_segment
 from ipcbench.core.pair import sample_seconds
 from ipcbench.core.rows import make_row
@@ -271,7 +272,8 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
         return lambda ctx, sizes: measure_alltoall(ctx, name, sizes)
 
     return [Step("alltoall", f"{SCHEDULES[name].engine} all-to-all", [], big, runner(name), all_ranks=True,
-                 needs=NEEDS[name], cost=float(n), engine=SCHEDULES[name].engine) for name in SCHEDULES]
+                 needs=NEEDS[name], cost=float(n), engine=SCHEDULES[name].engine, writes=(RowShape(name, "push"),))
+            for name in SCHEDULES]
 
 
 SUITE = SuiteSpec("alltoall", "every rank sends to every other at once: the copy engine in shifted steps, one SM "

@@ -46,13 +46,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ipcbench.catalogue.planned import RowShape
+from ipcbench.catalogue.suites import HANDLE_CALLS
 from ipcbench.core.rows import make_row
 from ipcbench.core.stats import seed_for
 from ipcbench.core.world import ordered_pairs
 from ipcbench.errors import ShareError
-from ipcbench.suites.handles_core import measure_core_handles
-from ipcbench.suites.handles_pool import measure_pool_handles
-from ipcbench.suites.handles_vmm import measure_vmm_handles
+from ipcbench.suites.handles_core import CORE_COSTS, measure_core_handles
+from ipcbench.suites.handles_pool import POOL_COSTS, measure_pool_handles
+from ipcbench.suites.handles_vmm import VMM_COSTS, measure_vmm_handles
 from ipcbench.suites.registry import Step, SuiteSpec
 
 # CUDA and MPI are imported in the functions that measure: plans and the report import this (suites/registry.py).
@@ -61,6 +63,13 @@ MIN_SAMPLES = 5  # host-timed API calls: the first repetitions pay cold-start co
 TAG_HANDLE, TAG_ACK, TAG_ERR, TAG_QUERIED = 21, 22, 23, 24
 CHILD_TIMEOUT_S = 120.0
 EXITED_OWNERS = "handles_exited_owners"  # ctx.state: {src: (handle, why)} of the children start_exited_owners ran
+# The rows each step writes per pair and size (registry.Step.writes): the memory handles' per size class (a repeated
+# open the driver refuses has no row), the event handles' (no buffer: size 0), the error paths' (each probe once)
+MEM_ROWS = (RowShape("ipc_get_mem_handle", "op"), RowShape("ipc_open_mem_handle_first", "op"),
+            RowShape("ipc_open_mem_handle_repeat", "op", unless="the driver refused every repeated open of a handle"),
+            RowShape("ipc_close_mem_handle", "op"))
+EVENT_ROWS = (RowShape("ipc_get_event_handle", "op"), RowShape("ipc_open_event_handle", "op"))
+ERROR_ROWS = tuple(RowShape(m, "op", bytes=0) for m in HANDLE_CALLS["legacy"] if m.startswith("err_"))
 
 
 # ---- planning (pure) ---------------------------------------------------------------------------
@@ -218,9 +227,8 @@ def _mem_handle_rows(ctx, src: int, dst: int, nbytes: int, n: int, get_us: list[
     return [make_row(ctx, suite="handles", method=method, direction="op", src=src, dst=dst, nbytes=nbytes, per_us=vals,
                      iterations=1, moved=None, checks=opened.checks, mismatches=opened.bad, note=note, kind="op",
                      required=n)
-            for method, vals in (("ipc_get_mem_handle", get_us), ("ipc_open_mem_handle_first", opened.first_us),
-                                 ("ipc_open_mem_handle_repeat", opened.repeat_us),
-                                 ("ipc_close_mem_handle", opened.close_us))
+            for method, vals in zip((shape.method for shape in MEM_ROWS),
+                                    (get_us, opened.first_us, opened.repeat_us, opened.close_us))
             if vals]
 
 
@@ -258,7 +266,7 @@ def measure_event_handles(ctx, src: int, dst: int, sizes: list[int]):
     note = "checked: not complete while the exporter's stream was held, complete after it ran"
     return [make_row(ctx, suite="handles", method=method, direction="op", src=src, dst=dst, nbytes=0, per_us=vals,
                      iterations=1, moved=None, checks=checks, mismatches=bad, note=note, kind="op", required=n)
-            for method, vals in (("ipc_get_event_handle", get_us), ("ipc_open_event_handle", open_us))]
+            for method, vals in zip((shape.method for shape in EVENT_ROWS), (get_us, open_us))]
 
 
 @dataclass
@@ -493,16 +501,21 @@ def _probe_own_handle_and_host_pointers(ctx, ipc, nbytes: int) -> list:
 def steps(n: int, sizes: list[int]) -> list[Step]:
     pairs = ordered_pairs(n)
     classes = size_classes(sizes)
-    out = [Step("handles", "memory handles", pairs, classes, measure_mem_handles, needs=(), cost=1.0),
-           Step("handles", "event handles", pairs, [0], measure_event_handles, needs=(), cost=1.0),
-           Step("handles", "pool handles", pairs, classes, measure_pool_handles, needs=(), cost=1.5),
-           Step("handles", "cuda.core handles", pairs, classes, measure_core_handles, needs=(), cost=1.5),
-           Step("handles", "vmm handles", pairs, classes, measure_vmm_handles, needs=(), cost=1.5)]
+    out = [Step("handles", "memory handles", pairs, classes, measure_mem_handles, needs=(), cost=1.0,
+                writes=MEM_ROWS),
+           Step("handles", "event handles", pairs, [0], measure_event_handles, needs=(), cost=1.0,
+                writes=EVENT_ROWS),
+           Step("handles", "pool handles", pairs, classes, measure_pool_handles, needs=(), cost=1.5,
+                writes=POOL_COSTS.writes),
+           Step("handles", "cuda.core handles", pairs, classes, measure_core_handles, needs=(), cost=1.5,
+                writes=CORE_COSTS.writes),
+           Step("handles", "vmm handles", pairs, classes, measure_vmm_handles, needs=(), cost=1.5,
+                writes=VMM_COSTS.writes)]
     ep = error_pairs(n)
     if ep:
         # cost 2: its child process runs at the setup (start_exited_owners), no longer inside the step (40 before)
         out.append(Step("handles", "error paths", ep, [2 << 20], measure_errors, needs=(), cost=2.0,
-                        prelude=start_exited_owners))
+                        prelude=start_exited_owners, writes=ERROR_ROWS))
     return out
 
 

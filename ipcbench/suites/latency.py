@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.core.methods import METHODS
 from ipcbench.core.pair import measure_pair
 from ipcbench.core.rows import join_note, make_row
@@ -215,7 +216,8 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
 
         return Step("latency", f"{method} one-way", ordered_pairs(n), LAT_SIZES, run, needs=("legacy",),
                     rounds_ok=True, quick_sizes=QUICK_LAT_SIZES, engine=METHODS[method].engine,
-                    run_round=round_runner("latency", method, direction, **labels))
+                    run_round=round_runner("latency", method, direction, **labels),
+                    writes=(RowShape(method, "oneway"),))
 
     def staged(method):
         def run(ctx, src, dst, sizes):
@@ -223,15 +225,16 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
                                 kind="latency", note="push: time per message")
 
         return Step("latency", f"{method} one-way", ordered_pairs(n), LAT_SIZES, run, cost=1.5,
-                    quick_sizes=QUICK_LAT_SIZES)
+                    quick_sizes=QUICK_LAT_SIZES, writes=(RowShape(method, "oneway"),))
 
-    def pingpong(fn, label):
+    def pingpong(fn, label, row: RowShape):
         return Step("latency", label, unordered_pairs(n), [4], lambda ctx, s, d, sz: fn(ctx, s, d, sz),
-                    needs=("legacy",), cost=3.0)
+                    needs=("legacy",), cost=3.0, writes=(row,))
 
     return [oneway("ce", "push"), oneway("sm_write", "push"), oneway("sm_read", "pull"),
-            staged("shm_staged"), staged("mpi_staged"), pingpong(sm_pingpong, "sm pingpong"),
-            pingpong(event_pingpong, "event pingpong")]
+            staged("shm_staged"), staged("mpi_staged"),
+            pingpong(sm_pingpong, "sm pingpong", RowShape("sm_pingpong", "oneway")),
+            pingpong(event_pingpong, "event pingpong", RowShape("event_pingpong", "oneway", bytes=0))]
 
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.core.methods import METHODS
 from ipcbench.core.pair import END_TAG, batch_maker, lockstep_timed, measure_pair, measurement_label, open_together
 from ipcbench.core.rows import join_note, make_row
@@ -124,13 +125,16 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     def sweep(direction, latency=False):
         return lambda ctx, src, dst, sz: measure(ctx, direction, src, dst, sz, latency)
 
+    # cross_gpu=True: a pair of ranks sharing a GPU writes no row (the function cross_gpu above), so none is planned
     return [Step("nccl", "nccl push", ordered_pairs(n), sizes, sweep("push"), needs=NEEDS, rounds_ok=True,
-                 engine="nccl"),
+                 engine="nccl", writes=(RowShape("nccl", "push"),), cross_gpu=True),
             Step("nccl", "nccl bidir", unordered_pairs(n), sizes, sweep("bidir"), needs=NEEDS, cost=2.0,
-                 rounds_ok=True, engine="nccl"),
+                 rounds_ok=True, engine="nccl", writes=(RowShape("nccl", "bidir"),), cross_gpu=True),
             Step("nccl", "nccl one-way", ordered_pairs(n), LAT_SIZES, sweep("push", latency=True), needs=NEEDS,
-                 rounds_ok=True, quick_sizes=QUICK_LAT_SIZES, engine="nccl"),
-            Step("nccl", "nccl pingpong", unordered_pairs(n), [PINGPONG_BYTES], pingpong, needs=NEEDS, cost=3.0)]
+                 rounds_ok=True, quick_sizes=QUICK_LAT_SIZES, engine="nccl", writes=(RowShape("nccl", "oneway"),),
+                 cross_gpu=True),
+            Step("nccl", "nccl pingpong", unordered_pairs(n), [PINGPONG_BYTES], pingpong, needs=NEEDS, cost=3.0,
+                 writes=(RowShape("nccl_pingpong", "oneway"),), cross_gpu=True)]
 
 
 

@@ -40,6 +40,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.catalogue.suites import PIPELINE_DEPTHS
 from ipcbench.core.rows import join_note, make_row
 from ipcbench.core.sampler import take_samples
@@ -266,18 +267,25 @@ def _ring_rows(ctx, producer: int, consumer: int, depth: int, chunk: int, n: int
     extra = _same_gpu_note(ctx, producer, consumer, n)
     note = join_note(f"ring={depth} chunk={chunk} chunks={n} lanes={lanes} p50_us={ls['p50']:.2f} "
                      f"p99_us={ls['p99']:.2f}", extra)
-    row = make_row(ctx, suite="pipeline", method=f"ring_d{depth}", direction="push", src=producer, dst=consumer,
+    shape, lat_shape = ring_rows(depth)
+    row = make_row(ctx, suite="pipeline", method=shape.method, direction=shape.direction, src=producer, dst=consumer,
                    nbytes=chunk, per_us=got.per_transfer_us, iterations=n, moved=chunk, checks=got.checks,
                    mismatches=got.mismatches, note=note)
     lat_note = join_note(f"ring={depth} chunk={chunk} p50_us={ls['p50']:.2f} p99_us={ls['p99']:.2f}; write "
                          f"start -> release seen, producer's clock; median/min/max over every chunk, "
                          f"samples_us = each sample's p50", extra)
-    lat_row = make_row(ctx, suite="pipeline", method=f"ring_d{depth}_latency", direction="oneway", src=producer,
+    lat_row = make_row(ctx, suite="pipeline", method=lat_shape.method, direction=lat_shape.direction, src=producer,
                        dst=consumer, nbytes=chunk, per_us=lat_us, iterations=n, moved=None, checks=got.checks,
                        mismatches=got.mismatches, note=lat_note, kind="latency", required=len(got.per_transfer_us),
                        samples_us=sample_p50)
     lat_row.samples = len(got.per_transfer_us)
     return [row, lat_row]
+
+
+def ring_rows(depth: int) -> tuple[RowShape, RowShape]:
+    """The producer's two rows of each chunk size at `depth` (_ring_rows): the ring's bandwidth, each chunk's
+    latency."""
+    return RowShape(f"ring_d{depth}", "push"), RowShape(f"ring_d{depth}_latency", "oneway")
 
 
 def steps(n: int, sizes: list[int]) -> list[Step]:
@@ -287,7 +295,7 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
             return measure_ring(ctx, src, dst, depth, chunk_list)
 
         out.append(Step("pipeline", f"ring depth {depth}", ordered_pairs(n), chunks, run,
-                        needs=("legacy",), cost=1.6))
+                        needs=("legacy",), cost=1.6, writes=ring_rows(depth)))
     return out
 
 

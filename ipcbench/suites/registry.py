@@ -13,6 +13,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.catalogue.suites import ORDER, ROWS, row_facts
 from ipcbench.results import RowFacts
 
@@ -60,6 +61,11 @@ class Step:
     # A one-way step of a one-sided engine: run_round(ctx, flows, sizes) measures a permutation round's flows at once
     # (core/round.measure_round), every rank of the node calling it; None: never in permutation rounds.
     run_round: Callable | None = None
+    # The rows it writes for each pair at each size (catalogue/planned.RowShape): what meta.json's planned_rows
+    # records for it (run/walk.planned), and what the reader holds results.csv to (record/agreement.py).
+    writes: tuple[RowShape, ...] = ()
+    # Its pairs of ranks sharing a GPU write no row (NCCL refuses two ranks of one GPU): they are not planned.
+    cross_gpu: bool = False
 
     @property
     def serial(self) -> bool:

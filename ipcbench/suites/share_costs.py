@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.core.rows import make_row
 from ipcbench.core.stats import seed_for
 from ipcbench.errors import ShareError
@@ -100,6 +101,13 @@ class ShareCosts:
     note: Callable[[Any, int], str]  # note(ctx, nbytes): the rows' note
     open: Callable[[Any], Any] = lambda ctx: None
     close: Callable[[Any], None] = lambda state: None
+
+    @property
+    def writes(self) -> tuple[RowShape, ...]:
+        """The step's rows per pair and size class (registry.Step.writes): the exporter's, then the importer's, all
+        of them or none (measure_share_costs writes none where a GPU of the pair cannot share this way)."""
+        unless = f"a GPU of the pair cannot share memory this way ({self.label}: its suite says why it skips)"
+        return tuple(RowShape(m, "op", unless=unless) for m in self.exporter_rows + self.importer_rows)
 
 
 def _pair_comm(world, src: int, dst: int):
@@ -206,7 +214,7 @@ def measure_share_costs(ctx, spec: ShareCosts, src: int, dst: int, sizes: list[i
                 imp_t, imp_bad, imp_checks = theirs
                 note = spec.note(ctx, nbytes)
                 # Each repetition was checked through what the importer imported: every step carries the check.
-                for method in spec.exporter_rows + spec.importer_rows:
+                for method in (shape.method for shape in spec.writes):
                     vals = t[method] if method in t else imp_t[method]
                     rows.append(make_row(ctx, suite="handles", method=method, direction="op", src=src, dst=dst,
                                          nbytes=nbytes, per_us=vals, iterations=1, moved=None, checks=imp_checks,

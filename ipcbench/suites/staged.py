@@ -9,6 +9,7 @@ sample, label), poison the destination and verify it after every sample, like co
 
 from __future__ import annotations
 
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.catalogue.suites import STAGED as STAGED_FACTS
 from ipcbench.core.pair import measurement_label
 from ipcbench.core.rows import join_note, make_row
@@ -128,8 +129,9 @@ def steps(n: int, sizes: list[int]) -> list[Step]:
     def mpi(ctx, src, dst, sizes):
         return sweep_staged(ctx, "mpi_staged", src, dst, sizes)
 
-    return [Step("staged", "shm_staged push", pairs, sizes, shm, cost=1.5, min_sample_s=STAGED_MIN_SAMPLE_S),
-            Step("staged", "mpi_staged push", pairs, sizes, mpi, cost=2.5)]
+    return [Step("staged", "shm_staged push", pairs, sizes, shm, cost=1.5, min_sample_s=STAGED_MIN_SAMPLE_S,
+                 writes=(RowShape("shm_staged", "push"),)),
+            Step("staged", "mpi_staged push", pairs, sizes, mpi, cost=2.5, writes=(RowShape("mpi_staged", "push"),))]
 
 
 # shm_staged's time is a hand-off between the two processes' flag kernels; mpi_staged's the host clock's

@@ -5,6 +5,7 @@ memory shared other than by legacy IPC is a twin step (registry.Step.twin)."""
 from __future__ import annotations
 
 from ipcbench.catalogue.methods import facts_of, method_facts, suite_of
+from ipcbench.catalogue.planned import RowShape
 from ipcbench.core.methods import METHODS
 from ipcbench.core.pair import measure_pair
 from ipcbench.core.round import measure_round
@@ -23,7 +24,8 @@ def method_steps(suite: str, method_names: list[str], n: int, sizes: list[int]) 
             pairs = unordered_pairs(n) if d == "bidir" else ordered_pairs(n)
             steps.append(Step(suite, f"{name} {d}", pairs, sizes, pair_runner(suite, name, d),
                               needs=(m.buffers, *m.gpu_needs), cost=2.0 if d == "bidir" else 1.0, rounds_ok=True,
-                              twin=m.buffers != "legacy", engine=m.engine, run_round=round_runner(suite, name, d)))
+                              twin=m.buffers != "legacy", engine=m.engine, run_round=round_runner(suite, name, d),
+                              writes=(RowShape(name, d),)))
     return steps
 
 
