@@ -35,9 +35,9 @@ def test_a_run_cut_short_is_reported_with_exit_0_as_the_readme_says(tmp_path, ca
     (run / "results.csv").write_text(text[: text.rindex("\n", 0, len(text) - 1) + 40])  # the last line cut short
     assert main(["report", str(tmp_path / "runs"), "--no-figures", "--quiet"]) == 0
     assert "last line cut short" in capsys.readouterr().err
-    assert ("a run cut short (a killed writer's last line) is reported with the rows before the cut, said incomplete "
-            "(exit 0)") in flat(README)
-    assert "is reported with the rows before that line" in flat(DOCS["report.md"])
+    assert ("a run that did not complete (a killed writer's last line, a fleet's recovered parts) is reported with its "
+            "rows and said incomplete (exit 0)") in flat(README)
+    assert "is not skipped: it is reported with the rows it holds" in flat(DOCS["report.md"])
 
 
 def test_min_time_says_the_same_default_in_the_readme_help_and_config():
