@@ -27,7 +27,9 @@ What it found on one H200, two ranks (2026-11-29, tests/data/contexts-h200x1-112
   buffers for the copy engine;
 - per-context levels spread (relative standard deviation over the new contexts) 4.6-5.4% for a 4 KiB copy-engine
   copy (two modes, 1.58-1.63 or 1.75-1.81 us), 2.7-3.9% at 64 KiB and 1 MiB, 2.6-3.9% for a 4 KiB SM copy,
-  2.0-2.6% at 64 KiB and 1 MiB.
+  2.0-2.6% at 64 KiB and 1 MiB;
+- green contexts over every SM (--green) cost 1.6 ms and 10 MiB each, reach every buffer, launch CuPy's kernels, time
+  the copy engine from primary-context memory at its rate, and spread 2.5-4.5% as contexts do.
 """
 
 from __future__ import annotations

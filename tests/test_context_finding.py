@@ -85,3 +85,31 @@ def test_contexts_a_five_percent_gate_would_need(recs):
     sm = [need(_sd(r, "sm", "legacy", n)) for r in recs.values() for n in (65536, 1 << 20)
           if ("sm", "legacy", n, 256) in _bench().context_values(r)]
     assert 7 <= min(sm) and max(sm) <= 12, sm
+
+
+@pytest.fixture(scope="module")
+def green():
+    return [json.loads(p.read_text().splitlines()[0]) for p in sorted(DATA.glob("green12.rank*"))]
+
+
+def test_green_contexts_cost_milliseconds_and_megabytes(green):
+    assert len(green) == 2
+    for rec in green:
+        assert rec["cost"]["green"] and rec["contexts"] == 12
+        assert rec["cost"]["contexts_s"] / rec["contexts"] < 0.005  # against 0.26-0.33 s for cuCtxCreate's
+        assert rec["cost"]["mib_per_context"] <= 16  # against about 1 GiB
+
+
+def test_green_contexts_reach_every_buffer_and_run_cupys_kernels(green):
+    for rec in green:
+        assert set(rec["access"].values()) == {"ok"}, rec["access"]  # CuPy's primary-context module too
+        assert not [x for x in rec["levels"] if "error" in x]
+
+
+def test_green_contexts_time_the_copy_engine_at_its_rate_and_spread_as_contexts_do(green):
+    values = _bench().context_values
+    for rec in green:
+        for (engine, kind, nbytes, count), v in values(rec).items():
+            assert 0.95 <= statistics.mean(v[1:]) / v[0] <= 1.2, (engine, kind, nbytes, count)  # no 5x path
+            sd = statistics.stdev(v[1:]) / statistics.mean(v[1:])
+            assert 0.024 <= sd <= 0.046, (engine, kind, nbytes, count, sd)
