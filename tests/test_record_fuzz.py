@@ -34,10 +34,11 @@ RECORDED = sorted(p.parent for d in ("results", "tests/data") for p in (ROOT / d
                   if (p.parent / "results.csv").is_file())
 # one run of each kind: --quick of 8 ranks on 4 GPUs (schema 4: permutation rounds, each step's rounds, the
 # concurrency guard's checks, skipped steps), a check with evidence (clock events), a selftest on one GPU, --quick of
-# 4 ranks on 2 GPUs (rank pairs), a full run, an old run (no schema_version, evidence, plan), MPS on one GPU
+# 4 ranks on 2 GPUs (rank pairs), a full run, an old run (no schema_version, evidence, plan), MPS on one GPU, and a
+# check of schema 5 on one GPU (the rows it planned)
 SUBSET = ["results/h200x4-np8-quick", "results/h200x2-check-1", "tests/data/results-1126/h100x1-selftest-1",
           "tests/data/results-1126/h200x2-np4-quick", "tests/data/results-1126/h100x1-all-1",
-          "tests/data/h200x2/20261123-090753-vm", "tests/data/onegpu/h100-mps"]
+          "tests/data/h200x2/20261123-090753-vm", "tests/data/onegpu/h100-mps", "results/h200x1-check-1"]
 RUNS = RECORDED if os.environ.get("IPCBENCH_FUZZ_FULL") else [ROOT / r for r in SUBSET]
 # objects whose keys are names (hosts, GPU indices, ranks, suites, libraries, counters), not fields
 MAPS = ("gpus", "topology", "pair_mode.rounds", "mps", "mps.*.gpus", "pair_mode.per_host", "versions", "suite_wall_s",
@@ -189,28 +190,30 @@ def mutated(meta: dict, path: tuple, new: Any) -> str:
 
 def related(field: str, path: str) -> bool:
     """The error names the mutated field, a field above it (an entry that lacks it) or below it, or a field it is
-    counted against (hosts, ranks, GPUs per host, ranks per GPU)."""
+    counted against (hosts, ranks, GPUs per host, ranks per GPU, and the planned rows' pairs, which name ranks)."""
     def within(a: str, b: str) -> bool:
         return a == b or a.startswith(b + ".") or a.startswith(b + "[")
 
-    counted = ("hosts", "ranks", "gpus", "ranks_per_gpu")
+    counted = ("hosts", "ranks", "gpus", "ranks_per_gpu", "planned_rows")
     return within(path, field) or within(field, path) or (any(within(path, c) for c in counted)
                                                           and any(within(field, c) for c in counted))
 
 
 @pytest.fixture(scope="module")
 def copies(tmp_path_factory) -> dict[Path, Path]:
-    """Each fuzzed run copied with its results.csv cut to its header and first rows (the meta.json cases read the
-    same rows; the CSV cases cut the last of them)."""
+    """Each fuzzed run copied with its results.csv cut to its header and first rows, or whole where it records the
+    rows it planned (the meta.json cases read the same rows; the CSV cases cut the last of them)."""
     out = {}
     for run in RUNS:
         dst = tmp_path_factory.mktemp("fuzz") / run.name
         dst.mkdir()
         lines = (run / "results.csv").read_text().splitlines(keepends=True)
-        (dst / "results.csv").write_text("".join(lines[:4]))
         meta = json.loads((run / META_NAME).read_text())
-        if "rows" in meta:  # the rows kept: a complete run is held to its count (record/agreement.py)
-            meta["rows"] = 3
+        if "planned_rows" not in meta:  # a run of schema 5 keeps every row it planned (record/agreement.py)
+            lines = lines[:4]
+            if "rows" in meta:  # the rows kept: a complete run is held to its count
+                meta["rows"] = 3
+        (dst / "results.csv").write_text("".join(lines))
         (dst / META_NAME).write_text(json.dumps(meta))
         out[run] = dst
     return out
