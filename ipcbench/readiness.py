@@ -117,9 +117,11 @@ def dev_shm_item(shm_dir: str = SHM_DIR, env: dict | None = None, usage=shutil.d
 EVENT_FILES = ("the CUDA driver's files for interprocess event handles (cudaIpcGetEventHandle), which neither "
                "destroying the event nor the process's end removes")
 SHOWN_FILES = 4  # named in the line; every one in the facts (`ipcbench info --json`)
-# Removes each cuda.shm file whose pid (hex, second to last field) has no /proc entry: the rule of stale()
-REMOVE_ENDED = ('bash -c \'for f in {dir}/cuda.shm.*; do p=${{f%.*}}; p=$((16#${{p##*.}})); [ -e /proc/$p ] || '
-                'rm -f "$f"; done\'')
+# Removes each cuda.shm file named as the driver names them (ipc/event_files.NAME: the pid in hex, second to last)
+# whose pid is above 0 and has no /proc entry: the rule of stale(); any other name is left alone
+REMOVE_ENDED = ('bash -c \'for f in {dir}/cuda.shm.*; do n=${{f##*/}}; '
+                '[[ $n =~ ^cuda\\.shm\\.([0-9a-fA-F]+\\.)?([0-9a-fA-F]+)\\.[0-9a-fA-F]+$ ]] || continue; '
+                'p=$((16#${{BASH_REMATCH[2]}})); [ "$p" -gt 0 ] && [ ! -e /proc/$p ] && rm -f -- "$f"; done\'')
 
 
 def _kib(n: int) -> str:

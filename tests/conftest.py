@@ -252,13 +252,35 @@ def gpu_count() -> int:
         return 0
 
 
+# A test kept only for `-m slow` (the whole of an exhaustive set) and the test of the same module that runs its sample
+# by default: every slow test has a sibling that can still fail in the README's plain `python -m pytest`.
+SLOW_ONLY = {"tests/test_rows_fuzz.py::test_every_damaged_run_is_refused_or_read_for_what_it_is":
+             "test_a_sample_of_damaged_runs_is_refused_or_read_for_what_it_is"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m 'not slow'` deselects: every item of a test is seen
 def pytest_collection_modifyitems(config, items):
+    _every_slow_test_keeps_a_sample(items)
     if gpu_count() > 0:
         return
     skip = pytest.mark.skip(reason="no CUDA GPU on this machine")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _every_slow_test_keeps_a_sample(items) -> None:
+    """A usage error where a test's every item is slow (conftest.sampled kept none by default) and SLOW_ONLY names no
+    sibling of it that runs by default: an exhaustive set moved to `slow` must leave a sample behind."""
+    fast, slow = set(), set()
+    for item in items:
+        name = item.nodeid.split("[")[0]
+        (slow if item.get_closest_marker("slow") else fast).add(name)
+    for name in sorted(slow - fast):
+        sibling = SLOW_ONLY.get(name)
+        if sibling is None or f"{name.split('::')[0]}::{sibling}" not in fast:
+            raise pytest.UsageError(f"{name}: every item is slow, and no test of its module samples it by default "
+                                    "(tests/conftest.py SLOW_ONLY)")
 
 
 def mpiexec_or_skip() -> str:

@@ -287,7 +287,8 @@ def with_planned_rows(run_dir: Path, skipped: list[dict] | None = None) -> Path:
     """Make a run one of schema 5: its meta.json records the rows its results.csv holds as what it planned
     (planned_rows, derived here from the rows: per suite, method and direction, the pairs that share their sizes),
     its rows count and status complete; `skipped` steps (meta.json's form) are planned too, and recorded as skipped.
-    The runs under results/ predate the record; a run carrying it lets the reader's checks be tested end to end."""
+    Most runs under results/ and tests/data predate the record; a run carrying it lets the reader's checks be
+    tested end to end."""
     import json
 
     from ipcbench.catalogue.suites import ROWS

@@ -91,3 +91,37 @@ def test_a_run_without_meta_json_is_named_as_such_by_check(tmp_path):
     v = judge.judge(load(run), expect.defaults(), list(judge.METHODS_JUDGED))
     assert v.exit_code == 2 and v.reason() == "cannot judge: GPU 0 -> GPU 1: link unknown (no meta.json) (+1 more)"
     assert all("no meta.json beside its results.csv" in c.reason for c in v.checks if c.source == "coverage")
+
+
+def _kernel_rows(r) -> bool:
+    return r["suite"] == "kernel"
+
+
+def test_a_new_without_meta_json_that_lost_a_suite_has_it_missing(runs, tmp_path):
+    """A NEW with no meta.json recorded no plan and no sizes: it planned every row, so the kernel suite it lost is 204
+    rows missing (a review found them left out as sizes NEW never planned: no regression, exit 0)."""
+    from test_check import copy_run
+
+    new = copy_run(RESULTS / "h200x2-all-2", tmp_path / "new", drop=_kernel_rows)
+    (new / "meta.json").unlink()
+    c = compare([runs["h200x2-all-1"]], load(new / "results.csv"))
+    missing = c.table[c.table["verdict"] == RowVerdict.MISSING]
+    assert len(missing) == 204 and set(missing["suite"]) == {"kernel"} and c.exit_code == 1
+    assert not warnings_of(c, "never planned")
+
+
+def test_a_suite_a_new_never_ran_stays_missing(runs, tmp_path):
+    """NEW's meta.json plans no kernel step (a run of the other suites): its kernel rows are missing, not sizes it
+    never planned: a suite left out is no size left out."""
+    import json
+
+    from test_check import copy_run
+
+    new = copy_run(RESULTS / "h200x2-all-2", tmp_path / "new", drop=_kernel_rows)
+    meta = json.loads((new / "meta.json").read_text())
+    meta["plan"] = [s for s in meta["plan"] if s["suite"] != "kernel"]
+    meta["suites"] = [s for s in meta["suites"] if s != "kernel"]
+    (new / "meta.json").write_text(json.dumps(meta))
+    c = compare([runs["h200x2-all-1"]], load(new))
+    missing = c.table[c.table["verdict"] == RowVerdict.MISSING]
+    assert len(missing) == 204 and set(missing["suite"]) == {"kernel"} and c.exit_code == 1

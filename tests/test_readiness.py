@@ -150,9 +150,28 @@ def test_many_event_files_are_removed_by_a_rule_not_a_list(tmp_path):
     item = readiness.event_files_item(shm, proc=fake_proc(tmp_path))  # pids no machine has: ended
     assert item.ok is False and item.facts["count"] == 6 and item.facts["bytes"] == 480 * KiB
     assert item.value.endswith("(pid 2147483395) and 2 more")
-    assert item.consequence.endswith(
-        f"remove them with: bash -c 'for f in {shm}/cuda.shm.*; do p=${{f%.*}}; p=$((16#${{p##*.}})); "
-        f"[ -e /proc/$p ] || rm -f \"$f\"; done'")
+    assert item.consequence.endswith("remove them with: " + readiness.REMOVE_ENDED.format(dir=shm))
+
+
+def test_the_removal_command_follows_the_rule_that_names_the_files(tmp_path):
+    """The command info prints removes exactly the files stale() calls ended (ipc/event_files.NAME, pid above 0, no
+    process): never a file of pid 0, a name of another shape or a running process's, and it stops at none of them."""
+    import shutil
+    import subprocess
+
+    from ipcbench.ipc import event_files
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    ended = [0x7FFFFF00, 0x7FFFFF01]
+    names = [f"cuda.shm.0.{ended[0]:x}.1", f"cuda.shm.{ended[1]:x}.2", "cuda.shm.0.0.1", "cuda.shm.0.zz.1",
+             f"cuda.shm.0.{os.getpid():x}.1", "cuda.shm.0.7ffffff0.1.extra", "ipcbench-staged-x"]
+    shm = fake_shm(tmp_path, {n: 1 for n in names})
+    want = sorted(n for n in names if n not in {f.name for f in event_files.stale(shm)})
+    p = subprocess.run(["bash", "-c", readiness.REMOVE_ENDED.format(dir=shm).removeprefix("bash -c ")[1:-1]],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode in (0, 1) and p.stderr == "", p.stderr  # the loop's last test may be false: no error said
+    assert sorted(os.listdir(shm)) == want == sorted(names[2:])
 
 
 def test_no_event_files_left_is_ok(tmp_path):

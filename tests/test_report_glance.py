@@ -123,3 +123,18 @@ def test_noisy_rows_of_a_recorded_run_are_those_whose_own_noise_passes_the_floor
     _, facts = glance(ROOT / "tests" / "data" / "results-1126" / "h200x2-all-1")
     assert ("info", "**4 noisy rows** (handles 4): their samples spread more than their kind moves between runs; "
                     "quote them with their noise.") in facts["lines"]
+
+
+def test_a_run_that_stopped_never_says_a_suite_wrote_nothing(tmp_path):
+    """A run cut short half way (a killed writer): its headline must not state as facts of the node what the run
+    never reached ("no host-staged rows", "the nccl suite wrote none"): it says the run stopped before them."""
+    import shutil
+
+    run = tmp_path / "cut"
+    shutil.copytree(ROOT / "results" / "h200x2-all-1", run)
+    text = (run / "results.csv").read_text()
+    (run / "results.csv").write_text(text[: text.index("\n", len(text) // 2) + 30])  # half, its last line cut
+    lines, facts = glance(run)
+    said = " ".join(lines)
+    assert "no host-staged rows (staged suite) to compare with" not in said and "wrote none" not in said, said
+    assert "did not complete" in said and "it stopped before its NCCL steps" in said, said

@@ -155,7 +155,7 @@ shm_release.arm(types.SimpleNamespace(world=world, helper_pids=[]))
 open(os.path.join(sys.argv[1], f"cuda.shm.0.{os.getpid():x}.1"), "w").close()
 os.kill(os.getpid(), signal.SIGTERM)  # as mpirun ends a rank: interrupted, or another rank failed
 time.sleep(30)
-print("still here")
+print("still here", "pid", os.getpid())
 """
 
 
@@ -167,6 +167,25 @@ def test_sigterm_removes_the_files_then_ends_the_rank_as_sigterm_does(shm):
                        timeout=60, cwd=ROOT)
     assert p.returncode == -signal.SIGTERM and "still here" not in p.stdout, p.stderr
     assert [f.name for f in shm.iterdir()] == [file_of(shm, os.getppid()).name]  # the rank's and its ended peer's
+
+
+IGNORED = SIGTERMED.replace("shm_release.arm(", "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nshm_release.arm(")
+
+
+def test_a_sigterm_the_process_ignored_before_the_run_leaves_its_files(shm):
+    """SIGTERM ignored before the run was armed (nohup-like launchers): the rank goes on, so its files stay for the
+    peers that open its handles; only its release at the end removes them."""
+    (ended_peer,) = ended_pids(1)
+    file_of(shm, ended_peer).touch()
+    p = subprocess.run([sys.executable, "-c", IGNORED.replace("time.sleep(30)", "time.sleep(0.2)"), str(shm),
+                        str(ended_peer)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0 and "still here" in p.stdout, p.stderr
+    assert sorted(f.name for f in shm.iterdir()) == sorted([file_of(shm, ended_peer).name,
+                                                            f"cuda.shm.0.{_child_pid(p):x}.1"])
+
+
+def _child_pid(p) -> int:
+    return int(p.stdout.split("pid ")[1].split()[0])
 
 
 def test_a_failed_or_interrupted_command_removes_its_files(shm, capsys):

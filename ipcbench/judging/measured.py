@@ -28,7 +28,8 @@ def planned_sizes(meta: Meta, sweep: list[int] | None = None):
     (each step's sizes; a step whose label names no row key by its suite's sizes); a row without a size (0 bytes:
     event handles, error paths) always, and so a row of a suite the run did not plan at all (a suite left out is
     no size left out: its rows stay missing, or new). A run without a recorded plan planned its sweep (meta.json's
-    sizes) and every size outside `sweep` (the other run's sweep): rows of a suite's own sizes count as planned."""
+    sizes) and every size outside `sweep` (the other run's sweep): rows of a suite's own sizes count as planned; one
+    that recorded no sizes either (no meta.json) planned every row, so that a suite it lost stays missing."""
     by_key: dict[tuple[str, str, str], set[int]] = {}
     by_suite: dict[str, set[int]] = {}
     for step in meta.plan or []:
@@ -46,8 +47,8 @@ def planned_sizes(meta: Meta, sweep: list[int] | None = None):
     def planned(suite: str, method: str, direction: str, nbytes: int) -> bool:
         if nbytes <= 0:
             return True
-        if not meta.plan:
-            return nbytes in own or nbytes not in other
+        if not meta.plan:  # no plan recorded: its sweep (none recorded, no meta.json: every size) and the rest
+            return not own or nbytes in own or nbytes not in other
         key = (suite, method, direction)
         if key in by_key:
             return nbytes in by_key[key]

@@ -123,8 +123,9 @@ META = Obj({
 REQUIRED_SCHEMA = 4
 REQUIRED_AT_START = {4: ("hosts", "ranks", "gpus"),  # who ran where: what check's coverage and evidence rules key on
                      5: ("planned_rows",)}
-REQUIRED_COMPLETE = {4: ("evidence",),  # NVML's word on the node before and after: what check's evidence rules judge
-                     5: ("rows",)}
+# once complete: NVML's word on the node before and after (what check's evidence rules judge) and the rows written
+# (what record/agreement.py holds results.csv to: every complete run of schema 4 recorded carries it)
+REQUIRED_COMPLETE = {4: ("evidence", "rows")}
 
 
 def required(version: int, complete: bool) -> tuple[str, ...]:

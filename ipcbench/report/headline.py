@@ -161,7 +161,11 @@ def _small_speedups(sp, digits: int) -> str:
                else f"{lo:.{digits}f}×"))
 
 
-def _ipc_buys(t: dict) -> list[tuple[str, str]]:
+NO_STAGED = "**What IPC buys**: no host-staged rows (staged suite) to compare with."
+STOPPED_BEFORE = "the run did not complete ({why}): it stopped before"
+
+
+def _ipc_buys(t: dict, run: Run) -> list[tuple[str, str]]:
     """What IPC buys over the best host-staged path, and over NCCL."""
     spg, staged, lines = t["spg"], t["staged"], []
     if len(spg):
@@ -172,9 +176,12 @@ def _ipc_buys(t: dict) -> list[tuple[str, str]]:
         lines.append(("info", f"**What IPC buys**: **{b.speedup:.1f}×** the best host-staged path ({base_txt}) with "
                               f"{method_label(b.suite, b.method, b.direction)} ({b.bw:.1f} GB/s at "
                               f"{size_text(b.bytes)}){_small_speedups(spg, 1)}; every method in the table below."))
+    elif len(staged) == 0 and run.incomplete:  # an absence of a run that stopped says nothing of the node
+        lines.append(("info", "**What IPC buys**: no host-staged rows: "
+                              + STOPPED_BEFORE.format(why=run.incomplete) + " any, or never reached the staged suite."))
     elif len(staged) == 0:
         lines.append(("info", _same_gpu_buys(t["same"]) if t.get("same") is not None and len(t["same"]) else
-                      "**What IPC buys**: no host-staged rows (staged suite) to compare with."))
+                      NO_STAGED))
     nccl, spn = t.get("nccl"), t.get("spn")
     if nccl is not None and len(nccl):
         base = nccl.iloc[0]
@@ -197,7 +204,7 @@ def _same_gpu_buys(same) -> str:
     staged = one_way[one_way["engine"].isin(STAGED_ENGINES)]
     ipc = one_way[~one_way["engine"].isin(STAGED_ENGINES + ("nccl",))]
     if staged.empty:
-        return "**What IPC buys**: no host-staged rows (staged suite) to compare with."
+        return NO_STAGED
     s = staged.loc[staged["bw_median"].idxmax()]
     base = f"{method_label(s.suite, s.method, s.direction)}, {s.bw_median:.1f} GB/s at {size_text(s.size_max)}"
     if ipc.empty:
@@ -220,6 +227,8 @@ def _no_nccl(run: Run) -> list[tuple[str, str]]:
         why = "the nccl suite was not run"
     elif not (~f["same_gpu"] & (f["src_gpu"] >= 0) & (f["dst_gpu"] >= 0)).any():
         why = "NCCL refuses two ranks of one GPU, and every pair of this run shares one"
+    elif run.incomplete:
+        why = STOPPED_BEFORE.format(why=run.incomplete) + " its NCCL steps"
     else:
         why = "the nccl suite wrote none and the run recorded no reason (runs before meta.json's `skipped`)"
     return [("info", f"**No NCCL rows**: {why}; IPC is not compared with NCCL here.")]
@@ -375,7 +384,7 @@ def glance_facts(run: Run, t: dict) -> dict:
     flags: list[str] = []
     verdict = health(run)
     lines = _health(t["best"]) if len(t["best"]) else []
-    lines += _ipc_buys(t) + _no_nccl(run)
+    lines += _ipc_buys(t, run) + _no_nccl(run)
     lines += _latency(t["lat"]) if len(t["lat"]) else []
     lines += _same_gpu(t["same"], run) if t.get("same") is not None and len(t["same"]) else []
     lines += _flags(run, t, flags)

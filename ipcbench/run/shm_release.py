@@ -120,11 +120,11 @@ def _disarm(run: RunFiles) -> None:
 def _on_sigterm(signum, frame) -> None:
     """Remove the run's files, then end as SIGTERM would have without us (or as the handler ours replaced does)."""
     previous = _PREVIOUS.get(signal.SIGTERM, signal.SIG_DFL)
+    if previous == signal.SIG_IGN:  # SIGTERM was ignored before the run: it goes on, and its peers still need them
+        return
     release_now()
     if callable(previous):
         previous(signum, frame)
-        return
-    if previous == signal.SIG_IGN:
         return
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
