@@ -126,6 +126,10 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--placements", type=int, metavar="N",
                    help="places of its buffers a row's samples rotate over, so that its median and noise hold where "
                         f"a buffer lies (default {DEFAULT_RULE.placements}: one place; docs/measurement.md)")
+    p.add_argument("--contexts", type=int, metavar="K",
+                   help="CUDA contexts (green contexts) each sample of a row under 64 MiB spreads its transfers "
+                        "over, so that the row states the noise measured between them instead of its kind's floor "
+                        f"(default {DEFAULT_RULE.contexts}; 1: the primary context alone; docs/measurement.md)")
     p.add_argument("--max-time", type=float, metavar="S",
                    help=f"stop sampling one measurement after S seconds of samples "
                         f"(default {DEFAULT_RULE.max_time_s:g}, {QUICK_RULE.max_time_s:g} with --quick)")

@@ -34,8 +34,13 @@ MAX_PLANNED_RANKS = 1024  # --ranks: a node's ranks a dry run plans for (64 GPUs
 # H100s `all` with --min-time 2 took 27.4 s where 3 ms took 30.4, and compared with a run of 3 ms samples it
 # changed no row (917 matched, 0 regression, 0 improvement; docs/suites.md, "Where a run's time goes").
 # --quick is looser: 4 samples at least (a 50/50 mixture settles in one mode 12.5% of the time), 2%.
-DEFAULT_RULE = SamplingRule(min_time_s=0.002, min_samples=5, max_samples=15, noise=0.005, max_time_s=0.25)
-QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=4, max_samples=6, noise=0.02, max_time_s=0.05)
+# Contexts a sample of a row under 64 MiB spreads over (core/lanes.py; docs/measurement.md says what K buys and costs)
+DEFAULT_CONTEXTS = 16
+MAX_CONTEXTS = 128
+DEFAULT_RULE = SamplingRule(min_time_s=0.002, min_samples=5, max_samples=15, noise=0.005, max_time_s=0.25,
+                            contexts=DEFAULT_CONTEXTS)
+QUICK_RULE = SamplingRule(min_time_s=0.002, min_samples=4, max_samples=6, noise=0.02, max_time_s=0.05,
+                          contexts=DEFAULT_CONTEXTS)
 # An explicit --min-time is every row's sample length (short_factor 1); an explicit --noise every row's target
 # (floor_share 0).
 
@@ -77,7 +82,8 @@ class RunConfig:
     @classmethod
     def from_options(cls, *, suites, sizes: str | None = None, quick: bool = False, samples: int | None = None,
                      min_time: float | None = None, noise: float | None = None, max_time: float | None = None,
-                     placements: int | None = None, no_verify: bool = False, timeout: float = 300.0,
+                     placements: int | None = None, contexts: int | None = None, no_verify: bool = False,
+                     timeout: float = 300.0,
                      out: str | None = None, dry_run: bool = False, json: bool = False, quiet: bool = False,
                      pairs: str = "auto", serial_pairs: str = "auto", sm_copy: str | None = None,
                      sm_bulk: str | None = None, topology: str | None = None, ranks: int | None = None, argv=(),
@@ -94,7 +100,7 @@ class RunConfig:
             raise UsageError(f"--ranks must be in 2..{MAX_PLANNED_RANKS} (got {ranks}): ipcbench measures pairs of "
                              "ranks on one node")
         spec = _sizes(sizes, quick)
-        rule = _rule(quick, samples, min_time, noise, max_time, placements)
+        rule = _rule(quick, samples, min_time, noise, max_time, placements, contexts)
         if not (5 <= timeout <= 86400) or math.isnan(timeout):
             raise UsageError(f"--timeout must be in [5, 86400] s (got {timeout:g}): shorter waits would fire "
                              f"while a peer is still compiling kernels or verifying")
@@ -115,9 +121,9 @@ class RunConfig:
 
 
 # The bench command's options (cli.py's parser), each a keyword of RunConfig.from_options
-OPTIONS = ("suites", "sizes", "quick", "samples", "min_time", "noise", "max_time", "placements", "no_verify", "timeout",
-           "out", "dry_run", "json", "quiet", "pairs", "serial_pairs", "sm_copy", "sm_bulk", "topology", "ranks",
-           "argv", "gpu_pairs")
+OPTIONS = ("suites", "sizes", "quick", "samples", "min_time", "noise", "max_time", "placements", "contexts",
+           "no_verify", "timeout", "out", "dry_run", "json", "quiet", "pairs", "serial_pairs", "sm_copy", "sm_bulk",
+           "topology", "ranks", "argv", "gpu_pairs")
 
 
 def build_config(ns) -> RunConfig:
@@ -151,7 +157,7 @@ def _sizes(spec: str | None, quick: bool) -> tuple[int, ...]:
 
 
 def _rule(quick: bool, samples: int | None, min_time: float | None, noise: float | None, max_time: float | None,
-          placements: int | None) -> SamplingRule:
+          placements: int | None, contexts: int | None = None) -> SamplingRule:
     """The stopping rule: --quick's or the default, each option given over it (checked)."""
     base = QUICK_RULE if quick else DEFAULT_RULE
     min_time_s = base.min_time_s if min_time is None else min_time / 1e3
@@ -177,7 +183,10 @@ def _rule(quick: bool, samples: int | None, min_time: float | None, noise: float
     places = base.placements if placements is None else placements
     if not (1 <= places <= MAX_PLACEMENTS):
         raise UsageError(f"--placements must be in 1..{MAX_PLACEMENTS} (got {places})")
-    return replace(rule, placements=places)
+    k = base.contexts if contexts is None else contexts
+    if not (1 <= k <= MAX_CONTEXTS):
+        raise UsageError(f"--contexts must be in 1..{MAX_CONTEXTS} (got {k}): 1 samples the primary context alone")
+    return replace(rule, placements=places, contexts=k)
 
 
 def _shapes(sm_copy: str | None, sm_bulk: str | None) -> tuple[CopyShape, BulkShape]:

@@ -26,7 +26,9 @@ from typing import Iterable
 #    pair_mode's rounds and permutation
 # 5: meta.json's planned_rows, what the run planned (required, and its rows count once complete: results.csv holds
 #    exactly the planned rows, record/agreement.py); the columns it appends: none
-SCHEMA_VERSION = 5
+# 6: contexts, context_us and noise_contexts appended: rows under 64 MiB spread their samples over CUDA contexts and
+#    state the noise measured between them (core/lanes.py); meta.json's sampling records `contexts`
+SCHEMA_VERSION = 6
 FACT_COLUMNS = ("engine", "access", "mechanism", "pattern", "timing", "mps", "round_pairs")
 COLUMNS = (
     "run_id", "host", "suite", "method", "direction", "src_rank", "dst_rank", "src_gpu", "dst_gpu",
@@ -34,7 +36,7 @@ COLUMNS = (
     "bw_gbps_median", "bw_gbps_max", "cv", "verified", "note",
     # appended later (a results.csv without them still loads: they are derived on read, or left empty)
     "kind", "checks", "noise", "samples_us", *FACT_COLUMNS, "sms_used", "placements", "sm_clock_mhz",
-    "noise_within", "noise_floor",
+    "noise_within", "noise_floor", "contexts", "context_us", "noise_contexts",
 )
 BASE_COLUMNS = COLUMNS[:21]  # the columns every results.csv has had since the first version
 # What names a row within its run: no two rows of a run share it, and schema 5's planned rows are these keys
@@ -47,9 +49,9 @@ META_NAME = "meta.json"
 
 # how each column is typed when read back (ipcbench/record/table.py); every other column is text
 INT_COLUMNS = ("src_rank", "dst_rank", "src_gpu", "dst_gpu", "bytes", "iterations", "samples")
-OPT_INT_COLUMNS = ("checks", "round_pairs", "sms_used", "placements")
+OPT_INT_COLUMNS = ("checks", "round_pairs", "sms_used", "placements", "contexts")
 FLOAT_COLUMNS = ("time_us_median", "time_us_min", "time_us_max", "bw_gbps_median", "bw_gbps_max", "cv", "noise",
-                 "sm_clock_mhz", "noise_within", "noise_floor")
+                 "sm_clock_mhz", "noise_within", "noise_floor", "noise_contexts")
 BOOL_COLUMNS = ("same_gpu", "verified")
 OPT_BOOL_COLUMNS = ("mps",)
 
@@ -124,6 +126,9 @@ class Row:
     sm_clock_mhz: float | None = None  # SM clock the driving GPU's gates ran at, median of the samples (MHz)
     noise_within: float | None = None  # the noise of the run's own samples (`noise` before the floor)
     noise_floor: float | None = None  # the between-runs floor of the row's kind (ipcbench/catalogue/noise.py)
+    contexts: int | None = None  # CUDA contexts its samples spread over (core/lanes.py; 1: the primary alone)
+    context_us: str = ""  # each context's time per transfer in µs (median over the samples), space-separated
+    noise_contexts: float | None = None  # 2 standard errors of the mean over its contexts (fraction; 2+ contexts)
 
     def __post_init__(self):
         if not self.kind:

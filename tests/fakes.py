@@ -125,6 +125,7 @@ class FakeEvent:
 
     def record(self, stream=None) -> None:
         self.t_ns = stream.t_ns
+        stream.after_event = True  # the next transfer on the stream restarts it (FakeGpu.restart_ns)
 
 
 class FakeGraph:
@@ -151,6 +152,8 @@ class FakeStream:
     def __init__(self, gpu):
         self.gpu = gpu
         self.t_ns = 0.0
+        self.level = 1.0  # a factor on every cost: a context's level (FakeGpu.lanes)
+        self.after_event = False  # an event was recorded since the last transfer
         self.ptr = id(self)
         self._capture: list | None = None
         STREAMS[self.ptr] = self
@@ -168,7 +171,10 @@ class FakeStream:
             self._capture.append((cost_ns, fn))
             return
         fn()
-        self.t_ns += cost_ns * self.gpu.factor
+        self.t_ns += cost_ns * self.gpu.factor * self.level
+        if self.after_event:
+            self.t_ns += self.gpu.restart_ns
+            self.after_event = False
 
     def begin_capture(self) -> None:
         if self.gpu.capture_fails:
@@ -210,7 +216,8 @@ class FakeGpu:
                  gate_times_out: bool = False, sm_count: int = 132, l2_bytes: int = 4096,
                  free_bytes: int = 80 << 30, cc: str = "9.0", bulk_shape=None, capture_fails: bool = False,
                  green_granularity: int = 8, green_why: str = "no green contexts on this fake GPU",
-                 clock_mhz: float | None = None, place_factor: Callable[[int], float] | None = None):
+                 clock_mhz: float | None = None, place_factor: Callable[[int], float] | None = None,
+                 lane_level: Callable[[int], float] | None = None, lanes_why: str = "", restart_ns: float = 0.0):
         from ipcbench.core.bulk import BulkShape
 
         self.memory = memory
@@ -222,6 +229,10 @@ class FakeGpu:
         self.gate_times_out = gate_times_out
         self.clock_mhz = clock_mhz  # what gate_clock_mhz reports (None: a gate too brief to tell)
         self.place_factor = place_factor  # a copy's time x place_factor(its destination): where a buffer lies
+        self.lane_level = lane_level  # lane i's level (a factor on its transfers' time): a context's (lanes)
+        self.lanes_why = lanes_why  # lanes() raises GpuError with this where it is set (a driver without them)
+        self.restart_ns = restart_ns  # what the first transfer after an event costs more (a segment's fixed cost)
+        self.lane_streams: list[FakeStream] = []
         self.copy_dsts: list[int] = []  # every copy's destination, in order
         self.sm_count = sm_count
         self.l2_bytes = l2_bytes
@@ -274,6 +285,18 @@ class FakeGpu:
 
     def event(self, timing: bool = True) -> FakeEvent:
         return FakeEvent(timing)
+
+    def lanes(self, k: int) -> list[FakeStream]:
+        """k streams, lane i at the level lane_level(i) (1.0 without it): the contexts of core/gpu.Gpu.lanes."""
+        if self.lanes_why:
+            from ipcbench.errors import GpuError
+
+            raise GpuError(self.lanes_why)
+        while len(self.lane_streams) < k:
+            s = self.new_stream()
+            s.level = self.lane_level(len(self.lane_streams)) if self.lane_level else 1.0
+            self.lane_streams.append(s)
+        return self.lane_streams[:k]
 
     def elapsed_ms(self, start: FakeEvent, stop: FakeEvent) -> float:
         assert start.timing and stop.timing, "elapsed time of an event created without timing"
@@ -655,12 +678,16 @@ class FakeNode:
         self.ctxs: list = [None] * self.n
 
     def ctx(self, world: FakeWorld):
+        """Rank `world.local_rank`'s Ctx, with the lanes of its rule's contexts as run/runner.py makes them."""
         from ipcbench.core.context import Ctx
 
         r = world.local_rank
         c = Ctx(world=world, gpu=self.gpus[r], buffers={k: v[r] for k, v in self.buffers.items()}, rule=self.rule,
                 verify=self.verify, run_id="fake-run", gpu_of=self.gpu_of, node_ranks=world.node_ranks,
                 mps=self.mps, corrupt=self.corrupt)
+        if self.rule.contexts > 1:
+            c.lanes = self.gpus[r].lanes(self.rule.contexts)
+            c.lane_events = [tuple(FakeEvent() for _ in range(4)) for _ in c.lanes]
         self.ctxs[r] = c
         return c
 

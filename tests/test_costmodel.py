@@ -165,8 +165,9 @@ def test_the_plan_comes_from_what_meta_json_records():
     meta.options["sampling"]["a_later_key"] = 1
     cfg = costfit.recorded_config(meta)
     cli = build_config(_bench_parser().parse_args(["all", "--quick"]))
-    # runs recorded before the rule had short samples and floor-share stopping sampled every row alike
-    assert cfg.rule == replace(cli.rule, short_factor=1.0, floor_share=0.0) and cfg.quick
+    # runs recorded before the rule had short samples, floor-share stopping and contexts sampled every row alike, in
+    # one context
+    assert cfg.rule == replace(cli.rule, short_factor=1.0, floor_share=0.0, contexts=1) and cfg.quick
     assert cfg.thin_twins == cli.thin_twins
     assert [(s.label, s.sizes) for s in cfg.steps(2)] == [(s.label, s.sizes) for s in cli.steps(2)]
     full = costfit.recorded_config(read_meta(DATA / "h100x2-current" / "all-1"))

@@ -64,6 +64,8 @@ def test_every_option_of_a_run_is_in_the_readme():
     assert [o for o in sorted(options) if f"`{o}" not in README and f"[{o}" not in README] == []
     assert f"`--placements N` (a row's samples rotate over N places of its buffers; default " \
            f"{DEFAULT_RULE.placements})" in flat(README)
+    assert f"whose spread the row states; default {DEFAULT_RULE.contexts}, 1 for the primary context alone" \
+        in flat(README)
 
 
 def test_peak_and_ceiling_are_explained_where_used():
@@ -105,13 +107,29 @@ def h200_catches():
     return {x["kind"]: pct(x["smallest_change"]) for x in c.info["catches"]}
 
 
+def test_the_sensitivity_over_contexts_is_the_recorded_one_h200_set():
+    """The README's numbers of the gate over contexts are what compare says of the recorded runs."""
+    from ipcbench.judging.bounds import pct
+    from ipcbench.judging.compare import compare, load
+
+    data = REPO / "tests" / "data" / "h200x1-1129"
+    c = compare([load(data / "all-1")], load(data / "all-2"))
+    got = {x["kind"]: pct(x["smallest_change"]) for x in c.info["catches"]}
+    mids = sorted((got[f"{e} 256K-64M"] for e in ("ce", "sm", "sm_bulk")), key=lambda p: float(p[:-1]))
+    assert (f"`tests/data/h200x1-1129` all-1 against all-2: copy engine ≤ 256K {got['ce <= 256K']}, SM copies ≤ 256K "
+            f"{got['sm <= 256K']}, bulk copies ≤ 256K {got['sm_bulk <= 256K']}, 256K-64M {mids[0][:-1]}-{mids[-1]}, "
+            "where one context allows 24% and 18%)") in flat(README)
+    one = compare([load(data / "before-all-1")], load(data / "all-1"))
+    assert {pct(x["smallest_change"]) for x in one.info["catches"] if x["band"] != ">= 64M"} == {"24%", "18%"}
+
+
 def test_the_sensitivity_examples_are_the_shipped_h200_runs(h200_catches):
     """They were an H100 pair's numbers while the runs shipped are H200s."""
     small, large = "<= 256K", ">= 64M"
     ce, sm, big = h200_catches[f"ce {small}"], h200_catches[f"sm {small}"], h200_catches[f"ce {large}"]
     assert h200_catches[f"sm {large}"] == big
     assert (f"(two H200s, `results/h200x2-all-1` against `-all-2`: copy engine ≤ 256K {ce}, SM copies ≤ 256K {sm}, "
-            f"both ≥ 64M {big})") in flat(README)
+            f"both ≥ 64M {big};") in flat(README)
     assert (f"`results/h200x2-all-1` against `results/h200x2-all-2` (2 × H200) `ce {small}: {ce}; sm {small}: {sm}; "
             f"…; ce {large}: {big} (the threshold)`") in flat(DOCS["report.md"])
     assert "H100" not in flat(README).split("## Gate CI with compare", 1)[1].split("##", 1)[0]

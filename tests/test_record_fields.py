@@ -61,25 +61,26 @@ WHO_RAN = {"hosts": ["h"], "ranks": [{"rank": 0, "host": "h", "gpu": 0}], "gpus"
 
 def test_every_schema_version_this_reader_knows_reads():
     """Every version reads; from REQUIRED_SCHEMA (4) on with what its writer always writes (check_required), schema 5
-    with its planned rows too (and, once complete, its rows count beside schema 4's evidence)."""
+    with its planned rows too; once complete, from schema 4 its evidence and its rows count. Schema 6 added columns
+    only (contexts, context_us, noise_contexts): its meta.json holds what schema 5's does."""
     from ipcbench.record.meta_schema import REQUIRED_SCHEMA, required
 
     for version in range(1, SCHEMA_VERSION + 1):
         fields = {**(WHO_RAN if version >= REQUIRED_SCHEMA else {}), **({"planned_rows": []} if version >= 5 else {})}
         assert Meta.from_json({"schema_version": version, **fields}).schema_version == version
-    assert REQUIRED_SCHEMA == 4 and SCHEMA_VERSION == 5
-    assert required(4, True) == ("hosts", "ranks", "gpus", "evidence")
+    assert REQUIRED_SCHEMA == 4 and SCHEMA_VERSION == 6
+    assert required(4, True) == ("hosts", "ranks", "gpus", "evidence", "rows")
     assert required(5, False) == ("hosts", "ranks", "gpus", "planned_rows")
     assert required(5, True) == ("hosts", "ranks", "gpus", "planned_rows", "evidence", "rows")
 
 
 @pytest.mark.parametrize("drop, named", [("hosts", "hosts"), ("ranks", "ranks"), ("gpus", "gpus"),
-                                         ("uuid", "gpus.h[0].uuid"), ("evidence", "evidence")])
+                                         ("uuid", "gpus.h[0].uuid"), ("evidence", "evidence"), ("rows", "rows")])
 def test_a_run_of_schema_4_lacks_nothing_its_writer_writes(drop, named):
     """A schema-4 run without its hosts, ranks, GPUs or a GPU's UUID, or a complete one without its evidence, was
     damaged, not written before the field: one error naming it (read as unknown, check judged it as an older run:
     tests/test_reading_fuzz.py). A run that died before completing has no evidence yet, and reads."""
-    raw = {"schema_version": 4, **WHO_RAN, "status": "complete", "evidence": {"snapshots": []}}
+    raw = {"schema_version": 4, **WHO_RAN, "status": "complete", "evidence": {"snapshots": []}, "rows": 0}
     if drop == "uuid":
         raw["gpus"] = {"h": [{"index": 0}]}
     else:

@@ -38,7 +38,8 @@ RECORDED = sorted(p.parent for d in ("results", "tests/data") for p in (ROOT / d
 # check of schema 5 on one GPU (the rows it planned)
 SUBSET = ["results/h200x4-np8-quick", "results/h200x2-check-1", "tests/data/results-1126/h100x1-selftest-1",
           "tests/data/results-1126/h200x2-np4-quick", "tests/data/results-1126/h100x1-all-1",
-          "tests/data/h200x2/20261123-090753-vm", "tests/data/onegpu/h100-mps", "results/h200x1-check-1"]
+          "tests/data/h200x2/20261123-090753-vm", "tests/data/onegpu/h100-mps", "results/h200x1-check-1",
+          "tests/data/h200x1-1129/check-1"]
 RUNS = RECORDED if os.environ.get("IPCBENCH_FUZZ_FULL") else [ROOT / r for r in SUBSET]
 # objects whose keys are names (hosts, GPU indices, ranks, suites, libraries, counters), not fields
 MAPS = ("gpus", "topology", "pair_mode.rounds", "mps", "mps.*.gpus", "pair_mode.per_host", "versions", "suite_wall_s",

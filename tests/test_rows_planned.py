@@ -17,6 +17,7 @@ from ipcbench.catalogue.planned import PlannedStep, RowShape, merged
 from ipcbench.catalogue.suites import ORDER, ROWS
 from ipcbench.core import gpu as gpumod
 from ipcbench.core.rows import make_row
+from ipcbench.results import SCHEMA_VERSION
 from ipcbench.core.schedule import PairMode, SerialPairs
 from ipcbench.ipc import nccl as ncclmod
 from ipcbench.record.meta import read_meta
@@ -136,7 +137,7 @@ def test_the_rows_each_step_writes_are_the_ones_its_code_names():
 def _loaded(out):
     run = load_run(out / "results.csv")
     raw = json.loads((out / "meta.json").read_text())
-    assert raw["schema_version"] == 5 and run.unchecked == "" and run.incomplete == ""
+    assert raw["schema_version"] == SCHEMA_VERSION == 6 and run.unchecked == "" and run.incomplete == ""
     return run, raw
 
 

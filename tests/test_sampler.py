@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -172,8 +173,10 @@ def test_default_rule_describes_itself():
     assert rule.describe() == ("5-15 samples of >= 5 ms (2.5 ms under 64 MiB) until the median is known to ±0.50% "
                                "(or to 0.33 of the row's between-runs floor) or 0.25 s")
     assert rule.as_dict() == {"min_time_ms": 5.0, "min_samples": 5, "max_samples": 15, "noise": 0.005,
-                              "max_time_s": 0.25, "placements": 1, "floor_share": 0.3333,
+                              "max_time_s": 0.25, "placements": 1, "contexts": 1, "floor_share": 0.3333,
                               "short_factor": 0.5}
+    assert replace(rule, contexts=16).describe().endswith(", each spread over 16 green contexts under 64 MiB (a rank "
+                                                          "makes them in about 26 ms, 160 MiB of device memory)")
 
 
 def test_take_samples_tallies_checks_and_mismatches():

@@ -150,6 +150,12 @@ class CostModel:
         return max((abs(p / m - 1) * 100 for _, _, _, m, p in self.command_residuals()), default=0.0)
 
 
+# What a rank's green contexts cost to make (core/gpu.Gpu.lanes), each: measured on one H200, 2026-11-29 (twelve per
+# rank, tests/data/contexts-h200x1-1129 green12: 19 ms and 120 MiB for twelve), what the dry run states beside K.
+CONTEXT_MAKE_S = 0.0016
+CONTEXT_MIB = 10
+
+
 # --- fitted table (written by python tools/costfit.py --write) ---
 COSTS = CostModel(
     samples_factor=1.0541,

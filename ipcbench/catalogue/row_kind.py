@@ -44,11 +44,13 @@ class RowKind:
     nbytes: int
     same_gpu: bool = False
     mps: bool | None = None
+    contexts: int = 1  # the contexts its samples spread over (core/lanes.py): more than one, its own floors
 
     @classmethod
     def of_row(cls, row) -> "RowKind":
         """The kind of a results.Row (or anything with its attributes) once its facts are described."""
-        return cls(str(row.engine), str(row.timing), int(row.bytes), bool(row.same_gpu), row.mps)
+        return cls(str(row.engine), str(row.timing), int(row.bytes), bool(row.same_gpu), row.mps,
+                   int(getattr(row, "contexts", None) or 1))
 
     @property
     def band(self) -> str:

@@ -36,6 +36,10 @@ class Ctx:
     # Test hook (IPCBENCH_FAULT_CORRUPT=<method>): the receiver overwrites a few words of what it received
     # before the check, so a GPU test can prove that a bad destination gives verified=false and exit 1.
     corrupt: str = ""
+    # one stream per green context and its pair of timing events (core/lanes.py): what a row's samples spread over;
+    # empty where the run samples one context (--contexts 1, or the driver made none: meta.json says why)
+    lanes: list = field(default_factory=list)
+    lane_events: list = field(default_factory=list)
     # what add_cleanup was given, in order: run last first by clean_up at the end of the run
     cleanups: list[Callable[[], None]] = field(default_factory=list)
 
@@ -73,14 +77,15 @@ class Ctx:
         hand-off between them: catalogue/row_kind.time_sliced)."""
         return time_sliced(HANDOFF, self.same_gpu(a, b), self.mps)
 
-    def enough_noise(self, engine: str, timing: str, nbytes: int, a: int, b: int) -> float:
+    def enough_noise(self, engine: str, timing: str, nbytes: int, a: int, b: int, contexts: int = 1) -> float:
         """The within-run noise at which sampling a row of this kind (engine, timing, size, node-local ranks a and
-        b) may stop: the rule's floor_share of its between-runs floor (catalogue/noise.py; core/rows.state_noise
-        states the same floor in the row). The two ranks of a pair may hold different GPUs: they agree on the
-        smaller of their two values before sampling (take_samples needs the same `enough` on both)."""
+        b, sampled over `contexts`) may stop: the rule's floor_share of its between-runs floor (catalogue/noise.py;
+        core/rows.state_noise states the same floor in the row). The two ranks of a pair may hold different GPUs:
+        they agree on the smaller of their two values before sampling (take_samples needs the same `enough` on
+        both)."""
         if self.rule.floor_share <= 0:
             return 0.0
-        kind = RowKind(engine, timing, nbytes, same_gpu=self.same_gpu(a, b), mps=self.mps)
+        kind = RowKind(engine, timing, nbytes, same_gpu=self.same_gpu(a, b), mps=self.mps, contexts=contexts)
         return self.rule.floor_share * noise.floor_of(self.gpu_model, kind).fraction
 
     def calibrate(self, key: tuple, nbytes: int, timed, sample_factor: float = 1.0, max_count: int | None = None):

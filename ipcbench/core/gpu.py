@@ -148,6 +148,7 @@ class Gpu:
         self._bulk_slab = 0
         self._placement: bulk.Placement | None = None  # where bulk copies run (bulk_placement)
         self._green: tuple | None = None  # (green context, its stream's handle, the cupy stream) for @N
+        self._lanes: list[tuple] = []  # (green context, stream handle, cupy stream) per context lane (lanes)
         self._smids = 0  # device words where a bulk launch writes its CTAs' SMs (bulk_sms_seen)
         self.stream = self.new_stream()
         self._modules: dict[str, cupy.RawModule] = {}
@@ -370,6 +371,35 @@ class Gpu:
         self._green = (gctx, raw, s)
         return got, ""
 
+    def lanes(self, k: int) -> list:
+        """`k` streams, each in its own green context over every SM of the device (core/lanes.py: a row's samples
+        spread over contexts, since a small copy's level belongs to the context that issues it). Made once, at the
+        run's setup; each stream gets its bulk-copy piece counters. Green contexts, not cuCtxCreate: 1.6 ms and
+        10 MiB each instead of 0.3 s and 1 GiB, and work enqueued on their streams from the primary context reaches
+        every buffer at its rate (docs/measurement.md). Raises GpuError where the driver cannot make them."""
+        from cuda.bindings import driver as d
+
+        def ok(res, what):
+            err, *out = res if isinstance(res, tuple) else (res,)
+            if int(err) != 0:
+                raise GpuError(f"{what}: {err}")
+            return out[0] if len(out) == 1 else out
+
+        if len(self._lanes) < k:
+            dev = ok(d.cuDeviceGet(self.index), "cuDeviceGet")
+            res = ok(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM),
+                     "cuDeviceGetDevResource")
+            desc = ok(d.cuDevResourceGenerateDesc([res], 1), "cuDevResourceGenerateDesc")
+            while len(self._lanes) < k:
+                gctx = ok(d.cuGreenCtxCreate(desc, dev, d.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM),
+                          "cuGreenCtxCreate")
+                raw = ok(d.cuGreenCtxStreamCreate(gctx, d.CUstream_flags.CU_STREAM_NON_BLOCKING, 0),
+                         "cuGreenCtxStreamCreate")
+                s = _external_stream(int(raw), self.index)
+                self._add_counters(s)
+                self._lanes.append((gctx, raw, s))
+        return [lane[2] for lane in self._lanes[:k]]
+
     def bulk_sms_seen(self, src: int, dst: int, nbytes: int, stream=None) -> int:
         """One bulk copy of nbytes (un-gated, waited for) whose CTAs write the SM they run on: on how many
         distinct SMs they ran. The measured side of the kernel's placement (rows' sms_used)."""
@@ -468,3 +498,10 @@ class Gpu:
                 d.cuStreamDestroy(raw)
                 d.cuGreenCtxDestroy(gctx)
                 self._green = None
+            if self._lanes:
+                from cuda.bindings import driver as d
+
+                for gctx, raw, _ in self._lanes:
+                    d.cuStreamDestroy(raw)
+                    d.cuGreenCtxDestroy(gctx)
+                self._lanes = []

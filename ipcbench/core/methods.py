@@ -207,6 +207,11 @@ class Method(MethodFacts):
 
     nodes = 1  # stream operations one transfer puts behind a gate (plan_segments)
 
+    def stream_is_work(self, gpu) -> bool:
+        """Whether its batches run on the work stream (so a sample may spread over the contexts' lanes instead:
+        core/lanes.py), not on a stream of the engine's own (a bulk copy confined to N SMs)."""
+        return ENGINES[self.engine].stream(gpu) in (None, gpu.stream)
+
     def describe(self, gpu) -> str:
         """What the engine ran with, for the row's note ("" for the copy engine and NCCL: nothing to choose)."""
         return ENGINES[self.engine].describe(gpu)
@@ -296,6 +301,10 @@ class StreamBatch:
     def enqueue(self, reps: int = 1) -> None:
         for _ in range(reps):
             self.transfer.enqueue(self.gpu, self.stream, *self.args, self.k)
+
+    def enqueue_on(self, stream, count: int) -> None:
+        """`count` of its transfers on another stream (a context's lane: core/lanes.py), not on its own."""
+        self.transfer.enqueue(self.gpu, stream, *self.args, count)
 
 
 class GraphBatch(StreamBatch):

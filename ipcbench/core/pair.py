@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ipcbench.core import placement
+from ipcbench.core import lanes, placement
 from ipcbench.core.phases import PHASES
 from ipcbench.core.methods import KERNEL_ENGINES, on_sms, per_segment, plan_segments
 from ipcbench.core.rows import join_note, make_row
@@ -201,6 +201,7 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
             enough = sweep.enough_noise(nbytes)
             their_n, their_enough = w.exchange((n, enough), peer)
             n, enough = max(n, their_n), min(enough, their_enough)  # both ranks sample alike
+            n = sweep.spread(nbytes, n, batch)  # over the contexts: per lane x lanes (1 lane: n)
         with PHASES.phase("sample"):
             got = take_samples(ctx.rule, n, sweep.sampler(nbytes, batch, n), enough)
         facts = batch.facts if batch else {}  # what the driver's warm-up learnt (core/methods.Method.warm)
@@ -217,8 +218,9 @@ class PairSweep:
     enqueues (bound to the pair: collective over the pair for a two-sided method, Method.bind), how both
     gates open, the measurement's label; `calibrated_batch`, `sampler` and `row` are the steps of one size."""
 
-    def __init__(self, ctx, suite: str, method, direction: str, src: int, dst: int):
+    def __init__(self, ctx, suite: str, method, direction: str, src: int, dst: int, contexts: bool = True):
         w, gpu = ctx.world, ctx.gpu
+        self.contexts = contexts  # its samples may spread over the run's contexts (a permutation round's: no)
         self.ctx, self.method, self.direction, self.src, self.dst = ctx, method, direction, src, dst
         self.me = me = w.local_rank
         self.two_sided = method.two_sided
@@ -238,6 +240,28 @@ class PairSweep:
             self.sync = lambda: w.pair_barrier(r.peer, tag=SYNC_TAG)
         self.engine_note = method.describe(gpu) if me == src else ""  # how the kernel ran, for src's rows
         self.clocks: list[float | None] = []  # the SM clock (MHz) of each sample of the size being sampled
+        self.lanes = 1  # contexts the size being sampled spreads each sample over (spread)
+        self.lane_us: list[list[float]] = []  # per sample, each lane's µs per transfer (lane 0 first)
+
+    def sampled_over_contexts(self, nbytes: int) -> bool:
+        """Whether this size's samples may spread over the run's contexts (core/lanes.py): a one-way transfer one rank
+        drives on the work stream (not a two-sided one, whose halves meet; not both ways, whose two ranks' lanes
+        would not line up; not a flow of a permutation round, timed beside the others; not a bulk copy confined to
+        N SMs, whose stream is its own), under 64 MiB, with the run's lanes there. The same answer on both ranks of
+        the pair: it depends on the run's options and the sweep alone."""
+        return (self.contexts and len(self.ctx.lanes) > 1 and nbytes < lanes.SAMPLED_BELOW
+                and len(self.roles.drivers) == 1 and not self.two_sided and self.method.stream_is_work(self.ctx.gpu))
+
+    def spread(self, nbytes: int, count: int, batch) -> int:
+        """The transfers a sample of `count` does once spread over the contexts (lanes.lanes_for: each lane the same
+        number, at least lanes.MIN_PER_LANE), and the lanes it spreads over (`lanes`); `count` itself where the size
+        is not sampled over contexts. The driving rank warms every lane up (lanes.warm)."""
+        self.lanes = lanes.lanes_for(count, len(self.ctx.lanes)) if self.sampled_over_contexts(nbytes) else 1
+        if self.lanes == 1:
+            return count
+        if batch is not None:
+            lanes.warm(self.ctx.gpu, batch, self.ctx.lanes[:self.lanes])
+        return lanes.per_lane(count, self.lanes) * self.lanes
 
     def calibrated_batch(self, nbytes: int):
         """The batch this rank enqueues for `nbytes`, calibrated (a two-sided pair in lockstep, and where both
@@ -267,17 +291,20 @@ class PairSweep:
                 b = make(c)
                 return time_batch(gpu, b), b.count
 
-        # A sample is one gated segment: at most per_segment transfers, however short they are.
+        # A sample is one gated segment: at most per_segment transfers, however short they are; spread over the
+        # contexts, at most per_segment in each context's lane (its own stream).
+        spreads = len(ctx.lanes) if self.sampled_over_contexts(nbytes) else 1
         count = ctx.calibrate((self.label, self.src, self.dst), nbytes, timed,
                               sample_factor(self.method, nbytes, gpu, ctx.rule),
-                              max_count=per_segment(self.transfer.nodes))
+                              max_count=per_segment(self.transfer.nodes) * spreads)
         return make, count
 
     def enough_noise(self, nbytes: int) -> float:
         """Where this size's sampling may stop (Ctx.enough_noise): its rows are timed on the GPU's events
         (gated), or on one GPU clock for a same-GPU pair both ways (window)."""
+        spread = len(self.ctx.lanes) if self.sampled_over_contexts(nbytes) else 1
         return self.ctx.enough_noise(self.method.engine, "window" if self.one_clock else "gated", nbytes,
-                                     self.src, self.dst)
+                                     self.src, self.dst, spread)
 
     def placements(self, nbytes: int) -> int:
         """How many places of its buffers this size's samples rotate over (core/placement.py): one for a
@@ -294,7 +321,8 @@ class PairSweep:
         ctx, gpu, r, w, bufs = self.ctx, self.ctx.gpu, self.roles, self.ctx.world, self.bufs
         label, one_clock = self.label, self.one_clock
         places = self.placements(nbytes)
-        self.clocks = []
+        self.clocks, self.lane_us = [], []
+        spread, per = self.lanes, n // self.lanes
 
         def sample(s: int):
             off = placement.place_offset(s % places)
@@ -307,14 +335,21 @@ class PairSweep:
                 gpu.wait(what="fill/poison")
             with PHASES.phase("barrier"):
                 w.pair_barrier(r.peer)
-            mine: tuple = (None, None, None)
-            if r.driving:
+            mine: tuple = (None, None, None, None)
+            if r.driving and spread > 1:
+                by_lane = lanes.time_lanes(gpu, batch.at(off), ctx.lanes[:spread], ctx.lane_events[:spread], per, s)
+                mine = (None, None, gpu.gate_clock_mhz(), by_lane)
+            elif r.driving:
                 res = time_batch(gpu, batch.at(off), self.sync, stamps=one_clock)
-                mine = (*(res if one_clock else (res, None)), gpu.gate_clock_mhz())
+                mine = (*(res if one_clock else (res, None)), gpu.gate_clock_mhz(), None)
             with PHASES.phase("exchange"):
                 theirs = w.exchange(mine, r.peer, tag=END_TAG)
-            t = per_transfer_us(self.direction, one_clock, mine, theirs, n)
             self.clocks.append(min((c for c in (mine[2], theirs[2]) if c), default=None))
+            if spread > 1:  # one driver: its lanes' times; the sample's, their mean
+                self.lane_us.append(mine[3] or theirs[3])
+                t = statistics.fmean(self.lane_us[-1])
+            else:
+                t = per_transfer_us(self.direction, one_clock, mine, theirs, n)
             checks = bad = 0
             if r.receiving and ctx.verify:
                 with PHASES.phase("verify"):
@@ -345,4 +380,5 @@ class PairSweep:
                         moved=nbytes * receivers if kind != "latency" else None,
                         checks=got.checks + theirs[0], mismatches=got.mismatches + theirs[1], note=text, kind=kind,
                         required=receivers * len(got.per_transfer_us), sms_used=facts.get("sms_used"),
-                        placements=self.placements(nbytes), sm_clock_mhz=statistics.median(clocks) if clocks else None)
+                        placements=self.placements(nbytes), sm_clock_mhz=statistics.median(clocks) if clocks else None,
+                        contexts_us=lanes.context_values(self.lane_us) if self.lanes > 1 else None)

@@ -47,7 +47,8 @@ def measure_round(ctx, suite: str, method, direction: str, flows: list[Flow], si
     w = ctx.world
     flows = [(int(a), int(b)) for a, b in flows]
     sends, receives = round_roles(flows, w.local_rank)
-    sweeps = {f: PairSweep(ctx, suite, method, direction, *f) for f in (sends, receives) if f is not None}
+    sweeps = {f: PairSweep(ctx, suite, method, direction, *f, contexts=False)
+              for f in (sends, receives) if f is not None}
     rows = []
     for nbytes in sizes:
         with PHASES.phase("calibrate"):

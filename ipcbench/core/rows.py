@@ -11,6 +11,7 @@ import math
 
 from ipcbench.catalogue import noise
 from ipcbench.catalogue.row_kind import RowKind
+from ipcbench.core import lanes
 from ipcbench.core.sampler import median_noise
 from ipcbench.core.stats import summarize
 from ipcbench.results import Row, format_samples
@@ -24,7 +25,7 @@ def make_row(ctx, *, suite: str, method: str, direction: str, src: int, dst: int
              per_us: list[float], iterations: int, moved: int | None, checks: int, mismatches: int,
              note: str = "", kind: str = "", required: int | None = None,
              samples_us: list[float] | None = None, sms_used: int | None = None, placements: int | None = None,
-             sm_clock_mhz: float | None = None) -> Row:
+             sm_clock_mhz: float | None = None, contexts_us: list[float] | None = None) -> Row:
     """A row for the node-local pair (src, dst); `moved` None means no bandwidth column (latency, op). Every fact by
     keyword: eighteen of them, several of one type (counts, ranks), are never told apart by their place.
 
@@ -32,7 +33,8 @@ def make_row(ctx, *, suite: str, method: str, direction: str, src: int, dst: int
     destination checks ran and what they found; `required`: checks that make the row verified
     (default: one per sample). `samples_us` overrides what is recorded as the samples (default per_us).
     `placements`: how many places of its buffers the samples rotated over (core/placement.py); `sm_clock_mhz`:
-    the SM clock the driving GPU's gates ran at (median over the samples; kernels/gate.cu).
+    the SM clock the driving GPU's gates ran at (median over the samples; kernels/gate.cu). `contexts_us`: each
+    context's time per transfer where the samples spread over contexts (core/lanes.py; None: one context).
     """
     sm = summarize(per_us, moved)
     need = len(per_us) if required is None else required
@@ -57,18 +59,25 @@ def make_row(ctx, *, suite: str, method: str, direction: str, src: int, dst: int
         bw_gbps_median=sm.bw_median, bw_gbps_max=sm.bw_max, cv=sm.cv, verified=verified, note=note,
         kind=kind, checks=checks, noise=None if math.isinf(noise) else noise,
         samples_us=format_samples(per_us if samples_us is None else samples_us), sms_used=sms_used,
-        placements=placements, sm_clock_mhz=None if sm_clock_mhz is None else round(sm_clock_mhz, 1))
+        placements=placements, sm_clock_mhz=None if sm_clock_mhz is None else round(sm_clock_mhz, 1),
+        contexts=len(contexts_us) if contexts_us else (1 if kind != "error" else None),
+        context_us=format_samples(contexts_us) if contexts_us else "",
+        noise_contexts=lanes.noise_of(contexts_us) if contexts_us else None)
 
 
 def state_noise(rows: list[Row], gpu_model: str) -> None:
-    """Make each row's `noise` honest (catalogue/noise.py): its within-run noise (kept in `noise_within`) and its
-    kind's between-runs floor (`noise_floor`), combined. Needs the rows' facts (engine, timing): after describe."""
+    """Make each row's `noise` honest: its within-run noise (kept in `noise_within`) and how far its value moves
+    between runs, combined: its kind's between-runs floor (catalogue/noise.py, kept in `noise_floor`: a row sampled
+    over contexts has its kind's floor over contexts), or for a row sampled over contexts the noise measured between
+    them (`noise_contexts`: core/lanes.py) where that is larger. Needs the rows' facts (engine, timing): after
+    describe."""
     for r in rows:
         if r.kind == "error":
             continue
         floor = noise.floor_of(gpu_model, RowKind.of_row(r))
         r.noise_within, r.noise_floor = r.noise, floor.fraction
-        r.noise = noise.combined(r.noise, floor.fraction)
+        between = floor.fraction if r.noise_contexts is None else max(r.noise_contexts, floor.fraction)
+        r.noise = noise.combined(r.noise, between)
         if r.noise is None:
             r.note = join_note(r.note, "noise not estimated (fewer than two samples)")
 

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
+from ipcbench.catalogue.costs import CONTEXT_MAKE_S, CONTEXT_MIB
 from ipcbench.catalogue.row_kind import LARGE_FROM
 
 SHORT_BELOW = LARGE_FROM  # rows under the large size band take shorter samples (SamplingRule.short_factor)
@@ -45,6 +46,9 @@ class SamplingRule:
     warmup: int = 1  # runs at the calibrated count before the first sample
     max_count: int = 200_000  # transfers per sample, at most
     placements: int = 1  # places of its buffers a row's samples rotate over (core/placement.py)
+    # CUDA contexts (green contexts: core/lanes.py) each sample of a row under 64 MiB spreads its transfers over, so
+    # that the row's noise is measured between contexts; 1: the primary context alone, and the between-runs floors
+    contexts: int = 1
     # Stop as soon as the within-run noise is this share of the row's between-runs floor (catalogue/noise.py), if
     # that is looser than `noise`: the row's stated noise, sqrt(within^2 + floor^2), then exceeds the floor by
     # 5.4% at most, and further samples could not make it smaller (Ctx.enough_noise). 0: `noise` alone.
@@ -66,18 +70,27 @@ class SamplingRule:
 
     def describe(self) -> str:
         if self.is_fixed:
-            return f"{self.min_samples} samples of >= {self.min_time_s * 1e3:g} ms"
+            return f"{self.min_samples} samples of >= {self.min_time_s * 1e3:g} ms{self.spread_words()}"
         floor = f" (or to {self.floor_share:.2g} of the row's between-runs floor)" if self.floor_share else ""
         short = (f" ({self.min_time_s * self.short_factor * 1e3:g} ms under {SHORT_BELOW >> 20} MiB)"
                  if self.short_factor != 1.0 else "")
         return (f"{self.min_samples}-{self.max_samples} samples of >= {self.min_time_s * 1e3:g} ms{short} until the "
-                f"median is known to ±{self.noise:.2%}{floor} or {self.max_time_s:g} s")
+                f"median is known to ±{self.noise:.2%}{floor} or {self.max_time_s:g} s{self.spread_words()}")
+
+    def spread_words(self) -> str:
+        """", each spread over 16 contexts under 64 MiB (...)" (core/lanes.py), with what the contexts cost a rank to
+        make (catalogue/costs.py); "" for one context."""
+        if self.contexts <= 1:
+            return ""
+        k = self.contexts
+        return (f", each spread over {k} green contexts under {SHORT_BELOW >> 20} MiB (a rank makes them in about "
+                f"{k * CONTEXT_MAKE_S * 1e3:.0f} ms, {k * CONTEXT_MIB} MiB of device memory)")
 
     def as_dict(self) -> dict:
         return {"min_time_ms": self.min_time_s * 1e3, "min_samples": self.min_samples,
                 "max_samples": self.max_samples, "noise": self.noise,
                 "max_time_s": None if math.isinf(self.max_time_s) else self.max_time_s,
-                "placements": self.placements, "floor_share": round(self.floor_share, 4),
+                "placements": self.placements, "contexts": self.contexts, "floor_share": round(self.floor_share, 4),
                 "short_factor": self.short_factor}
 
     def sample_s(self, nbytes: int) -> float:

@@ -40,6 +40,26 @@ def gpu_model(run: Run) -> str:
     return max(set(names), key=names.count) if names else ""
 
 
+def side_floors(m, gpu_models: tuple[str, str], engine, timing, nbytes, sliced, same) -> dict:
+    """{"b": BASE's, "n": NEW's} between-runs level of every row, each side by its own GPU model: its kind's floor
+    (catalogue/noise.py), or where both sides sampled the row over contexts (core/lanes.py) its kind's floor over
+    contexts or the noise measured between its contexts where that is larger (core/rows.state_noise's rule). Only
+    where both did, so that a row sampled over contexts is never judged tighter than the one-context run it is compared
+    with allows."""
+    import numpy as np
+
+    def col(name: str):
+        return m[name].to_numpy(dtype=float) if name in m.columns else np.full(len(m), np.nan)
+
+    both = (col("contexts_b") > 1) & (col("contexts_n") > 1)
+    floors = {}
+    for side, model in zip("bn", gpu_models):
+        over = between_runs_floor(model, engine, timing, nbytes, sliced, same, col(f"contexts_{side}"))
+        over = np.where(np.isfinite(col(f"noise_contexts_{side}")), np.fmax(over, col(f"noise_contexts_{side}")), over)
+        floors[side] = np.where(both, over, between_runs_floor(model, engine, timing, nbytes, sliced, same))
+    return floors
+
+
 def bounds(m, out, nb: int, old: bool, gpu_models: tuple[str, str] = ("", "")):
     """(bound, rule, unchanged_why, no_noise) of every row: the relative change it must exceed besides
     --threshold, what set it, the note of a row inside it, and which side's noise was missing.
@@ -62,8 +82,7 @@ def bounds(m, out, nb: int, old: bool, gpu_models: tuple[str, str] = ("", "")):
     nbytes = out["bytes"].to_numpy()
     timing = out["timing"].fillna("").astype(str).to_numpy()
     sliced, same = out["sliced"].to_numpy(dtype=bool), out["same_gpu"].to_numpy(dtype=bool)
-    floors = {side: between_runs_floor(model, engine, timing, nbytes, sliced, same)
-              for side, model in zip("bn", gpu_models)}
+    floors = side_floors(m, gpu_models, engine, timing, nbytes, sliced, same)
     floor = np.fmax(floors["b"], floors["n"])  # what a note names
     kinds = np.array(row_kinds(engine, nbytes), dtype=object)
     out["_engine"], out["_band"] = np.where(engine == "", "other", engine), size_band(nbytes)

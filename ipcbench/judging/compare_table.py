@@ -11,8 +11,9 @@ from ipcbench.record.run import Run
 
 
 # beside matching.VALUE_COLS: the row's kind, its noise, its within-run noise (`within`: a run's own samples, to be
-# combined with today's floors; NaN where a run states only a noise that holds the floors already), its invalid value
-EXTRA_COLS = ["engine", "noise", "within", "bad"]
+# combined with today's floors; NaN where a run states only a noise that holds the floors already), the contexts its
+# samples spread over and the noise measured between them (NaN before schema 6), its invalid value
+EXTRA_COLS = ["engine", "noise", "within", "contexts", "noise_contexts", "bad"]
 
 
 def side_by_side(bases: list[Run], new: Run):
@@ -30,7 +31,8 @@ def side_by_side(bases: list[Run], new: Run):
     base = combine_bases([p for p, _ in prepared[:-1]], mkey)
     extra = pd.concat([p[mkey + EXTRA_COLS] for p, _ in prepared[:-1]], ignore_index=True)
     extra = extra.groupby(mkey, sort=False, dropna=False).agg(  # a dict: agg's own `engine` is numba's
-        {"engine": "first", "noise": "max", "within": "max", "bad": lambda s: "; ".join(x for x in s if x)})
+        {"engine": "first", "noise": "max", "within": "max", "contexts": "min", "noise_contexts": "max",
+         "bad": lambda s: "; ".join(x for x in s if x)})
     base = base.merge(extra.reset_index(), on=mkey, how="left")
     newv = prepared[-1][0][mkey + VALUE_COLS + EXTRA_COLS]
     return base.merge(newv, on=mkey, how="outer", suffixes=("_b", "_n"), indicator=True), prepared[-1][1], mode

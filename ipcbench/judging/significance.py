@@ -25,16 +25,18 @@ def row_kinds(engines, nbytes) -> list[str]:
     return [f"{e or 'other'} {BANDS[int(b)]}" for e, b in zip(engines, size_band(nbytes))]
 
 
-def between_runs_floor(gpu_model: str, engines, timings, nbytes, sliced, same_gpu):
+def between_runs_floor(gpu_model: str, engines, timings, nbytes, sliced, same_gpu, contexts=None):
     """Each row's between-runs floor (a fraction): catalogue/noise.floor_of a run's GPU model and the row's kind
-    (catalogue/row_kind.RowKind: engine, timing, size, whether its ranks share a GPU). `sliced`: whether the row is
-    a time-sliced hand-off (row_kind.time_sliced_mask; compare takes either side's, so that its verdicts stay
-    symmetric), which is the one thing MPS decides in a kind. The same floors a run of the current code states in
-    its `noise` (core/rows.state_noise)."""
+    (catalogue/row_kind.RowKind: engine, timing, size, whether its ranks share a GPU, the contexts its samples spread
+    over: None or NaN, one). `sliced`: whether the row is a time-sliced hand-off (row_kind.time_sliced_mask; compare
+    takes either side's, so that its verdicts stay symmetric), which is the one thing MPS decides in a kind. The same
+    floors a run of the current code states in its `noise` (core/rows.state_noise)."""
     import numpy as np
 
-    return np.array([noise.floor_of(gpu_model, row_kind.RowKind(str(e), str(t), int(b), bool(g), mps=not s)).fraction
-                     for e, t, b, s, g in zip(engines, timings, nbytes, sliced, same_gpu)], dtype=float)
+    k = np.ones(len(nbytes)) if contexts is None else np.nan_to_num(np.asarray(contexts, dtype=float), nan=1.0)
+    return np.array([noise.floor_of(gpu_model, row_kind.RowKind(str(e), str(t), int(b), bool(g), mps=not s,
+                                                                contexts=int(c))).fraction
+                     for e, t, b, s, g, c in zip(engines, timings, nbytes, sliced, same_gpu, k)], dtype=float)
 
 
 def host_tails(engines, nbytes):

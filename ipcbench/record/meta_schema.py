@@ -83,7 +83,7 @@ GUARD = Obj({"host": TEXT, "step": TEXT, "engine": TEXT, "round": Text(ROUND_KIN
 PAIR_MODE = Obj({**PAIR_MODE_FIELDS, "per_host": MapOf(Obj(PAIR_MODE_FIELDS)), "check": ListOf(GUARD),
                  "rounds": MapOf(ListOf(ROUND))})
 SAMPLING = Obj({"min_time_ms": Num(strict=True), "min_samples": Int(1), "max_samples": Int(1), "noise": Num(),
-                "max_time_s": Null(Num(strict=True)), "placements": Int(1), "floor_share": Num(),
+                "max_time_s": Null(Num(strict=True)), "placements": Int(1), "contexts": Int(1), "floor_share": Num(),
                 "short_factor": Num(strict=True)})
 OPTIONS = Obj({"samples": Null(Int(1)), "min_time_ms": Num(strict=True), "verify": BOOL, "timeout_s": Num(strict=True),
                "quick": BOOL, "sm_copy": TEXT, "sm_bulk": TEXT, "pairs": TEXT, "serial_pairs": TEXT,

@@ -29,7 +29,7 @@ from ipcbench.core.context import Ctx
 from ipcbench.core.rows import failed
 from ipcbench.core.schedule import PairMode, per_gpu_pair
 from ipcbench.core.world import World, binding_problem, gpu_for_local_rank
-from ipcbench.errors import UsageError
+from ipcbench.errors import GpuError, UsageError
 from ipcbench.evidence import take as evidence
 from ipcbench.evidence.model import Evidence
 from ipcbench.ipc.sharers import BUFFER_KINDS, setup_buffers, setup_gpu_features, setup_libraries
@@ -155,7 +155,6 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     if isinstance(begun, int):  # a dry run's exit status
         return begun
     world, run_dir = begun
-    sizes = list(cfg.sizes)
     with PHASES.phase("gpu"):
         index, info = _select_gpu(world)
         gpu_of = world.node_allgather(index, "the GPU of every rank")
@@ -165,11 +164,12 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         gpu = gpumod.Gpu(index, copy_shape=cfg.copy_shape, bulk_shape=cfg.bulk_shape)
     with PHASES.phase("mps"):
         mps_on, mps_meta = _detect_mps(world, index)
-        _check_memory(world, gpu, sizes, steps, cfg.rule.placements)
+        _check_memory(world, gpu, list(cfg.sizes), steps, cfg.rule.placements)
     ctx = Ctx(world=world, gpu=gpu, buffers={}, rule=cfg.rule, verify=cfg.verify, run_id=run_dir.name,
               gpu_of=gpu_of, node_ranks=world.node_ranks, mps=mps_on,
               corrupt=os.environ.get("IPCBENCH_FAULT_CORRUPT", ""))
     ctx.add_cleanup(shm_release.arm(ctx))  # the first release added runs last: the driver's event files (issue 43)
+    _make_lanes(ctx, world, gpu, cfg.rule.contexts)
     preludes = [step.prelude(ctx, step.pairs) for step in steps if step.prelude]  # beside the setup (Step.prelude)
     with PHASES.phase("evidence"):  # every rank has its GPU: NVML reads the node while the run sets up
         before = evidence.start_snapshot(world, "before", ctx.helper_pids)
@@ -184,7 +184,7 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
     # No try/finally from here: on an error the caller aborts the whole job, and a collective cleanup
     # would only wait for a rank that is gone.
     with PHASES.phase("buffers"):
-        _setup_buffers(ctx, steps, sizes)
+        _setup_buffers(ctx, steps, list(cfg.sizes))
     writer = None
     if meta is not None:  # the run passed its setup: now the directory exists, with meta.json first (rank 0)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -200,6 +200,27 @@ def start(cfg, make_steps=None, example: str = "`mpirun -np 4 ipcbench all`", ta
         s.evidence_before = before.done(world)  # before any measurement
     _announce(s, info.name, tail, mps_meta)
     return s
+
+
+def _make_lanes(ctx: Ctx, world: World, gpu, k: int) -> None:
+    """The contexts each sample of a small row spreads over (core/lanes.py): k green contexts per rank, each with a
+    stream and the four timing events of lanes.time_lanes (phase "contexts"); collective over the node, which agrees
+    on the fewest any rank made (the two ranks of a pair must spread alike). Where the driver makes none (no green
+    contexts: CUDA before 12.4, older cuda.bindings), one context, said once; the rows' `contexts` column says it of
+    each row."""
+    made, why = [], ""
+    if k > 1:
+        try:
+            with PHASES.phase("contexts"):
+                made = gpu.lanes(k)
+        except (GpuError, ImportError, AttributeError) as e:
+            why = str(e)
+    fewest = min(world.node_allgather(len(made), "the contexts every rank made"))
+    ctx.lanes = made[:fewest] if fewest > 1 else []
+    ctx.lane_events = [tuple(gpu.event() for _ in range(4)) for _ in ctx.lanes]  # lanes.time_lanes' four
+    if k > 1 and not ctx.lanes and world.rank == 0:
+        print(f"ipcbench: every row samples one CUDA context (--contexts {k} asked for more: "
+              f"{why or 'a rank of the node made none'}); rows keep their kinds' between-runs floors", flush=True)
 
 
 def _plan_in_meta(world, meta: MetaDraft | None, steps, mode, gpu_of: list[int], mps_meta) -> None:
