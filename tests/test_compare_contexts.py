@@ -178,3 +178,37 @@ def test_the_stated_noise_covers_how_far_the_six_runs_moved_each_row():
             stated[i, j] = noise.combined(float(r["noise_within"]), between)
     assert (dev <= stated).mean() >= 0.95
     assert len(first) > 400
+
+
+def test_a_base_of_one_context_among_several_keeps_the_one_context_floors():
+    """BASE runs of the code before and of this code against NEW: the row is judged as sampled over contexts only where
+    every run sampled it so (a schema-5 run has no `contexts`: one), never tighter than its one-context run allows."""
+    t = judge(DATA / "before-all-1", RUNS[0], RUNS[1]).table
+    row = t[(t["method"] == "ce") & (t["direction"] == "push") & (t["bytes"] == 4096)].iloc[0]
+    assert row["bound"] >= 2 * noise.SAME_GPU_FLOORS["H200"][("ce", "gated")][0] - 1e-9
+    t = judge(RUNS[2], RUNS[0], RUNS[1]).table
+    row = t[(t["method"] == "ce") & (t["direction"] == "push") & (t["bytes"] == 4096)].iloc[0]
+    assert row["bound"] < 2 * noise.SAME_GPU_FLOORS["H200"][("ce", "gated")][0]
+
+
+def test_contexts_that_spread_wider_than_their_kinds_floor_widen_the_bound(tmp_path):
+    """A row whose own contexts spread past its kind's floor over contexts (noise_contexts 30% on both sides) is
+    judged by that: a 20% slower copy of it passes where it fails with the floors."""
+    import pandas as pd
+
+    def where(f):
+        return (f["suite"] == "copy") & (f["method"] == "ce") & (f["direction"] == "push") & (f["bytes"] == "4096")
+
+    base = tmp_path / "base"
+    base.mkdir()
+    wide = slowed(base, RUNS[0], 1.0, where)
+    new = slowed(tmp_path, RUNS[1], 1.2, where)
+    assert set(regressions(judge(wide, new))["bytes"]) == {4096}
+    for d in (wide, new):
+        f = pd.read_csv(d / "results.csv", keep_default_na=False, dtype=str)
+        f.loc[where(f), "noise_contexts"] = "0.3"
+        f.to_csv(d / "results.csv", index=False)
+    c = judge(wide, new)
+    assert c.exit_code == 0
+    t = c.table
+    assert (t[(t["method"] == "ce") & (t["direction"] == "push") & (t["bytes"] == 4096)]["bound"] >= 0.6).all()

@@ -64,7 +64,7 @@ def test_every_option_of_a_run_is_in_the_readme():
     assert [o for o in sorted(options) if f"`{o}" not in README and f"[{o}" not in README] == []
     assert f"`--placements N` (a row's samples rotate over N places of its buffers; default " \
            f"{DEFAULT_RULE.placements})" in flat(README)
-    assert f"whose spread the row states; default {DEFAULT_RULE.contexts}, 1 for the primary context alone" \
+    assert f"`--contexts K` (samples under 64 MiB spread over K green contexts; default {DEFAULT_RULE.contexts})" \
         in flat(README)
 
 
@@ -116,9 +116,9 @@ def test_the_sensitivity_over_contexts_is_the_recorded_one_h200_set():
     c = compare([load(data / "all-1")], load(data / "all-2"))
     got = {x["kind"]: pct(x["smallest_change"]) for x in c.info["catches"]}
     mids = sorted((got[f"{e} 256K-64M"] for e in ("ce", "sm", "sm_bulk")), key=lambda p: float(p[:-1]))
-    assert (f"`tests/data/h200x1-1129` all-1 against all-2: copy engine ≤ 256K {got['ce <= 256K']}, SM copies ≤ 256K "
-            f"{got['sm <= 256K']}, bulk copies ≤ 256K {got['sm_bulk <= 256K']}, 256K-64M {mids[0][:-1]}-{mids[-1]}, "
-            "where one context allows 24% and 18%)") in flat(README)
+    said = (f"`tests/data/h200x1-1129` all-1 against -2: ≤ 256K ce {got['ce <= 256K']}, SM {got['sm <= 256K']}, "
+            f"bulk {got['sm_bulk <= 256K']}, 256K-64M {mids[0][:-1]}-{mids[-1]}; one context: 24%, 18%)")
+    assert said in flat(README)
     one = compare([load(data / "before-all-1")], load(data / "all-1"))
     assert {pct(x["smallest_change"]) for x in one.info["catches"] if x["band"] != ">= 64M"} == {"24%", "18%"}
 

@@ -186,3 +186,61 @@ def test_a_rank_that_makes_no_context_leaves_the_node_at_one_and_says_why(capsys
         return len(ctx.lanes), {len(e) for e in ctx.lane_events}
 
     assert run_ranks(fine, n=2) == [(16, {4}), (16, {4})]
+
+
+def test_two_standard_errors_and_the_rules_numbers():
+    """The rules' numbers, each measured (docs/measurement.md, "Sampling over contexts"): a change here is a change
+    of what a run states."""
+    from ipcbench.config import DEFAULT_CONTEXTS
+
+    assert lanes.NOISE_SE == 2.0 and lanes.noise_of([1.0, 1.2]) == pytest.approx(2 * (0.2 ** 2 / 2) ** 0.5 / 2 ** 0.5
+                                                                                 / 1.1)
+    assert lanes.PENDING == 2 and lanes.SAMPLED_BELOW == 64 << 20 and DEFAULT_CONTEXTS == 16
+
+
+def sweeps(node: FakeNode, method: str, direction: str, **kw):
+    from ipcbench.core.pair import PairSweep
+
+    return node.run(lambda ctx: PairSweep(ctx, "copy", METHODS[method], direction, 0, 1, **kw))
+
+
+@pytest.mark.parametrize("method,direction,nbytes,kw,spreads", [
+    ("ce", "push", 32 << 20, {}, True),
+    ("ce", "push", 64 << 20, {}, False),  # the large band: one context (0.4-1% between processes)
+    ("sm_write", "pull", 4096, {}, True),
+    ("sm_write", "bidir", 4096, {}, False),
+    ("ce", "push", 4096, {"contexts": False}, False),  # a flow of a permutation round
+    ("sm_bulk_write", "push", 4096, {}, True),
+])
+def test_which_sizes_spread_over_the_contexts(method, direction, nbytes, kw, spreads):
+    node = FakeNode(rule=rule(8))
+    for sweep in sweeps(node, method, direction, **kw):
+        assert sweep.sampled_over_contexts(nbytes) == spreads
+
+
+def test_a_bulk_copy_confined_to_n_sms_keeps_one_context_on_both_ranks():
+    """--sm-bulk ...@N: the bulk copy runs on a green context of its own (Gpu.bulk_stream), whatever each rank's GPU
+    made of it; both ranks answer from the run's options."""
+    from ipcbench.core.bulk import BulkShape
+
+    node = FakeNode(rule=rule(8), gpu_kw=[dict(bulk_shape=BulkShape(sms=16)), dict(bulk_shape=BulkShape(sms=16))])
+    assert [s.sampled_over_contexts(4096) for s in sweeps(node, "sm_bulk_write", "push")] == [False, False]
+    assert [s.sampled_over_contexts(4096) for s in sweeps(node, "sm_write", "push")] == [True, True]
+
+
+def test_a_permutation_round_keeps_one_context():
+    from ipcbench.core.round import measure_round
+
+    node = FakeNode(rule=rule(8), gpu_kw=[dict(transfer_ns=lambda n: 2 * US, lane_level=levels)] * 2)
+    rows = node.run(lambda ctx: measure_round(ctx, "copy", METHODS["ce"], "push", [(0, 1), (1, 0)], [4096]))
+    assert [r.contexts for rs in rows for r in rs] == [1, 1]
+
+
+def test_a_row_of_fewer_contexts_than_the_floors_were_fitted_on_takes_the_one_context_floor():
+    from ipcbench.catalogue import noise, row_kind
+
+    for k, floor in ((1, 0.12), (7, 0.12), (8, 0.055), (16, 0.055)):
+        kind = row_kind.RowKind("ce", "gated", 4096, same_gpu=True, mps=False, contexts=k)
+        assert noise.floor_of("NVIDIA H200", kind).fraction == floor
+    assert noise.CONTEXT_FLOORS == {"H200": {("ce", "gated"): (0.055, 0.05), ("sm", "gated"): (0.07, 0.035),
+                                             ("sm_bulk", "gated"): (0.02, 0.035)}}

@@ -48,7 +48,7 @@ def order(sample: int, lanes: int) -> list[int]:
     return [(first + i) % lanes for i in range(lanes)]
 
 
-PENDING = 2  # lanes queued on the GPU at once: from 8 at once a 4 KiB copy takes 3.5-4.5 µs instead of 1.8-2.1
+PENDING = 2  # lanes queued on the GPU at once: 8 queued read a 4 KiB copy 3.3-3.9 µs, 48 4.2-4.5, one or two 1.8-2.1
 
 
 def time_lanes(gpu, batch, streams: list, events: list, per: int, sample: int = 0,
@@ -60,8 +60,8 @@ def time_lanes(gpu, batch, streams: list, events: list, per: int, sample: int = 
     own gate kernel, an event, one transfer, an event, one transfer, an event, the other per - 2 transfers and an
     event; the host releases the gate once all of it is enqueued, so nothing being enqueued is timed and the lanes
     never overlap. The host enqueues a lane only once the lane two before it has ended: at most PENDING lanes wait on
-    the GPU at a time (tests/bench_lanes.py --geometry, one H200: 48 or 8 lanes queued behind one gate took 3.5-4.5 µs
-    a 4 KiB copy where one lane or two took 1.8-2.1)."""
+    the GPU at a time (tests/bench_lanes.py --geometry, one H200: 8 lanes queued behind one gate took 3.3-3.9 µs a 4 KiB
+    copy, 48 4.2-4.5, where one lane or two took 1.8-2.1)."""
     work = batch.stream
     lanes_order = order(sample, len(streams))
     tickets: list[int] = []

@@ -209,8 +209,10 @@ class Method(MethodFacts):
 
     def stream_is_work(self, gpu) -> bool:
         """Whether its batches run on the work stream (so a sample may spread over the contexts' lanes instead:
-        core/lanes.py), not on a stream of the engine's own (a bulk copy confined to N SMs)."""
-        return ENGINES[self.engine].stream(gpu) in (None, gpu.stream)
+        core/lanes.py), not on a stream of the engine's own: a bulk copy whose --sm-bulk asks for N SMs (Gpu.bulk_stream
+        confines it to a green context of its own where the driver makes one). Read from the run's options, never from
+        what this rank's GPU made, so that both ranks of a pair answer alike."""
+        return self.engine != "sm_bulk" or not gpu.bulk_shape.sms
 
     def describe(self, gpu) -> str:
         """What the engine ran with, for the row's note ("" for the copy engine and NCCL: nothing to choose)."""

@@ -19,6 +19,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from ipcbench.catalogue import noise
 from ipcbench.core import lanes, placement
 from ipcbench.core.phases import PHASES
 from ipcbench.core.methods import KERNEL_ENGINES, on_sms, per_segment, plan_segments
@@ -198,10 +199,12 @@ def measure_pair(ctx, suite: str, method, direction: str, src: int, dst: int, si
         with PHASES.phase("calibrate"):
             batch = sweep.calibrated_batch(nbytes)
             n = batch.count if batch else 0
-            enough = sweep.enough_noise(nbytes)
-            their_n, their_enough = w.exchange((n, enough), peer)
-            n, enough = max(n, their_n), min(enough, their_enough)  # both ranks sample alike
-            n = sweep.spread(nbytes, n, batch)  # over the contexts: per lane x lanes (1 lane: n)
+            sweep.warm_lanes(nbytes, batch)
+            mine = (n, sweep.enough_noise(nbytes, len(ctx.lanes)), sweep.enough_noise(nbytes, 1))
+            theirs = w.exchange(mine, peer)
+            n = sweep.spread(nbytes, max(mine[0], theirs[0]))  # both ranks sample alike: per lane x lanes (1 lane: n)
+            at = 1 if sweep.lanes >= noise.CONTEXT_FLOORS_FROM else 2  # the floor the row will state (rows.state_noise)
+            enough = min(mine[at], theirs[at])
         with PHASES.phase("sample"):
             got = take_samples(ctx.rule, n, sweep.sampler(nbytes, batch, n), enough)
         facts = batch.facts if batch else {}  # what the driver's warm-up learnt (core/methods.Method.warm)
@@ -246,22 +249,25 @@ class PairSweep:
     def sampled_over_contexts(self, nbytes: int) -> bool:
         """Whether this size's samples may spread over the run's contexts (core/lanes.py): a one-way transfer one rank
         drives on the work stream (not a two-sided one, whose halves meet; not both ways, whose two ranks' lanes
-        would not line up; not a flow of a permutation round, timed beside the others; not a bulk copy confined to
-        N SMs, whose stream is its own), under 64 MiB, with the run's lanes there. The same answer on both ranks of
-        the pair: it depends on the run's options and the sweep alone."""
+        would not line up; not a flow of a permutation round, timed beside the others; not a bulk copy --sm-bulk
+        confines to N SMs, whose stream is its own), under 64 MiB, with the run's lanes there (the node agreed on
+        their number). The same answer on both ranks of the pair: it depends on the run's options and the sweep
+        alone (Method.stream_is_work reads the options, never the rank's GPU)."""
         return (self.contexts and len(self.ctx.lanes) > 1 and nbytes < lanes.SAMPLED_BELOW
                 and len(self.roles.drivers) == 1 and not self.two_sided and self.method.stream_is_work(self.ctx.gpu))
 
-    def spread(self, nbytes: int, count: int, batch) -> int:
-        """The transfers a sample of `count` does once spread over the contexts (lanes.lanes_for: each lane the same
-        number, at least lanes.MIN_PER_LANE), and the lanes it spreads over (`lanes`); `count` itself where the size
-        is not sampled over contexts. The driving rank warms every lane up (lanes.warm)."""
+    def warm_lanes(self, nbytes: int, batch) -> None:
+        """The driving rank's first, un-gated transfer of this size in every context (lanes.warm), before the pair
+        agrees on the count: the peer has not poisoned its inbox for the first sample yet."""
+        if batch is not None and self.sampled_over_contexts(nbytes):
+            lanes.warm(self.ctx.gpu, batch, self.ctx.lanes)
+
+    def spread(self, nbytes: int, count: int) -> int:
+        """The transfers a sample of `count` (agreed by the pair) does once spread over the contexts (lanes.lanes_for:
+        each lane the same number, at least lanes.MIN_PER_LANE), and the lanes it spreads over (`lanes`); `count`
+        itself where the size is not sampled over contexts."""
         self.lanes = lanes.lanes_for(count, len(self.ctx.lanes)) if self.sampled_over_contexts(nbytes) else 1
-        if self.lanes == 1:
-            return count
-        if batch is not None:
-            lanes.warm(self.ctx.gpu, batch, self.ctx.lanes[:self.lanes])
-        return lanes.per_lane(count, self.lanes) * self.lanes
+        return count if self.lanes == 1 else lanes.per_lane(count, self.lanes) * self.lanes
 
     def calibrated_batch(self, nbytes: int):
         """The batch this rank enqueues for `nbytes`, calibrated (a two-sided pair in lockstep, and where both
@@ -299,12 +305,11 @@ class PairSweep:
                               max_count=per_segment(self.transfer.nodes) * spreads)
         return make, count
 
-    def enough_noise(self, nbytes: int) -> float:
-        """Where this size's sampling may stop (Ctx.enough_noise): its rows are timed on the GPU's events
-        (gated), or on one GPU clock for a same-GPU pair both ways (window)."""
-        spread = len(self.ctx.lanes) if self.sampled_over_contexts(nbytes) else 1
+    def enough_noise(self, nbytes: int, contexts: int = 1) -> float:
+        """Where this size's sampling may stop (Ctx.enough_noise) if it spreads over `contexts`: its rows are timed
+        on the GPU's events (gated), or on one GPU clock for a same-GPU pair both ways (window)."""
         return self.ctx.enough_noise(self.method.engine, "window" if self.one_clock else "gated", nbytes,
-                                     self.src, self.dst, spread)
+                                     self.src, self.dst, contexts)
 
     def placements(self, nbytes: int) -> int:
         """How many places of its buffers this size's samples rotate over (core/placement.py): one for a

@@ -28,6 +28,7 @@ def side_by_side(bases: list[Run], new: Run):
     for (k, _), r in zip(prepared, runs):
         k["bad"] = invalid_values(k)
         k["within"] = within_noise(k, r)
+        k["contexts"] = k["contexts"].fillna(1)  # a run before schema 6: one context (several BASE take the least)
     base = combine_bases([p for p, _ in prepared[:-1]], mkey)
     extra = pd.concat([p[mkey + EXTRA_COLS] for p, _ in prepared[:-1]], ignore_index=True)
     extra = extra.groupby(mkey, sort=False, dropna=False).agg(  # a dict: agg's own `engine` is numba's
