@@ -33,6 +33,40 @@ def _ck(r):
     return rest[0] if len(rest) == 1 else (rest or None)
 
 
+def chain(gpu, batch, streams: list, events: list, per: int, warm: bool = False, inside=None) -> list[float]:
+    """The first design: lanes (`streams[i]`, timed by `events[i]`) one after another behind one gate on the work
+    stream, each waiting for the previous lane's stop event, `per` transfers each (with one untimed transfer before a
+    lane's start event where `warm`; `inside(i, enqueue)` enqueues lane i, a green context made current); µs per
+    transfer of each lane."""
+    import cupy
+
+    t = gpu.gate(gpu.stream)
+    prev = gpu.event(timing=False)
+    prev.record(gpu.stream)
+    for i, (s, (start, stop)) in enumerate(zip(streams, events)):
+        def enqueue(s=s, start=start, stop=stop, prev=prev):
+            s.wait_event(prev)
+            if warm:
+                batch.enqueue_on(s, 1)
+            start.record(s)
+            batch.enqueue_on(s, per)
+            stop.record(s)
+        (inside or (lambda i, fn: fn()))(i, enqueue)
+        prev = stop
+    gpu.stream.wait_event(prev)
+    gpu.release(t)
+    gpu.wait(gpu.stream)
+    return [cupy.cuda.get_elapsed_time(a, z) * 1e3 / per for a, z in events[:len(streams)]]
+
+
+def long_segment_us(gpu, batch, count: int = 512) -> float:
+    """µs per transfer of one gated segment of `count` transfers on the primary context's work stream: what a run of
+    one context times (core/timing.time_batch; `batch` holds one segment of `count`)."""
+    from ipcbench.core.timing import time_batch
+
+    return time_batch(gpu, batch.with_count(count)) * 1e3 / count
+
+
 def main(out: str) -> None:
     import cupy
     from cuda.bindings import driver as cu
@@ -84,25 +118,10 @@ def main(out: str) -> None:
         timed("work", c, lambda b: gate_and(gpu.stream, ev, lambda s: b.enqueue_on(s, COUNT)))
 
     # primary-chain: 8 streams of the primary context one after another (does chaining alone cost?)
-    prim = [(gpu.new_stream(), (gpu.event(), gpu.event())) for _ in range(8)]
-
-    def primary_chain(b):
-        t = gpu.gate(gpu.stream)
-        prev = gpu.event(timing=False)
-        prev.record(gpu.stream)
-        for s, (start, stop) in prim:
-            s.wait_event(prev)
-            start.record(s)
-            b.enqueue_on(s, COUNT // 8)
-            stop.record(s)
-            prev = stop
-        gpu.stream.wait_event(prev)
-        gpu.release(t)
-        gpu.wait(gpu.stream)
-        return [cupy.cuda.get_elapsed_time(a, z) * 1e3 / (COUNT // 8) for _, (a, z) in prim]
-
+    prim = [gpu.new_stream() for _ in range(8)]
+    prim_events = [(gpu.event(), gpu.event()) for _ in prim]
     for c in cases:
-        timed("primary-chain", c, primary_chain)
+        timed("primary-chain", c, lambda b: chain(gpu, b, prim, prim_events, COUNT // 8))
 
     # green-from-primary and green-own-gate
     g1 = green()
@@ -154,41 +173,10 @@ def main(out: str) -> None:
         c_ctx, s, e = lanes[0]
         timed("green-current", c, lambda b: in_ctx(c_ctx, lambda: gate_and(s, e, lambda st: b.enqueue_on(st, COUNT))))
 
-        def chain(b):
-            t = gpu.gate(gpu.stream)
-            prev = gpu.event(timing=False)
-            prev.record(gpu.stream)
-            for c_ctx, s, (start, stop) in lanes:
-                def one():
-                    s.wait_event(prev)
-                    start.record(s)
-                    b.enqueue_on(s, COUNT // 8)
-                    stop.record(s)
-                in_ctx(c_ctx, one)
-                prev = stop
-            gpu.stream.wait_event(prev)
-            gpu.release(t)
-            gpu.wait(gpu.stream)
-            return [cupy.cuda.get_elapsed_time(a, z) * 1e3 / (COUNT // 8) for _, _, (a, z) in lanes]
-
-        timed("green-current-chain", c, chain)
-
-        def chain_primary_current(b):
-            t = gpu.gate(gpu.stream)
-            prev = gpu.event(timing=False)
-            prev.record(gpu.stream)
-            for _, s, (start, stop) in lanes:
-                s.wait_event(prev)
-                start.record(s)
-                b.enqueue_on(s, COUNT // 8)
-                stop.record(s)
-                prev = stop
-            gpu.stream.wait_event(prev)
-            gpu.release(t)
-            gpu.wait(gpu.stream)
-            return [cupy.cuda.get_elapsed_time(a, z) * 1e3 / (COUNT // 8) for _, _, (a, z) in lanes]
-
-        timed("green-cupy-stream-chain-primary-current", c, chain_primary_current)
+        streams, events = [s for _, s, _ in lanes], [e for _, _, e in lanes]
+        timed("green-current-chain", c, lambda b: chain(gpu, b, streams, events, COUNT // 8,
+                                                        inside=lambda i, fn: in_ctx(lanes[i][0], fn)))
+        timed("green-cupy-stream-chain-primary-current", c, lambda b: chain(gpu, b, streams, events, COUNT // 8))
 
     t0 = time.perf_counter()
     json.dump({"count": COUNT, "rows": out_rows, "s": time.perf_counter() - t0}, open(out, "w"), indent=1)
@@ -203,6 +191,7 @@ core/lanes.time_lanes alone (a gate per lane, at most lanes.PENDING lanes queued
     (median over the lanes, and the lanes' min and max), and the host's wall per lane for "host"."""
     import cupy
 
+    from ipcbench.core import lanes as lanes_mod
     from ipcbench.core.gpu import Gpu
     from ipcbench.core.methods import METHODS
 
@@ -215,11 +204,7 @@ core/lanes.time_lanes alone (a gate per lane, at most lanes.PENDING lanes queued
     rows = []
     for method, size in (("ce", 4096), ("sm_write", 4096), ("ce", 1 << 20)):
         b = METHODS[method].batch(gpu, src, dst, size, 8)
-        for s in green + prim:
-            b.enqueue_on(s, 1)
-        gpu.wait()
-        for s in green + prim:
-            gpu.wait(s)
+        lanes_mod.warm(gpu, b, green + prim)
         for kind, streams in (("primary", prim), ("green", green)):
             for lanes, per in ((1, 32), (2, 16), (8, 16), (8, 4), (48, 4), (48, 16)):
                 for mode in modes:
@@ -227,8 +212,6 @@ core/lanes.time_lanes alone (a gate per lane, at most lanes.PENDING lanes queued
                     t_host = 0.0
                     for _ in range(3):
                         if mode == "pipelined":  # core/lanes.time_lanes, as a run samples
-                            from ipcbench.core import lanes as lanes_mod
-
                             lanes_mod.time_lanes(gpu, b, streams[:lanes], events[:lanes], per, len(got))
                         elif mode == "host":
                             t0 = time.perf_counter()
@@ -242,21 +225,7 @@ core/lanes.time_lanes alone (a gate per lane, at most lanes.PENDING lanes queued
                                 gpu.wait(st, spin=True)
                             t_host += (time.perf_counter() - t0) / lanes / 3
                         else:
-                            t = gpu.gate(gpu.stream)
-                            prev = gpu.event(timing=False)
-                            prev.record(gpu.stream)
-                            for i in range(lanes):
-                                st, (a, z) = streams[i], events[i]
-                                st.wait_event(prev)
-                                if mode == "warm":
-                                    b.enqueue_on(st, 1)
-                                a.record(st)
-                                b.enqueue_on(st, per)
-                                z.record(st)
-                                prev = z
-                            gpu.stream.wait_event(prev)
-                            gpu.release(t)
-                            gpu.wait(gpu.stream)
+                            chain(gpu, b, streams[:lanes], events, per, warm=mode == "warm")
                         got.append([cupy.cuda.get_elapsed_time(*events[i]) * 1e3 / per for i in range(lanes)])
                     flat = [x for g in got for x in g]
                     rec = {"method": method, "bytes": size, "streams": kind, "lanes": lanes, "per": per, "mode": mode,
@@ -276,6 +245,7 @@ def first_event(out: str) -> None:
     ((stop - second) - (first - start)) / (P - 3), against the work stream's long segment (512 transfers)."""
     import cupy
 
+    from ipcbench.core import lanes as lanes_mod
     from ipcbench.core.gpu import Gpu
     from ipcbench.core.methods import METHODS
 
@@ -283,49 +253,16 @@ def first_event(out: str) -> None:
     n = 1 << 20
     src, dst = gpu.malloc(n), gpu.malloc(n)
     lanes = gpu.lanes(48)
-    ev = [[gpu.event() for _ in range(4)] for _ in lanes]
+    ev = [tuple(gpu.event() for _ in range(4)) for _ in lanes]
     rows = []
     for method, size, per in (("ce", 4096, 22), ("sm_write", 4096, 22), ("ce", 65536, 22), ("sm_write", 65536, 9),
                               ("ce", 1 << 20, 11), ("sm_read", 1 << 20, 8)):
         b = METHODS[method].batch(gpu, src, dst, size, 512)
-        for s in lanes:
-            b.enqueue_on(s, 1)
-        gpu.wait()
-        for s in lanes:
-            gpu.wait(s)
-        longs = []
-        for _ in range(5):
-            a, z = gpu.event(), gpu.event()
-            t = gpu.gate(gpu.stream)
-            a.record(gpu.stream)
-            b.enqueue_on(gpu.stream, 512)
-            z.record(gpu.stream)
-            gpu.release(t)
-            gpu.wait(gpu.stream)
-            longs.append(cupy.cuda.get_elapsed_time(a, z) * 1e3 / 512)
+        lanes_mod.warm(gpu, b, lanes)
+        longs = [long_segment_us(gpu, b) for _ in range(5)]
         whole, after_first, diff = [], [], []
-        for _ in range(5):
-            prev, done = None, []
-            for j, s in enumerate(lanes):
-                if j >= 2:
-                    while not ev[j - 2][3].done:
-                        pass
-                if prev is not None:
-                    s.wait_event(prev)
-                t = gpu.gate(s)
-                e0, e1, e2, e3 = ev[j]
-                e0.record(s)
-                b.enqueue_on(s, 1)
-                e1.record(s)
-                b.enqueue_on(s, 1)
-                e2.record(s)
-                b.enqueue_on(s, per - 2)
-                e3.record(s)
-                gpu.release(t)
-                prev = e3
-                done.append(t)
-            gpu.stream.wait_event(prev)
-            gpu.wait(gpu.stream)
+        for sample in range(5):
+            lanes_mod.time_lanes(gpu, b, lanes, ev, per, sample)
             el = cupy.cuda.get_elapsed_time
             whole.append(statistics.fmean(el(e[0], e[3]) * 1e3 / per for e in ev))
             after_first.append(statistics.fmean(el(e[1], e[3]) * 1e3 / (per - 1) for e in ev))
@@ -346,7 +283,6 @@ def session(out: str, k: int = 16) -> None:
     (stop - start over the lane's transfers, "whole"). Appends one JSON line per rank 0 process to OUT."""
     import tempfile
 
-    import cupy
 
     from ipcbench.config import RunConfig
     from ipcbench.core import lanes as lanes_mod
@@ -368,14 +304,7 @@ def session(out: str, k: int = 16) -> None:
                 per = 37 if n < (1 << 20) else 24
                 got: dict = {"primary": [], "lanes": [], "whole": []}
                 for _ in range(5):
-                    a, z = gpu.event(), gpu.event()
-                    t = gpu.gate(gpu.stream)
-                    a.record(gpu.stream)
-                    batch.enqueue_on(gpu.stream, 512)
-                    z.record(gpu.stream)
-                    gpu.release(t)
-                    gpu.wait(gpu.stream)
-                    got["primary"].append(cupy.cuda.get_elapsed_time(a, z) * 1e3 / 512)
+                    got["primary"].append(long_segment_us(gpu, batch))
                     us = lanes_mod.time_lanes(gpu, batch, ctx.lanes, ctx.lane_events, per, len(got["lanes"]))
                     got["lanes"].append(statistics.fmean(us))
                     got["whole"].append(statistics.fmean(gpu.elapsed_ms(e[0], e[3]) * 1e3 / per
@@ -388,9 +317,44 @@ def session(out: str, k: int = 16) -> None:
     runner.release(s)
 
 
+def variant(out: str, shape: str) -> None:
+    """--variant OUT SHAPE: the size of a change made to the SM copy kernel, measured apart from ipcbench's runs and
+    their contexts: one process, the primary context's work stream, 512-transfer segments (long_segment_us), a push of
+    4 KiB, 64 KiB and 1 MiB into its own buffer by the default --sm-copy shape and by SHAPE, alternating, seven times
+    each; the copy engine beside them as a control (the shape cannot touch it). JSON: per size, each's median µs and
+    SHAPE's change."""
+    from ipcbench.core import lanes as lanes_mod
+    from ipcbench.core.gpu import Gpu
+    from ipcbench.core.methods import METHODS
+    from ipcbench.core.sm_copy import CopyShape
+
+    gpu = Gpu(0)
+    n = 1 << 20
+    src, dst = gpu.malloc(n), gpu.malloc(n)
+    rows = []
+    for size in (4096, 65536, 1 << 20):
+        got: dict[str, list[float]] = {"sm_write": [], f"sm_write@{shape}": [], "ce": []}
+        batches = {m: METHODS[m].batch(gpu, src, dst, size, 512) for m in ("sm_write", "ce")}
+        kernels = (("sm_write", CopyShape()), (f"sm_write@{shape}", CopyShape.parse(shape)), ("ce", None))
+        for _ in range(7):
+            for name, kernel in kernels:
+                if kernel is not None:
+                    gpu.copy_shape = kernel
+                b = batches["ce" if kernel is None else "sm_write"]
+                lanes_mod.warm(gpu, b, [gpu.stream])  # a new shape's first launch is not timed
+                got[name].append(long_segment_us(gpu, b))
+        gpu.copy_shape = CopyShape()
+        med = {k: statistics.median(v) for k, v in got.items()}
+        rows.append({"bytes": size, **med, "change": med[f"sm_write@{shape}"] / med["sm_write"] - 1})
+        print(rows[-1], flush=True)
+    json.dump(rows, open(out, "w"), indent=1)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--geometry":
         geometry(sys.argv[2])
+    elif sys.argv[1] == "--variant":
+        variant(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "--session":
         session(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 16)
     elif sys.argv[1] == "--first":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 import subprocess
 import sys
 
@@ -12,18 +11,14 @@ import pytest
 
 
 def mpiexec_cmd(n: int) -> list[str]:
-    """The launcher for n ranks: $IPCBENCH_MPIEXEC, else mpirun/mpiexec on PATH (Open MPI as root needs flags)."""
-    exe = os.environ.get("IPCBENCH_MPIEXEC") or shutil.which("mpirun") or shutil.which("mpiexec")
-    if not exe:
-        pytest.skip("no mpirun/mpiexec on PATH (set IPCBENCH_MPIEXEC)")
-    cmd = [exe, "-n", str(n)]
+    """The launcher for n ranks: tools/shm_targets.launcher's ($IPCBENCH_MPIEXEC, else mpirun/mpiexec on PATH, with
+    Open MPI's flags as root); skips the test where there is none."""
+    from conftest import tool
+
     try:
-        ver = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        ver = ""
-    if "Open MPI" in ver and os.geteuid() == 0:
-        cmd += ["--allow-run-as-root", "--oversubscribe"]
-    return cmd
+        return tool("shm_targets").launcher(n)
+    except SystemExit:
+        pytest.skip("no mpirun/mpiexec on PATH (set IPCBENCH_MPIEXEC)")
 
 
 def run_ipcbench(out, n: int, *args: str, timeout: int = 540) -> tuple[subprocess.CompletedProcess, list[dict]]:

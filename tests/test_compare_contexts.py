@@ -212,3 +212,27 @@ def test_contexts_that_spread_wider_than_their_kinds_floor_widen_the_bound(tmp_p
     assert c.exit_code == 0
     t = c.table
     assert (t[(t["method"] == "ce") & (t["direction"] == "push") & (t["bytes"] == 4096)]["bound"] >= 0.6).all()
+
+
+VARIANT = DATA / "variant"
+
+
+def test_a_kernel_variant_run_on_the_gpu_changes_exactly_the_rows_past_what_the_gate_catches():
+    """A real change on one H200 (tests/data/h200x1-1129/variant, one call): `copy kernel --sizes 4K,64K,1M` twice, once
+    more as a control, and once with `--sm-copy 1x128x1`, whose size tests/bench_lanes.py --variant measured apart
+    (variant.json: SM writes 5.4% faster at 4 KiB, 24.4% at 64 KiB, 4.3% at 1 MiB, on the primary context in one
+    process). compare names exactly the SM rows of 64 KiB (the one size past the 14% it catches there), with one BASE
+    and with two, and no copy-engine row; the control run changes nothing."""
+    import json
+
+    size = {r["bytes"]: r["change"] for r in json.loads((VARIANT / "variant.json").read_text())}
+    assert size[65536] < -0.2 and all(-0.07 < size[b] < 0 for b in (4096, 1 << 20))
+    for bases in (["base-1"], ["base-1", "base-2"]):
+        c = judge(*(VARIANT / b for b in bases), VARIANT / "weak-1")
+        t = c.table
+        changed = t[t["verdict"] != "unchanged"]
+        assert set(changed["verdict"]) == {"improvement"} and set(changed["bytes"]) == {65536}
+        assert set(changed["method"]) == {"sm_read", "sm_write"} and len(changed) == 6  # push, pull, bidir
+        got = changed[changed["direction"] != "bidir"]["change"]
+        assert ((got > 0.2) & (got < 0.4)).all()  # the rate; the bench's time 24.4% shorter is a rate 32% higher
+    assert judge(VARIANT / "base-1", VARIANT / "same-1").counts()["improvement"] == 0

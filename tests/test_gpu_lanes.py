@@ -4,13 +4,10 @@ the both-ways and the two-sided rows keep one context. Skipped without a GPU; th
 
 from __future__ import annotations
 
-import csv
-import subprocess
-import sys
 
 import pytest
 
-from gpu_mpi import mpiexec_cmd
+from gpu_mpi import run_ipcbench
 
 
 def _gpu():
@@ -23,6 +20,7 @@ def _gpu():
 def test_every_lane_carries_its_copies_and_times_them():
     from ipcbench.core import lanes
     from ipcbench.core.methods import METHODS
+    from ipcbench.core.timing import time_batch
 
     gpu = _gpu()
     try:
@@ -31,7 +29,7 @@ def test_every_lane_carries_its_copies_and_times_them():
         n = 1 << 16
         src, dst = gpu.malloc(n), gpu.malloc(n)
         for method in ("ce", "sm_write"):
-            batch = METHODS[method].batch(gpu, src, dst, n, 64)
+            batch = METHODS[method].batch(gpu, src, dst, n, 512)
             lanes.warm(gpu, batch, streams)
             for sample in range(3):
                 gpu.fill(src, n, 77 + sample)
@@ -42,14 +40,7 @@ def test_every_lane_carries_its_copies_and_times_them():
                 assert gpu.verify(dst, n, 77 + sample) == 0, method
             # the lanes' mean time per transfer is the work stream's over a long segment, give or take the spread of
             # contexts (2-5% relative sd) and of processes: one segment of 512 on the primary context
-            start, stop = gpu.event(), gpu.event()
-            t = gpu.gate(gpu.stream)
-            start.record(gpu.stream)
-            batch.enqueue_on(gpu.stream, 512)
-            stop.record(gpu.stream)
-            gpu.release(t)
-            gpu.wait()
-            work = gpu.elapsed_ms(start, stop) * 1e3 / 512
+            work = time_batch(gpu, batch.with_count(512)) * 1e3 / 512
             mean = sum(us) / len(us)
             assert 0.8 * work < mean < 1.2 * work, (method, work, us)
     finally:
@@ -59,13 +50,9 @@ def test_every_lane_carries_its_copies_and_times_them():
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 def test_a_runs_small_one_way_rows_spread_over_the_contexts(tmp_path):
-    out = tmp_path / "run"
-    cmd = mpiexec_cmd(2) + [sys.executable, "-m", "ipcbench", "copy", "kernel", "--sizes", "4K,1M,64M",
-                            "--contexts", "16", "--timeout", "60", "--out", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    rows = list(csv.DictReader(open(out / "results.csv", newline="")))
-    assert rows
+    p, rows = run_ipcbench(tmp_path / "run", 2, "copy", "kernel", "--sizes", "4K,1M,64M", "--contexts", "16",
+                           "--timeout", "60", timeout=280)
+    assert p.returncode == 0 and rows, p.stdout[-3000:] + p.stderr[-3000:]
     for r in rows:
         assert r["verified"] == "true", r
         spread = int(r["bytes"]) < (64 << 20) and r["direction"] in ("push", "pull")
@@ -92,11 +79,8 @@ def test_a_pair_of_gpus_spreads_its_copies_over_the_contexts_of_the_gpu_that_iss
     on one."""
     if _gpus() < 2:
         pytest.skip("needs two GPUs: one-GPU machines run the same-GPU test above")
-    out = tmp_path / "run"
-    cmd = mpiexec_cmd(2) + [sys.executable, "-m", "ipcbench", "copy", "kernel", "--sizes", "4K,1M",
-                            "--contexts", "8", "--timeout", "60", "--out", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    p, rows = run_ipcbench(tmp_path / "run", 2, "copy", "kernel", "--sizes", "4K,1M", "--contexts", "8",
+                           "--timeout", "60", timeout=280)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    rows = list(csv.DictReader(open(out / "results.csv", newline="")))
     cross = [r for r in rows if r["same_gpu"] == "false" and r["direction"] in ("push", "pull")]
     assert cross and all(r["verified"] == "true" and r["contexts"] == "8" for r in cross)

@@ -244,3 +244,42 @@ def test_a_row_of_fewer_contexts_than_the_floors_were_fitted_on_takes_the_one_co
         assert noise.floor_of("NVIDIA H200", kind).fraction == floor
     assert noise.CONTEXT_FLOORS == {"H200": {("ce", "gated"): (0.055, 0.05), ("sm", "gated"): (0.07, 0.035),
                                              ("sm_bulk", "gated"): (0.02, 0.035)}}
+
+
+def test_the_host_enqueues_a_lane_only_once_the_lane_two_before_it_has_ended():
+    """lanes.PENDING: at most two lanes queued on the GPU (8 queued at once read a 4 KiB copy twice as slow). The host
+    asks whether lane j - 2's last event is done before it gates lane j, and never before."""
+    from fakes import FakeEvent, FakeGpu, HostMemory
+    from ipcbench.core.methods import METHODS as M
+
+    mem = HostMemory()
+    gpu = FakeGpu(mem, transfer_ns=lambda n: 1 * US)
+    log = gpu.log
+
+    class Watched(FakeEvent):
+        @property
+        def done(self):
+            log.append(f"done {self.lane}")
+            return True
+
+        @done.setter
+        def done(self, value):
+            pass
+
+    src, dst = mem.alloc(4096), mem.alloc(4096)
+    batch = M["ce"].batch(gpu, src, dst, 4096, 6)
+    streams = gpu.lanes(4)
+    events = []
+    for i in range(4):
+        e = tuple(FakeEvent() for _ in range(3)) + (Watched(),)
+        e[3].lane = i
+        events.append(e)
+    lanes.warm(gpu, batch, streams)
+    del log[:]
+    lanes.time_lanes(gpu, batch, streams, events, 6, 0)
+    gates = [i for i, x in enumerate(log) if x == "gate"]
+    assert len(gates) == 4
+    for j in (2, 3):
+        asked = log.index(f"done {j - 2}")
+        assert gates[j - 1] < asked < gates[j], log
+    assert "done 2" not in log and "done 3" not in log

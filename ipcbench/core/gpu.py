@@ -121,6 +121,14 @@ class _StreamHandle:
         return 0, self.ptr
 
 
+def _ok(res, what: str):
+    """A cuda.bindings driver call's result without its status: GpuError naming the call where it failed."""
+    err, *out = res if isinstance(res, tuple) else (res,)
+    if int(err) != 0:
+        raise GpuError(f"{what}: {err}")
+    return out[0] if len(out) == 1 else out
+
+
 def _external_stream(ptr: int, device: int):
     """A CuPy stream over a stream CuPy did not make (a green context's): Stream.from_external where CuPy has
     it (ExternalStream is deprecated there), else ExternalStream."""
@@ -344,32 +352,15 @@ class Gpu:
         (its SM count, "") or (0, why not). The driver rounds n up to its partition granularity."""
         try:
             from cuda.bindings import driver as d
+
+            dev, res = self._sm_resource()
+            groups, _, _ = _ok(d.cuDevSmResourceSplitByCount(1, res, 0, n), "cuDevSmResourceSplitByCount")
+            self._green = self._green_stream(dev, groups[0])
         except ImportError as e:
             return 0, f"no cuda.bindings ({e})"
-
-        def ok(res, what):
-            err, *out = res if isinstance(res, tuple) else (res,)
-            if int(err) != 0:
-                raise GpuError(f"{what}: {err}")
-            return out[0] if len(out) == 1 else out
-
-        try:
-            dev = ok(d.cuDeviceGet(self.index), "cuDeviceGet")
-            res = ok(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM),
-                     "cuDeviceGetDevResource")
-            groups, _, _ = ok(d.cuDevSmResourceSplitByCount(1, res, 0, n), "cuDevSmResourceSplitByCount")
-            got = int(groups[0].sm.smCount)
-            desc = ok(d.cuDevResourceGenerateDesc([groups[0]], 1), "cuDevResourceGenerateDesc")
-            gctx = ok(d.cuGreenCtxCreate(desc, dev, d.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM),
-                      "cuGreenCtxCreate")
-            raw = ok(d.cuGreenCtxStreamCreate(gctx, d.CUstream_flags.CU_STREAM_NON_BLOCKING, 0),
-                     "cuGreenCtxStreamCreate")
         except (GpuError, AttributeError) as e:  # AttributeError: bindings older than green contexts
             return 0, f"no green context of {n} SMs: {e}"
-        s = _external_stream(int(raw), self.index)
-        self._add_counters(s)
-        self._green = (gctx, raw, s)
-        return got, ""
+        return int(groups[0].sm.smCount), ""
 
     def lanes(self, k: int) -> list:
         """`k` streams, each in its own green context over every SM of the device (core/lanes.py: a row's samples
@@ -377,28 +368,32 @@ class Gpu:
         run's setup; each stream gets its bulk-copy piece counters. Green contexts, not cuCtxCreate: 1.6 ms and
         10 MiB each instead of 0.3 s and 1 GiB, and work enqueued on their streams from the primary context reaches
         every buffer at its rate (docs/measurement.md). Raises GpuError where the driver cannot make them."""
+        if len(self._lanes) < k:
+            dev, res = self._sm_resource()
+            while len(self._lanes) < k:
+                self._lanes.append(self._green_stream(dev, res))
+        return [lane[2] for lane in self._lanes[:k]]
+
+    def _sm_resource(self):
+        """(the device, its SM resource) for green contexts (cuda.bindings' driver API)."""
         from cuda.bindings import driver as d
 
-        def ok(res, what):
-            err, *out = res if isinstance(res, tuple) else (res,)
-            if int(err) != 0:
-                raise GpuError(f"{what}: {err}")
-            return out[0] if len(out) == 1 else out
+        dev = _ok(d.cuDeviceGet(self.index), "cuDeviceGet")
+        return dev, _ok(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM),
+                        "cuDeviceGetDevResource")
 
-        if len(self._lanes) < k:
-            dev = ok(d.cuDeviceGet(self.index), "cuDeviceGet")
-            res = ok(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM),
-                     "cuDeviceGetDevResource")
-            desc = ok(d.cuDevResourceGenerateDesc([res], 1), "cuDevResourceGenerateDesc")
-            while len(self._lanes) < k:
-                gctx = ok(d.cuGreenCtxCreate(desc, dev, d.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM),
-                          "cuGreenCtxCreate")
-                raw = ok(d.cuGreenCtxStreamCreate(gctx, d.CUstream_flags.CU_STREAM_NON_BLOCKING, 0),
-                         "cuGreenCtxStreamCreate")
-                s = _external_stream(int(raw), self.index)
-                self._add_counters(s)
-                self._lanes.append((gctx, raw, s))
-        return [lane[2] for lane in self._lanes[:k]]
+    def _green_stream(self, dev, resource) -> tuple:
+        """(green context, raw stream, CuPy stream with its bulk-copy counters): one green context over `resource`
+        (the device's SMs, or a group split from them) and a stream in it; close() destroys both."""
+        from cuda.bindings import driver as d
+
+        desc = _ok(d.cuDevResourceGenerateDesc([resource], 1), "cuDevResourceGenerateDesc")
+        gctx = _ok(d.cuGreenCtxCreate(desc, dev, d.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM),
+                   "cuGreenCtxCreate")
+        raw = _ok(d.cuGreenCtxStreamCreate(gctx, d.CUstream_flags.CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate")
+        s = _external_stream(int(raw), self.index)
+        self._add_counters(s)
+        return gctx, raw, s
 
     def bulk_sms_seen(self, src: int, dst: int, nbytes: int, stream=None) -> int:
         """One bulk copy of nbytes (un-gated, waited for) whose CTAs write the SM they run on: on how many
@@ -491,17 +486,11 @@ class Gpu:
                 runtime.free(ptr)
             self.allocations.clear()
             runtime.freeHost(self._host_ptr)
-            if self._green is not None:
+            greens = ([self._green] if self._green is not None else []) + self._lanes
+            if greens:
                 from cuda.bindings import driver as d
 
-                gctx, raw, _ = self._green
-                d.cuStreamDestroy(raw)
-                d.cuGreenCtxDestroy(gctx)
-                self._green = None
-            if self._lanes:
-                from cuda.bindings import driver as d
-
-                for gctx, raw, _ in self._lanes:
+                for gctx, raw, _ in greens:
                     d.cuStreamDestroy(raw)
                     d.cuGreenCtxDestroy(gctx)
-                self._lanes = []
+                self._green, self._lanes = None, []
